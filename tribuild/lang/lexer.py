@@ -1,0 +1,97 @@
+"""The `.tri` lexer: file text -> tokens (see ``tribuild.lang.tokens`` for the terms).
+
+One compiled regex scans the text. Whitespace and comments (``# ...`` to end of line,
+``/* ... */`` not nested) are skipped. A newline becomes a ``"newline"`` token only where it
+can end a statement: not inside ``( )`` or ``[ ]`` (a bracket stack tracks them; inside
+``{ }`` newlines count), never after another break, never at the start of the file, and never next
+to a joiner. Bad input (an invalid character, an unterminated string or block
+comment, a malformed number) becomes an ``"error"`` token whose text ``describe_error``
+explains; lexing never raises.
+"""
+from __future__ import annotations
+
+import re
+
+from tribuild.diagnostics import register
+from tribuild.lang.tokens import BREAKS, JOINERS, KEYWORDS, LexResult, Token
+
+E_UNTERMINATED_STRING = register("E0101", "unterminated string literal")
+E_UNTERMINATED_COMMENT = register("E0102", "unterminated block comment")
+E_INVALID_CHAR = register("E0103", "invalid character")
+E_INVALID_NUMBER = register("E0105", "invalid number literal")
+
+_END = r"(?![A-Za-z0-9_])"
+_EXP = r"(?:[eE][+-]?[0-9]+)"
+_TOKEN = re.compile(
+    r"(?P<skip>(?:[ \t\r\f\v]+|\#[^\n]*|/\*(?s:.*?)\*/)+)"
+    r"|(?P<newline>\n)"
+    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
+    rf"|(?P<float>(?:[0-9]+\.(?![.A-Za-z_])[0-9]*{_EXP}?|\.[0-9]+{_EXP}?|[0-9]+{_EXP}){_END})"
+    rf"|(?P<int>(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+){_END})"
+    r"|(?P<badnum>\.?[0-9][A-Za-z0-9_]*)"
+    r'|(?P<string>"(?:[^"\\\n]|\\.)*")'
+    r'|(?P<unstring>"(?:[^"\\\n]|\\.)*)'
+    r"|(?P<unclosed>/\*(?s:.*))"
+    r"|(?P<op>->|\.\.|//|\*\*|==|!=|<=|>=|&&|\|\||[-+*/%@<>!?:=,.()\[\]{};])"
+    r"|(?P<bad>.)"
+)
+_NUMBER_START = re.compile(r"\.?[0-9]")
+_ERRORS = frozenset(("badnum", "unstring", "unclosed", "bad"))
+_OPEN = {"(": "(", "[": "[", "{": "{"}
+_CLOSE = {")": "(", "]": "[", "}": "{"}
+
+
+def lex(text: str) -> LexResult:
+    """Split ``text`` into tokens; never raises."""
+    out: list[Token] = []
+    stack: list[str] = []  # open brackets
+    pending = -1           # offset of a newline not yet emitted, or -1
+    last = "newline"       # kind of the last token emitted ("newline" at file start)
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind == "skip":
+            continue
+        if kind == "newline":
+            if pending < 0 and (not stack or stack[-1] == "{"):
+                pending = m.start()
+            continue
+        tok = m.group()
+        if kind == "op":
+            kind = tok
+            if tok in _OPEN:
+                stack.append(tok)
+            elif tok in _CLOSE:
+                _close(stack, _CLOSE[tok])
+        elif kind == "ident":
+            if tok in KEYWORDS:
+                kind = tok
+        elif kind in _ERRORS:
+            kind = "error"
+        if pending >= 0:
+            if last not in BREAKS and last not in JOINERS and kind not in JOINERS:
+                out.append(Token("newline", "\n", pending))
+            pending = -1
+        out.append(Token(kind, tok, m.start()))
+        last = kind
+    if pending >= 0 and last not in BREAKS and last not in JOINERS:
+        out.append(Token("newline", "\n", pending))
+    return tuple(out)
+
+
+def _close(stack: list[str], opener: str) -> None:
+    """Pop up to and including the innermost ``opener``; a stray closer changes nothing."""
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] == opener:
+            del stack[i:]
+            return
+
+
+def describe_error(text: str) -> tuple[str, str]:
+    """(code, message) for the text of an ``"error"`` token."""
+    if text.startswith('"'):
+        return E_UNTERMINATED_STRING, "unterminated string literal: expected a closing `\"`"
+    if text.startswith("/*"):
+        return E_UNTERMINATED_COMMENT, "unterminated block comment: expected `*/`"
+    if _NUMBER_START.match(text):
+        return E_INVALID_NUMBER, f"invalid number literal `{text}`"
+    return E_INVALID_CHAR, f"invalid character {text!r}"
