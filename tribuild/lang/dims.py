@@ -1,0 +1,248 @@
+"""Symbolic tensor dimensions: normalised integer polynomials.
+
+Terms:
+- *dim*: one entry of a tensor shape. Either ``ANY`` (written `?`: nobody knows it) or a
+  ``Dim``, an integer polynomial over *symbols* (names such as ``H`` or ``cin``) and
+  *quotients* (``Quot``: a floor division or remainder that could not be simplified).
+- *normal form*: a ``Dim`` stores its terms sorted with no zero coefficients, so two dims
+  are equal as values exactly when their normal forms are equal: ``(H + 2*1 - 3)/1 + 1``
+  and ``H`` build the same ``Dim``.
+- *exact division*: ``a // b`` simplifies when ``b`` is one term that divides every term of
+  ``a`` (always so for concrete numbers); otherwise it stays a ``Quot`` atom.
+
+Every operation returns ``None`` for a division or remainder by zero; callers report it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Union
+
+
+@dataclass(frozen=True, slots=True)
+class AnyDim:
+    """`?`: unifies with every dim; arithmetic with it gives `?`."""
+
+    def __str__(self) -> str:
+        return "?"
+
+
+ANY = AnyDim()
+
+
+@dataclass(frozen=True, slots=True)
+class Quot:
+    """``num // den`` (op "//") or ``num % den`` (op "%") kept symbolic."""
+    op: str
+    num: Dim
+    den: Dim
+
+    def __str__(self) -> str:
+        return f"{_operand(self.num)} {self.op} {_operand(self.den)}"
+
+
+def _operand(d: Dim) -> str:
+    text = format_dim(d)
+    return text if len(d.terms) <= 1 and " " not in text else f"({text})"
+
+
+Atom = Union[str, Quot]
+Monomial = tuple[Atom, ...]  # sorted atoms; () is the constant monomial
+
+
+def _atom_key(atom: Atom) -> tuple[int, str]:
+    return (0, atom) if isinstance(atom, str) else (1, str(atom))
+
+
+@dataclass(frozen=True, slots=True)
+class Dim:
+    terms: tuple[tuple[Monomial, int], ...]  # normal form: sorted by monomial, no zero coefficient
+
+    def __str__(self) -> str:
+        return format_dim(self)
+
+
+DimLike = Union[Dim, AnyDim]
+
+
+def _make(coeffs: Mapping[Monomial, int]) -> Dim:
+    items = [(m, c) for m, c in coeffs.items() if c != 0]
+    items.sort(key=lambda mc: (len(mc[0]), [_atom_key(a) for a in mc[0]]))
+    return Dim(tuple(items))
+
+
+def const(n: int) -> Dim:
+    return _make({(): n})
+
+
+def sym(name: str) -> Dim:
+    return _make({(name,): 1})
+
+
+def as_int(d: DimLike) -> int | None:
+    """The value of a constant dim, else None."""
+    if isinstance(d, AnyDim):
+        return None
+    if not d.terms:
+        return 0
+    if len(d.terms) == 1 and d.terms[0][0] == ():
+        return d.terms[0][1]
+    return None
+
+
+def add(a: DimLike, b: DimLike) -> DimLike:
+    if isinstance(a, AnyDim) or isinstance(b, AnyDim):
+        return ANY
+    coeffs = dict(a.terms)
+    for m, c in b.terms:
+        coeffs[m] = coeffs.get(m, 0) + c
+    return _make(coeffs)
+
+
+def scale(a: DimLike, k: int) -> DimLike:
+    if isinstance(a, AnyDim):
+        return ANY
+    return _make({m: c * k for m, c in a.terms})
+
+
+def sub(a: DimLike, b: DimLike) -> DimLike:
+    return add(a, scale(b, -1))
+
+
+def mul(a: DimLike, b: DimLike) -> DimLike:
+    if isinstance(a, AnyDim) or isinstance(b, AnyDim):
+        return ANY
+    coeffs: dict[Monomial, int] = {}
+    for ma, ca in a.terms:
+        for mb, cb in b.terms:
+            m = tuple(sorted(ma + mb, key=_atom_key))
+            coeffs[m] = coeffs.get(m, 0) + ca * cb
+    return _make(coeffs)
+
+
+def _divide_monomial(m: Monomial, by: Monomial) -> Monomial | None:
+    rest = list(m)
+    for atom in by:
+        if atom not in rest:
+            return None
+        rest.remove(atom)
+    return tuple(rest)
+
+
+def _exact_quotient(a: Dim, b: Dim) -> Dim | None:
+    """a / b when b is a single term dividing every term of a exactly."""
+    if len(b.terms) != 1:
+        return None
+    (bm, bc), = b.terms
+    out: dict[Monomial, int] = {}
+    for m, c in a.terms:
+        rest = _divide_monomial(m, bm)
+        if rest is None or c % bc:
+            return None
+        out[rest] = c // bc
+    return _make(out)
+
+
+def floordiv(a: DimLike, b: DimLike) -> DimLike | None:
+    """Floor division; None when ``b`` is zero."""
+    if as_int(b) == 0:
+        return None
+    if isinstance(a, AnyDim) or isinstance(b, AnyDim):
+        return ANY
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return const(ia // ib)
+    exact = _exact_quotient(a, b)
+    if exact is not None:
+        return exact
+    return _make({(Quot("//", a, b),): 1})
+
+
+def mod(a: DimLike, b: DimLike) -> DimLike | None:
+    """Remainder (Python's sign convention); None when ``b`` is zero."""
+    if as_int(b) == 0:
+        return None
+    if isinstance(a, AnyDim) or isinstance(b, AnyDim):
+        return ANY
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return const(ia % ib)
+    if _exact_quotient(a, b) is not None:
+        return const(0)
+    return _make({(Quot("%", a, b),): 1})
+
+
+BINARY_OPS: dict[str, Callable[[DimLike, DimLike], DimLike | None]] = {
+    "+": add, "-": sub, "*": mul, "/": floordiv, "//": floordiv, "%": mod,
+}
+"""Dim arithmetic by operator; `/` between dims is floor division, as in shape formulas."""
+
+
+def _rebuild(d: Dim, atom_value: Callable[[Atom], DimLike]) -> DimLike | None:
+    total: DimLike = const(0)
+    for m, c in d.terms:
+        term: DimLike = const(c)
+        for atom in m:
+            value = atom_value(atom)
+            if value is None:
+                return None
+            term = mul(term, value)
+        total = add(total, term)
+    return total
+
+
+def substitute(d: DimLike, mapping: Mapping[str, DimLike]) -> DimLike | None:
+    """Replace symbols by dims and re-normalise; None if a quotient's divisor becomes 0."""
+    if isinstance(d, AnyDim):
+        return ANY
+
+    def atom_value(atom: Atom) -> DimLike | None:
+        if isinstance(atom, str):
+            return mapping.get(atom, sym(atom))
+        num, den = substitute(atom.num, mapping), substitute(atom.den, mapping)
+        if num is None or den is None:
+            return None
+        return (floordiv if atom.op == "//" else mod)(num, den)
+
+    return _rebuild(d, atom_value)
+
+
+def symbols(d: DimLike) -> frozenset[str]:
+    """Every symbol in ``d``, quotients included."""
+    if isinstance(d, AnyDim):
+        return frozenset()
+    out: set[str] = set()
+    for m, _ in d.terms:
+        for atom in m:
+            out |= {atom} if isinstance(atom, str) else symbols(atom.num) | symbols(atom.den)
+    return frozenset(out)
+
+
+def linear_coefficient(d: Dim, name: str) -> int | None:
+    """The coefficient ``c`` when ``d == c*name + rest`` with ``name`` absent from ``rest``."""
+    coeff = dict(d.terms).get((name,))
+    if coeff is None:
+        return None
+    rest = sub(d, scale(sym(name), coeff))
+    return None if name in symbols(rest) else coeff
+
+
+def _format_monomial(m: Monomial) -> str:
+    if len(m) == 1:
+        return str(m[0])
+    return "*".join(a if isinstance(a, str) else f"({a})" for a in m)
+
+
+def format_dim(d: DimLike) -> str:
+    """Readable text, e.g. ``2*c + 1``; used in messages."""
+    if isinstance(d, AnyDim):
+        return "?"
+    if not d.terms:
+        return "0"
+    parts: list[str] = []
+    for m, c in sorted(d.terms, key=lambda mc: -len(mc[0])):  # highest degree first
+        sign = "-" if c < 0 else "+"
+        mag = abs(c)
+        body = str(mag) if m == () else _format_monomial(m) if mag == 1 else f"{mag}*{_format_monomial(m)}"
+        parts.append(f"{sign} {body}")
+    text = " ".join(parts)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]

@@ -1,0 +1,191 @@
+"""Values the checker computes: construction-time values and abstract tensors.
+
+Terms:
+- *concrete value*: Python ``int``, ``float``, ``bool``, ``str``, a ``tuple`` (a `.tri`
+  list) of concrete values, a ``Trit``, or a ``LayerV`` whose arguments are concrete.
+- *symbolic value* (generic checking, where construction parameters are not known):
+  ``Sym`` (an integer known only as a ``Dim`` over parameter names), ``Unk`` (a value of a
+  known type but unknown value), ``UnkList`` (a list of unknown length; ``elem`` is what any
+  element looks like), ``Choice`` (one of several values, picked by an unknown condition).
+- *abstract tensor*: ``TensorV``, a tensor known only by its type (dtype and shape).
+- *layer value*: ``LayerV``, a built-in layer (``ref`` None) or a user layer instance, with
+  its evaluated construction arguments (defaults applied, in parameter order).
+- *callee*: ``Callee``, a name that can be called: a built-in function or constructor, or a
+  user item (``ref``).
+- *InstanceKey*: the canonical, hashable name of one instantiation of a user layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from tribuild.lang import dims
+from tribuild.lang.dims import DimLike
+from tribuild.lang.env import ItemRef
+from tribuild.lang.types import ScalarT, TensorT, Type
+
+
+@dataclass(frozen=True, slots=True)
+class Trit:
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sym:
+    dim: dims.Dim
+
+
+@dataclass(frozen=True, slots=True)
+class Unk:
+    type: Type
+
+
+@dataclass(frozen=True, slots=True)
+class UnkList:
+    elem: Value | None
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    options: tuple[Value, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeV:
+    start: Value
+    end: Value
+
+
+@dataclass(frozen=True, slots=True)
+class TensorV:
+    type: TensorT
+
+
+@dataclass(frozen=True, slots=True)
+class LayerV:
+    name: str
+    args: tuple[tuple[str, Value], ...]
+    ref: ItemRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Callee:
+    name: str
+    ref: ItemRef | None = None
+
+
+Value = Union[int, float, bool, str, tuple, Trit, Sym, Unk, UnkList, Choice, RangeV, TensorV,
+              LayerV, Callee]
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceKey:
+    path: str
+    item_id: str
+    name: str
+    args: tuple[tuple[str, Value], ...]
+
+
+def is_int(v: Value) -> bool:
+    """An integer at construction time, known or symbolic (``bool`` is not an int here)."""
+    return (type(v) is int or isinstance(v, Sym)
+            or (isinstance(v, Unk) and v.type in (ScalarT("int64"), ScalarT("int32"), ScalarT("int8"))))
+
+
+def is_concrete(v: Value) -> bool:
+    if isinstance(v, (bool, int, float, str, Trit)):
+        return True
+    if isinstance(v, tuple):
+        return all(is_concrete(x) for x in v)
+    if isinstance(v, LayerV):
+        return all(is_concrete(x) for _, x in v.args)
+    return False
+
+
+def as_dim(v: Value) -> DimLike:
+    """An integer value as a dim; anything unknown is ``?``."""
+    if type(v) is int:
+        return dims.const(v)
+    if isinstance(v, Sym):
+        return v.dim
+    return dims.ANY
+
+
+def from_dim(d: DimLike) -> Value:
+    """A dim as an integer value: ``int`` when constant, ``Sym`` or unknown otherwise."""
+    n = dims.as_int(d)
+    if n is not None:
+        return n
+    return Unk(ScalarT("int64")) if isinstance(d, dims.AnyDim) else Sym(d)
+
+
+def normalise(v: object) -> Value:
+    """A user-supplied argument (lists, ints...) in canonical form: lists become tuples."""
+    if isinstance(v, list | tuple):
+        return tuple(normalise(x) for x in v)
+    return v  # type: ignore[return-value]
+
+
+def format_value(v: Value) -> str:
+    """`.tri` spelling of a value, for messages and instance descriptions."""
+    match v:
+        case bool():
+            return "true" if v else "false"
+        case int() | float() | str():
+            return repr(v) if isinstance(v, str) else str(v)
+        case tuple():
+            return "[" + ", ".join(format_value(x) for x in v) + "]"
+        case Trit(value=t):
+            return f"trit({t})"
+        case Sym(dim=d):
+            return dims.format_dim(d)
+        case Unk(type=t):
+            return f"<some {t}>"
+        case UnkList(elem=e):
+            return f"[{format_value(e) if e is not None else ''}...]"
+        case Choice(options=opts):
+            return " or ".join(format_value(o) for o in opts)
+        case RangeV(start=a, end=b):
+            return f"{format_value(a)}..{format_value(b)}"
+        case TensorV(type=t):
+            return str(t)
+        case LayerV(name=name, args=args):
+            return f"{name}(" + ", ".join(f"{k}={format_value(x)}" for k, x in args) + ")"
+        case Callee(name=name):
+            return name
+    return repr(v)
+
+
+def describe_instance(key: InstanceKey) -> str:
+    """``BasicBlock cin=64 cout=128 stride=2``."""
+    return " ".join([key.name] + [f"{k}={format_value(v)}" for k, v in key.args])
+
+
+def kind_of(v: Value) -> str:
+    """A short description of what a value is, for "expected X, found Y" messages."""
+    match v:
+        case bool():
+            return "bool"
+        case int() | Sym():
+            return "int"
+        case float():
+            return "float"
+        case str():
+            return "string"
+        case tuple() | UnkList():
+            return "list"
+        case Trit():
+            return "trit"
+        case Unk(type=t):
+            return str(t)
+        case TensorV(type=t):
+            return str(t)
+        case LayerV(name=name):
+            return f"layer {name}"
+        case Callee(name=name):
+            return f"`{name}`"
+        case RangeV():
+            return "range"
+        case Choice(options=opts):
+            return " or ".join(dict.fromkeys(kind_of(o) for o in opts))
+    return type(v).__name__
