@@ -4,7 +4,10 @@ One compiled regex scans the text. Whitespace and comments (``# ...`` to end of 
 ``/* ... */`` not nested) are skipped. A newline becomes a ``"newline"`` token only where it
 can end a statement: not inside ``( )`` or ``[ ]`` (a bracket stack tracks them; inside
 ``{ }`` newlines count), never after another break, never at the start of the file, and never next
-to a joiner. Bad input (an invalid character, an unterminated string or block
+to a joiner. A keyword that only starts a statement or an item (``import from layer fn let
+return if``) closes any ``(`` or ``[`` left open before it, so one unclosed bracket cannot
+swallow the rest of the file, and a newline before one of them (``if`` aside, for ``else\nif``)
+always counts. Bad input (an invalid character, an unterminated string or block
 comment, a malformed number) becomes an ``"error"`` token whose text ``describe_error``
 explains; lexing never raises.
 """
@@ -37,7 +40,10 @@ _TOKEN = re.compile(
 )
 _NUMBER_START = re.compile(r"\.?[0-9]")
 _ERRORS = frozenset(("badnum", "unstring", "unclosed", "bad"))
-_OPEN = {"(": "(", "[": "[", "{": "{"}
+_OPEN = frozenset(("(", "[", "{"))
+_STATEMENT_KEYWORDS = frozenset(("import", "from", "layer", "fn", "let", "return", "if"))
+_OPENS_LINE = BREAKS | {"{"}  # a newline right after these is never a token
+_ITEM_STARTS = frozenset(("import", "from", "layer", "fn", "let", "return"))
 _CLOSE = {")": "(", "]": "[", "}": "{"}
 
 
@@ -52,30 +58,39 @@ def lex(text: str) -> LexResult:
         if kind == "skip":
             continue
         if kind == "newline":
-            if pending < 0 and (not stack or stack[-1] == "{"):
+            if pending < 0:
                 pending = m.start()
             continue
         tok = m.group()
         if kind == "op":
             kind = tok
-            if tok in _OPEN:
-                stack.append(tok)
-            elif tok in _CLOSE:
-                _close(stack, _CLOSE[tok])
         elif kind == "ident":
             if tok in KEYWORDS:
                 kind = tok
+                if kind in _STATEMENT_KEYWORDS:
+                    _drop_brackets(stack)
         elif kind in _ERRORS:
             kind = "error"
         if pending >= 0:
-            if last not in BREAKS and last not in JOINERS and kind not in JOINERS:
+            if (not stack or stack[-1] == "{") and last not in _OPENS_LINE and (
+                    kind in _ITEM_STARTS or (last not in JOINERS and kind not in JOINERS)):
                 out.append(Token("newline", "\n", pending))
             pending = -1
+        if kind in _OPEN:
+            stack.append(kind)
+        elif kind in _CLOSE:
+            _close(stack, _CLOSE[kind])
         out.append(Token(kind, tok, m.start()))
         last = kind
     if pending >= 0 and last not in BREAKS and last not in JOINERS:
         out.append(Token("newline", "\n", pending))
     return tuple(out)
+
+
+def _drop_brackets(stack: list[str]) -> None:
+    """Forget the ``(`` and ``[`` still open above the innermost ``{``."""
+    while stack and stack[-1] != "{":
+        stack.pop()
 
 
 def _close(stack: list[str], opener: str) -> None:
