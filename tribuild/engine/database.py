@@ -1,0 +1,130 @@
+"""The database: memo tables, inputs, revisions, and the entry points callers use.
+
+Terms:
+- *memo table*: for each query, a dict from argument tuples to memos; ``_memos`` lists every
+  memo by key id.
+- *effective change*: a ``set`` to a value not ``==`` the current one (or to another
+  durability), or a ``remove`` of a set input. Each bumps ``revision`` by one; other calls are
+  no-ops.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from . import explain, store
+from .durability import Durability, DurabilityClock
+from .fetch import equal
+from .lru import Lru
+from .memo import NO_VALUE, Memo
+from .runtime import Gate, ThreadState
+from .stats import Counters, Log, QueryStats
+
+
+class Database:
+    def __init__(self):
+        self._tables: dict = {}
+        self._memos: list[Memo] = []
+        self._revision = 0
+        self._clock = DurabilityClock()
+        self._gate = Gate()
+        self._counters = Counters()
+        self._local = ThreadState(self._counters.hit_tables)
+        self._lru = Lru()
+        self.store_report = store.LoadReport("new", "created empty")
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    def _memo(self, query, args: tuple) -> Memo:
+        """The memo of a key, created empty on first use (call with the lock held)."""
+        table = self._tables.get(query)
+        if table is None:
+            table = self._tables[query] = {}
+        memo = table.get(args)
+        if memo is None:
+            memo = Memo(len(self._memos), query, args)
+            self._memos.append(memo)
+            table[args] = memo
+        return memo
+
+    def _restore(self, memo: Memo, admit: bool = True) -> bool:
+        return store.restore(self, memo, admit)
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def set(self, query, *args_and_value, durability: Durability = Durability.LOW) -> None:
+        """``db.set(q, *args, value)``: set an input; equal values are a no-op."""
+        if not query.is_input:
+            raise TypeError(f"{query.name} is not an input query")
+        if not args_and_value:
+            raise TypeError("db.set(query, *args, value) needs a value")
+        *args, value = args_and_value
+        durability = Durability(durability)
+        with self._writing():
+            memo = self._memo(query, tuple(args))
+            if memo.value is NO_VALUE:
+                self._restore(memo)
+            if memo.value is not NO_VALUE and memo.durability == durability \
+                    and equal(memo.value, value):
+                return
+            self._change(memo, value, durability)
+
+    def remove(self, query, *args) -> None:
+        """Make an input unset: reading it raises ``MissingInput``."""
+        with self._writing():
+            memo = self._tables.get(query, {}).get(args)
+            if memo is not None and (memo.value is not NO_VALUE or memo.blob is not None):
+                self._change(memo, NO_VALUE, memo.durability)
+
+    @contextmanager
+    def _writing(self):
+        if self._local.stack:
+            raise RuntimeError("inputs cannot be set or removed from inside a query")
+        with self._gate.writing():
+            yield
+
+    def _change(self, memo: Memo, value, durability: Durability) -> None:
+        revision = self._revision + 1
+        self._clock.report_change(memo.durability, revision)
+        memo.value = value
+        memo.blob = None
+        memo.durability = durability
+        memo.changed_at = revision
+        self._revision = revision
+
+    # -- observing ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, QueryStats]:
+        return self._counters.snapshot()
+
+    @contextmanager
+    def log(self):
+        """Record every executed / validated / hit event while the block runs."""
+        log = Log()
+        self._counters.logs += (log,)
+        try:
+            yield log
+        finally:
+            self._counters.logs = tuple(l for l in self._counters.logs if l is not log)
+
+    def why(self, query, *args) -> list[explain.Step]:
+        return explain.why(self, query, args)
+
+    def explain(self, query, *args) -> str:
+        return explain.explain(self, query, args)
+
+    def graph(self):
+        return explain.graph(self)
+
+    # -- persistence --------------------------------------------------------------------
+
+    def save(self, path, salt: str) -> store.SaveReport:
+        with self._gate.cond:
+            return store.save(self, path, salt)
+
+    @classmethod
+    def load(cls, path, salt: str) -> "Database":
+        db = cls()
+        store.load(db, path, salt)
+        return db

@@ -1,0 +1,72 @@
+"""Answers about the graph: why a query re-ran, and the graph itself for networkx.
+
+Terms:
+- *step*: one key of a why-chain with the revision its value changed at
+  (``Step(query_name, args, changed_at)``).
+- *why-chain*: from a derived key back to the input whose change made it run last: each step
+  is the dependency its predecessor found changed. The chain follows a dependency's own
+  cause only while that record still describes the run that produced the change
+  (``executed_at`` equals the revision the predecessor saw it change at).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .memo import FIRST_RUN, key_label
+
+
+class Step(NamedTuple):
+    query: str
+    args: tuple
+    changed_at: int
+
+
+def why(db, query, args: tuple) -> list[Step]:
+    """The chain for the last run of ``query(*args)``; [] if it never ran in this database."""
+    memo = db._tables.get(query, {}).get(args)
+    if memo is None or memo.deps is None or memo.query.is_input:
+        return []
+    chain = [Step(memo.query.name, memo.args, memo.executed_at)]
+    while memo.cause >= 0:
+        dep = db._memos[memo.cause]
+        chain.append(Step(dep.query.name, dep.args, memo.cause_rev))
+        if dep.query.is_input or dep.executed_at != memo.cause_rev:
+            break
+        memo = dep
+    return chain
+
+
+def explain(db, query, args: tuple) -> str:
+    """``why`` as sentences, one step a line."""
+    chain = why(db, query, args)
+    if not chain:
+        return f"{key_label(query.name, args)} has not run in this database"
+    head, *rest = chain
+    lines = [f"{key_label(head.query, head.args)} ran at revision {head.changed_at}"]
+    for step in rest:
+        lines.append(f"  because {key_label(step.query, step.args)} changed at revision "
+                     f"{step.changed_at}")
+    if not rest:
+        memo = db._tables[query][args]
+        reason = "it had never run" if memo.cause == FIRST_RUN else "its value was not held"
+        lines.append(f"  because {reason}")
+    return "\n".join(lines)
+
+
+def graph(db):
+    """A networkx DiGraph of every key, ``(query_name, args)``, with an edge from each
+    dependency to the key that read it; nodes carry ``changed_at``, ``verified_at``,
+    ``durability`` and ``input``."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    with db._gate.cond:
+        memos = list(db._memos)
+    nodes = [(m.query.name, m.args) for m in memos]
+    for node, memo in zip(nodes, memos):
+        g.add_node(node, changed_at=memo.changed_at, verified_at=memo.verified_at,
+                   durability=memo.durability, input=memo.query.is_input)
+    for node, memo in zip(nodes, memos):
+        for dep in memo.deps or ():
+            g.add_edge(nodes[dep], node)
+    return g

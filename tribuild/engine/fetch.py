@@ -1,0 +1,214 @@
+"""Reading a key: memo hit, verification (red-green), execution, backdating.
+
+Terms:
+- *hit*: the memo was verified in the current revision and holds its value: return it, after
+  recording the dependency in the caller's frame. No lock, a few dict and attribute reads.
+- *verify* (salsa's deep_verify): a memo verified at an older revision is valid if its
+  durability level saw no change since (the *durability shortcut*), or if every dependency,
+  checked in the order it was read and itself brought up to date first, has ``changed_at`` no
+  later than the memo's ``verified_at``. The walk uses the thread's stack as an explicit work
+  list (no Python recursion), so 100k-deep chains verify fine. The first dependency found
+  changed is the *cause*: the memo re-executes (later dependencies may no longer be read).
+- *backdating*: a re-executed memo whose new value ``==`` its old one keeps its ``changed_at``,
+  so its dependents stay green. A memo that re-ran only because its value was not held
+  (``VALUE_LOST``: evicted, or undecodable from the store) keeps it too: its dependencies did
+  not change, so by purity neither did its value.
+"""
+from __future__ import annotations
+
+from time import perf_counter
+
+from .durability import Durability
+from .errors import Cancelled, CycleError, MissingInput
+from .memo import FIRST_RUN, NO_VALUE, VALUE_LOST
+from .runtime import Frame, cycle_error
+
+
+def fetch(db, query, args: tuple):
+    table = db._tables.get(query)
+    if table is not None:
+        memo = table.get(args)
+        if memo is not None and memo.verified_at >= db._revision:
+            value = memo.value
+            if value is not NO_VALUE:
+                local = db._local
+                stack = local.stack
+                if stack:
+                    if db._gate.pending:
+                        raise Cancelled("an input was set from another thread")
+                    stack[-1].deps.append(memo.id)
+                local.hits[query] += 1
+                if db._counters.logs:
+                    db._counters.event("hits", memo)
+                if query.lru:
+                    db._lru.touch(memo)
+                return value
+    return _slow_fetch(db, query, args)
+
+
+def _slow_fetch(db, query, args: tuple):
+    local = db._local
+    stack = local.stack
+    with db._gate.cond:
+        db._gate.admit_reader(nested=bool(stack))
+        memo = db._memo(query, args)
+        if stack:
+            stack[-1].deps.append(memo.id)
+        if memo.busy:
+            raise cycle_error(stack, memo)
+        if query.is_input:
+            if memo.value is NO_VALUE and not db._restore(memo):
+                raise MissingInput(memo.label())
+            _hit(db, local, memo)
+        elif memo.deps is None:
+            execute(db, local, memo, FIRST_RUN)
+        else:
+            if memo.verified_at < db._revision:
+                verify(db, local, memo)
+            elif memo.value is not NO_VALUE:
+                _hit(db, local, memo)
+            if memo.value is NO_VALUE:
+                if db._restore(memo):
+                    _hit(db, local, memo)
+                else:
+                    execute(db, local, memo, VALUE_LOST)
+        return memo.value
+
+
+def _hit(db, local, memo) -> None:
+    local.hits[memo.query] += 1
+    db._counters.event("hits", memo)
+
+
+def verify(db, local, root) -> None:
+    """Bring ``root`` (a derived memo that ran before, verified at an older revision) up to
+    the current revision: mark it and the stale dependencies on the way green, or re-execute
+    each memo whose dependency changed."""
+    rev = db._revision
+    level_changed = db._clock.changed
+    stack = local.stack
+    base = len(stack)
+    _push_verify(stack, root)
+    try:
+        while len(stack) > base:
+            frame = stack[-1]
+            memo = frame.memo
+            if frame.pos == 0 and level_changed[memo.durability] <= memo.verified_at:
+                _green(db, stack, rev)
+                continue
+            cause = _scan(frame, db._memos, rev, stack)
+            if cause is _DESCEND:
+                continue
+            if cause is None:
+                _green(db, stack, rev)
+                continue
+            stack.pop()
+            memo.busy = False
+            _execute_in_verify(db, local, memo, cause, base)
+    finally:
+        for frame in stack[base:]:
+            frame.memo.busy = False
+        del stack[base:]
+
+
+_DESCEND = object()
+
+
+def _scan(frame, memos, rev, stack):
+    """Check ``frame``'s dependencies from ``frame.pos`` on. Returns the first changed one,
+    None if all are unchanged, or ``_DESCEND`` after pushing a stale one to verify first."""
+    deps = frame.memo.deps
+    if frame.failed:
+        return memos[deps[frame.pos]]
+    verified_at = frame.memo.verified_at
+    for i in range(frame.pos, len(deps)):
+        dep = memos[deps[i]]
+        if dep.verified_at < rev:
+            if dep.deps is None:
+                return dep
+            if dep.busy:
+                raise cycle_error(stack, dep)
+            frame.pos = i
+            _push_verify(stack, dep)
+            return _DESCEND
+        if dep.changed_at > verified_at:
+            return dep
+    return None
+
+
+def _push_verify(stack, memo) -> None:
+    memo.busy = True
+    stack.append(Frame(memo, None))
+
+
+def _green(db, stack, rev) -> None:
+    memo = stack.pop().memo
+    memo.busy = False
+    memo.verified_at = rev
+    db._counters.validated(memo)
+
+
+def _execute_in_verify(db, local, memo, cause, base) -> None:
+    """Re-execute a memo found changed. If a dependency (not the root) fails, its dependent
+    re-executes instead: that body asked for it and decides what its failure means."""
+    stack = local.stack
+    try:
+        execute(db, local, memo, cause.id, cause.changed_at)
+    except (Cancelled, CycleError):
+        raise
+    except Exception:
+        if len(stack) == base:
+            raise
+        stack[-1].failed = True
+
+
+def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
+    """Run ``memo``'s query body and store the result. Nothing is stored if it raises."""
+    if db._gate.pending:
+        raise Cancelled("an input was set from another thread")
+    stack = local.stack
+    frame = Frame(memo, [])
+    memo.busy = True
+    stack.append(frame)
+    outer_nested = local.nested_seconds
+    local.nested_seconds = 0.0
+    start = perf_counter()
+    try:
+        value = memo.query.fn(db, *memo.args)
+    finally:
+        stack.pop()
+        memo.busy = False
+        elapsed = perf_counter() - start
+        own = elapsed - local.nested_seconds
+        local.nested_seconds = outer_nested + elapsed
+    _store(db, memo, value, frame.deps, cause, cause_rev)
+    db._counters.executed(memo, own)
+
+
+def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None:
+    memos = db._memos
+    deps = tuple(dict.fromkeys(read))
+    rev = db._revision
+    if memo.value is NO_VALUE and cause != VALUE_LOST:
+        db._restore(memo, admit=False)
+    if cause != VALUE_LOST and not (memo.value is not NO_VALUE and equal(memo.value, value)):
+        memo.changed_at = rev
+    memo.value = value
+    memo.blob = None
+    memo.deps = deps
+    memo.durability = min((memos[d].durability for d in deps), default=Durability.HIGH)
+    memo.verified_at = rev
+    memo.executed_at = rev
+    memo.cause = cause
+    memo.cause_rev = cause_rev
+    if memo.query.lru:
+        db._lru.admit(memo, memos)
+
+
+def equal(old, new) -> bool:
+    """``old == new`` as a plain bool; a comparison that raises or is not a bool counts as
+    a difference."""
+    try:
+        return bool(old == new)
+    except Exception:
+        return False

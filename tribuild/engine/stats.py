@@ -1,0 +1,73 @@
+"""Counters and the event log.
+
+Terms:
+- *executed*: the query body ran. *validated*: a memo from an older revision was found still
+  valid (through its dependencies or the durability shortcut) without running. *hit*: a read
+  answered from a memo already valid in the current revision.
+- *seconds*: time spent in the query's own body, excluding the nested queries it executed.
+- *log*: while ``with db.log() as log`` is active, every event is also appended, as
+  ``(query_name, args)``, to ``log.executed``, ``log.validated`` or ``log.hits`` in order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStats:
+    executed: int = 0
+    validated: int = 0
+    hits: int = 0
+    seconds: float = 0.0
+
+
+class Log:
+    __slots__ = ("executed", "validated", "hits")
+
+    def __init__(self):
+        self.executed: list[tuple[str, tuple]] = []
+        self.validated: list[tuple[str, tuple]] = []
+        self.hits: list[tuple[str, tuple]] = []
+
+
+class Counters:
+    """Executions and validations (updated under the database lock) and per-thread hit
+    tables (each updated only by its own thread)."""
+
+    __slots__ = ("work", "hit_tables", "logs")
+
+    def __init__(self):
+        self.work: dict = {}  # Query -> [executed, validated, seconds]
+        self.hit_tables: list[dict] = []
+        self.logs: tuple[Log, ...] = ()
+
+    def _row(self, query) -> list:
+        row = self.work.get(query)
+        if row is None:
+            row = self.work[query] = [0, 0, 0.0]
+        return row
+
+    def executed(self, memo, seconds: float) -> None:
+        row = self._row(memo.query)
+        row[0] += 1
+        row[2] += seconds
+        self.event("executed", memo)
+
+    def validated(self, memo) -> None:
+        self._row(memo.query)[1] += 1
+        self.event("validated", memo)
+
+    def event(self, kind: str, memo) -> None:
+        for log in self.logs:
+            getattr(log, kind).append((memo.query.name, memo.args))
+
+    def snapshot(self) -> dict[str, QueryStats]:
+        hits: dict = {}
+        for table in list(self.hit_tables):
+            for query, count in dict(table).items():
+                hits[query] = hits.get(query, 0) + count
+        out = {}
+        for query in set(self.work) | set(hits):
+            executed, validated, seconds = self.work.get(query, (0, 0, 0.0))
+            out[query.name] = QueryStats(executed, validated, hits.get(query, 0), seconds)
+        return out
