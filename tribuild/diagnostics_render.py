@@ -59,13 +59,18 @@ class _Place:
 
 
 def _place(loc: Loc, source: Source) -> _Place:
+    """The end is one column past the span's last character, on that character's line."""
     text = source.text(loc.path)
     start, end = source.char_range(loc)
-    return _Place(text, start, end, *line_col(text, start), *line_col(text, end))
+    line, col = line_col(text, start)
+    if end <= start:
+        return _Place(text, start, end, line, col, line, col)
+    end_line, last_col = line_col(text, end - 1)
+    return _Place(text, start, end, line, col, end_line, last_col + 1)
 
 
 def to_json(diag: Diagnostic, source: Source) -> dict:
-    """The diagnostic as plain data; ``end_line``/``end_col`` point just past the span."""
+    """The diagnostic as plain data; ``end_col`` is one past the span's last character."""
     def located(label: Label) -> dict:
         at = _place(label.loc, source)
         return {"path": label.loc.path, "line": at.line, "col": at.col,
