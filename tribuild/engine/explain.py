@@ -1,8 +1,8 @@
 """Answers about the graph: why a query re-ran, and the graph itself for networkx.
 
 Terms:
-- *step*: one key of a why-chain with the revision its value changed at
-  (``Step(query_name, args, changed_at)``).
+- *step*: one key of a why-chain, ``Step(query_name, args, revision)``: for the first step the
+  revision it last ran at, for the others the revision their value changed at.
 - *why-chain*: from a derived key back to the input whose change made it run last: each step
   is the dependency its predecessor found changed. The chain follows a dependency's own
   cause only while that record still describes the run that produced the change
@@ -18,7 +18,7 @@ from .memo import FIRST_RUN, key_label
 class Step(NamedTuple):
     query: str
     args: tuple
-    changed_at: int
+    revision: int
 
 
 def why(db, query, args: tuple) -> list[Step]:
@@ -42,10 +42,10 @@ def explain(db, query, args: tuple) -> str:
     if not chain:
         return f"{key_label(query.name, args)} has not run in this database"
     head, *rest = chain
-    lines = [f"{key_label(head.query, head.args)} ran at revision {head.changed_at}"]
+    lines = [f"{key_label(head.query, head.args)} ran at revision {head.revision}"]
     for step in rest:
         lines.append(f"  because {key_label(step.query, step.args)} changed at revision "
-                     f"{step.changed_at}")
+                     f"{step.revision}")
     if not rest:
         memo = db._tables[query][args]
         reason = "it had never run" if memo.cause == FIRST_RUN else "its value was not held"

@@ -10,7 +10,8 @@ Terms:
   list (no Python recursion), so 100k-deep chains verify fine. The first dependency found
   changed is the *cause*: the memo re-executes (later dependencies may no longer be read).
 - *backdating*: a re-executed memo whose new value ``==`` its old one keeps its ``changed_at``,
-  so its dependents stay green. A memo that re-ran only because its value was not held
+  so its dependents stay green; unless its durability dropped (an input was lowered): then
+  its dependents must re-run to lower theirs, as in salsa. A memo that re-ran only because its value was not held
   (``VALUE_LOST``: evicted, or undecodable from the store) keeps it too: its dependencies did
   not change, so by purity neither did its value.
 """
@@ -189,14 +190,16 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
     memos = db._memos
     deps = tuple(dict.fromkeys(read))
     rev = db._revision
+    durability = min((memos[d].durability for d in deps), default=Durability.HIGH)
     if memo.value is NO_VALUE and cause != VALUE_LOST:
         db._restore(memo, admit=False)
-    if cause != VALUE_LOST and not (memo.value is not NO_VALUE and equal(memo.value, value)):
+    same = cause == VALUE_LOST or memo.value is not NO_VALUE and equal(memo.value, value)
+    if not same or durability < memo.durability:
         memo.changed_at = rev
     memo.value = value
     memo.blob = None
     memo.deps = deps
-    memo.durability = min((memos[d].durability for d in deps), default=Durability.HIGH)
+    memo.durability = durability
     memo.verified_at = rev
     memo.executed_at = rev
     memo.cause = cause
