@@ -42,6 +42,10 @@ _TARGET_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = frozenset("import from layer fn let return if else for in true false".split())
 _ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
+# required key -> the help shown when it is missing
+_REQUIRED_TOP = {"project": 'add a [project] section with a name = "..." line'}
+_REQUIRED_PROJECT = {"name": 'add a line name = "my-project"'}
+_REQUIRED_TARGET = {"entry": 'add a line entry = "models/net.tri:Net" (file:Layer)'}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         with open(path, "rb") as file:
             data = file.read()
     except OSError as error:
-        raise ConfigError([Problem(path, None, None, "", f"cannot read: {error.strerror}")]) from None
+        problem = Problem(path, None, None, "", f"cannot read: {error.strerror}")
+        raise ConfigError([problem]) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -153,8 +158,8 @@ class _Reader:
 
     def config(self, top: dict, path: str) -> Config:
         c = self.c
-        c.table((), top, _TOP_KEYS, {"project": 'add a [project] section with a name = "..." line'})
-        project = self._section(top, "project", _PROJECT_KEYS, {"name": 'add a line name = "my-project"'})
+        c.table((), top, _TOP_KEYS, _REQUIRED_TOP)
+        project = self._section(top, "project", _PROJECT_KEYS, _REQUIRED_PROJECT)
         cache = self._section(top, "cache", _CACHE_KEYS, {})
         where = ("project",)
         max_mb = c.get(cache, ("cache",), "max_size_mb", 512, self._positive_int)
@@ -187,7 +192,7 @@ class _Reader:
         if not _TARGET_NAME.fullmatch(name):
             self.c.report(where, f"invalid target name `{name}`: use letters, digits, `_` and `-`",
                           self.c.locator.key(where), expected="letters, digits, `_` and `-`")
-        table = self.c.table(where, value, _TARGET_KEYS, {"entry": 'add a line entry = "models/net.tri:Net" (file:Layer)'})
+        table = self.c.table(where, value, _TARGET_KEYS, _REQUIRED_TARGET)
         if table is None:
             return None
         entry = self.c.get(table, where, "entry", None, self._entry) or (None, None)

@@ -66,12 +66,13 @@ class Checker:
             return None
         noun = "section" if not where else "key"
         inside = "" if not where else f" in [{render_key(where)}]"
+        names = ", ".join(allowed)
         for name in value:
             if name not in allowed:
                 hint = did_you_mean(name, allowed)
-                listed = f"allowed {noun}s: {', '.join(allowed)}"
+                listed = f"allowed {noun}s: {names}"
                 self.report(where + (name,), f"unknown {noun} `{name}`{inside}",
-                            self.locator.key(where + (name,)), expected=f"one of {', '.join(allowed)}",
+                            self.locator.key(where + (name,)), expected=f"one of {names}",
                             help=f"{hint} {listed}" if hint else listed)
         for name, help in required.items():
             if name not in value:
