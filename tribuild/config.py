@@ -7,6 +7,8 @@ Terms:
 - Paths in a Config are posix and normalised. ``sources`` and each target's ``entry_path`` are
   relative to the root and never leave it; ``out`` and ``cache_dir`` are relative to the root
   unless written absolute, so ``os.path.join(config.root, config.out)`` is the folder.
+  "Never leave the root" is checked on the text of the path (``..`` and absolute paths are
+  refused); a symlink inside the root that points elsewhere is followed, not refused.
 
 ``load_config`` either returns a complete Config or raises ConfigError with every problem
 found (see ``config_problems``); the schema is in docs and in ``STARTER_TOML``.

@@ -15,15 +15,15 @@ Terms:
   of an array or ``{`` of an inline table; for a ``[table]`` header, its ``[``.
 - positions are ``(line, column)``, both 1-based, columns counted in characters.
 
-Handled: ``[table]`` and ``[[array.of.tables]]`` headers (items numbered in file order),
-bare, quoted and dotted keys, inline tables, arrays over several lines with comments, all
-four string forms, and local date-times written with a space.
+Handled: ``[table]`` and ``[[array.of.tables]]`` headers (items numbered in file order, and
+``[a.b]`` after ``[[a]]`` placed in a's last item), bare, quoted and dotted keys, inline
+tables, arrays over several lines with comments, all four string forms, CRLF line ends, and
+local date-times written with a space.
 
-Not handled: a key that is only implied inside an array of tables by a later header
-(``[[a]]`` then ``[a.b]``) is placed correctly, but a super-table declared after its
-sub-tables keeps the position of its first mention. The text must be valid TOML: the
-scanner assumes so, and ``lookup_*`` fall back to the nearest recorded ancestor (and finally
-to line 1, column 1) for any path it did not see.
+Not handled: a super-table declared after its sub-tables (``[a.b]`` then ``[a]``) keeps the
+key position of its first mention, ``b``'s header. The text must be valid TOML: the scanner
+assumes so. ``key`` and ``value`` fall back to the nearest recorded ancestor (and finally to
+line 1, column 1) for a path that was not seen.
 """
 from __future__ import annotations
 
