@@ -1,0 +1,20 @@
+"""Runs tribuild.gpu's Triton kernels on the CPU: ``TRITON_INTERPRET=1`` must be set before
+any ``@triton.jit`` kernel is defined, so it is set here, at import, before test modules
+import the kernels. Without torch installed the folder is skipped; modules that need
+triton skip themselves. Every test gets its own autotune cache file.
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+if importlib.util.find_spec("torch") is None:
+    collect_ignore_glob = ["test_*.py"]
+
+
+@pytest.fixture(autouse=True)
+def _private_autotune_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRIBUILD_AUTOTUNE_CACHE", str(tmp_path / "autotune.json"))

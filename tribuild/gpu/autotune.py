@@ -1,0 +1,186 @@
+"""Kernel launch configurations, choosing among them by timing, and the on-disk tuning cache.
+
+Terms:
+- *config*: a ``KernelConfig``: a kernel's ``tl.constexpr`` block sizes (``meta``) with its
+  ``num_warps`` and ``num_stages``.
+- *family*: the kernel a config set belongs to: ``gemm gemv conv2d depthwise act_quant``.
+- *config set*: what is tried for a family at an optimization level: the one default config
+  below -O3, a few at -O3 (``tl.dot`` kernels keep every block at least 16).
+- *tuning key*: ``"<kernel key>|<shape key>|<device name>"``, what one choice is valid for.
+- *cache*: a JSON file ``{"version": 1, "entries": {tuning key: config}}``, replaced
+  atomically (temp file + rename); a file that does not parse, or of another version, is
+  treated as empty and rewritten. Its path is ``$TRIBUILD_AUTOTUNE_CACHE``, else
+  ``$XDG_CACHE_HOME/tribuild/autotune.json`` (``~/.cache`` when that is unset).
+- *bench*: milliseconds per call of a function: ``triton.testing.do_bench`` on a GPU, a
+  wall-clock median on the CPU (the Triton interpreter, where ``do_bench`` cannot run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+CACHE_VERSION = 1
+TUNED_LEVEL = 3
+CPU_BENCH_REPEATS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class KernelConfig:
+    meta: tuple[tuple[str, int], ...]
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def launch_kwargs(self) -> dict[str, int]:
+        """The keyword arguments of a kernel launch: block sizes, ``num_warps``, ``num_stages``."""
+        return {**dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    def to_json(self) -> dict:
+        return {"meta": dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    @staticmethod
+    def from_json(data: dict) -> KernelConfig:
+        return KernelConfig(tuple(sorted((str(k), int(v)) for k, v in data["meta"].items())),
+                            int(data["num_warps"]), int(data["num_stages"]))
+
+
+def config(num_warps: int = 4, num_stages: int = 2, **meta: int) -> KernelConfig:
+    """A config from block sizes given as keywords, e.g. ``config(BLOCK_M=64, BLOCK_N=64)``."""
+    return KernelConfig(tuple(sorted(meta.items())), num_warps, num_stages)
+
+
+def _mnk(m: int, n: int, k: int, warps: int, stages: int) -> KernelConfig:
+    return config(warps, stages, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k)
+
+
+# family -> (default config, the -O3 set)
+CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
+    "gemm": (_mnk(64, 64, 64, 4, 3),
+             (_mnk(128, 128, 64, 8, 3), _mnk(64, 128, 64, 4, 4), _mnk(128, 64, 64, 4, 4),
+              _mnk(64, 64, 128, 4, 3), _mnk(32, 64, 128, 4, 4))),
+    "gemv": (config(4, 2, BLOCK_N=64, BLOCK_K=128),
+             (config(4, 2, BLOCK_N=16, BLOCK_K=512), config(4, 2, BLOCK_N=32, BLOCK_K=256),
+              config(8, 2, BLOCK_N=64, BLOCK_K=256), config(4, 2, BLOCK_N=128, BLOCK_K=64))),
+    "conv2d": (_mnk(64, 64, 32, 4, 2),
+               (_mnk(128, 64, 32, 4, 3), _mnk(64, 128, 32, 4, 3), _mnk(128, 128, 32, 8, 3),
+                _mnk(64, 64, 64, 4, 3))),
+    "depthwise": (config(4, 2, BLOCK_M=128, BLOCK_N=8),
+                  (config(4, 2, BLOCK_M=64, BLOCK_N=16), config(4, 2, BLOCK_M=256, BLOCK_N=4),
+                   config(8, 2, BLOCK_M=32, BLOCK_N=32))),
+    "act_quant": (config(4, 2, BLOCK_K=1024),
+                  (config(4, 2, BLOCK_K=512), config(8, 2, BLOCK_K=2048), config(8, 2, BLOCK_K=4096))),
+}
+
+
+def configs(family: str, opt_level: int = 2) -> tuple[KernelConfig, ...]:
+    """The configs tried for ``family`` at ``opt_level``: the tuned set at -O3 and above."""
+    default, tuned = CONFIG_SETS[family]
+    return tuned if opt_level >= TUNED_LEVEL else (default,)
+
+
+def interpreted() -> bool:
+    """Whether Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def device_name(device: torch.device) -> str:
+    """The name a tuning is keyed by: the GPU's name, or ``cpu-interpreter``."""
+    if device.type == "cuda" and not interpreted():
+        return torch.cuda.get_device_name(device)
+    return "cpu-interpreter"
+
+
+def bench(fn: Callable[[], None], device: torch.device) -> float:
+    """Milliseconds per call of ``fn``: ``do_bench`` on a GPU, a CPU wall-clock median otherwise."""
+    if device.type == "cuda" and not interpreted():
+        from triton.testing import do_bench
+        return float(do_bench(fn))
+    fn()  # warm-up: the interpreter's first call pays for tracing
+    times = []
+    for _ in range(CPU_BENCH_REPEATS):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+class AutotuneCache:
+    """Tuned configs by tuning key, in one JSON file; read once, merged and replaced on write."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._entries: dict[str, dict] | None = None
+
+    def _read(self) -> dict[str, dict]:
+        try:
+            data = json.loads(self.path.read_text())
+            entries = data["entries"] if data.get("version") == CACHE_VERSION else {}
+            return entries if isinstance(entries, dict) else {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def get(self, key: str) -> KernelConfig | None:
+        if self._entries is None:
+            self._entries = self._read()
+        entry = self._entries.get(key)
+        try:
+            return None if entry is None else KernelConfig.from_json(entry)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def put(self, key: str, cfg: KernelConfig) -> None:
+        entries = self._read()  # merge with what other processes wrote meanwhile
+        entries[key] = cfg.to_json()
+        self._entries = entries
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"version": CACHE_VERSION, "entries": entries}, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+def cache_path() -> Path:
+    """Where the tuning cache lives (see the module docstring)."""
+    if env := os.environ.get("TRIBUILD_AUTOTUNE_CACHE"):
+        return Path(env)
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "tribuild" / "autotune.json"
+
+
+_caches: dict[Path, AutotuneCache] = {}
+
+
+def default_cache() -> AutotuneCache:
+    """The process's cache object for :func:`cache_path` (one per path)."""
+    path = cache_path()
+    return _caches.setdefault(path, AutotuneCache(path))
+
+
+def choose(key: str, candidates: Sequence[KernelConfig], run: Callable[[KernelConfig], None],
+           device: torch.device, cache: AutotuneCache | None = None) -> KernelConfig:
+    """The fastest of ``candidates`` for ``key`` on ``device``: cached, else timed and cached.
+
+    A single candidate is returned as is, untimed and uncached.
+    """
+    if len(candidates) == 1:
+        return candidates[0]
+    cache = cache or default_cache()
+    full_key = f"{key}|{device_name(device)}"
+    cached = cache.get(full_key)
+    if cached is not None and cached in candidates:
+        return cached
+    best = min(candidates, key=lambda cfg: bench(lambda: run(cfg), device))
+    cache.put(full_key, best)
+    return best

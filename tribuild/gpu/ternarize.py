@@ -1,0 +1,73 @@
+"""BitNet b1.58 ternarization and per-token int8 activation quantization.
+
+Terms:
+- *codes*: a weight tensor's values in {-1, 0, +1}, stored as int8.
+- *scale* (``g``): the float32 factor with ``W ≈ g · codes``. ``g = mean(|W|)`` clamped to at
+  least ``EPS``; one value per tensor (``scale="tensor"``, shape ``[1]``) or one per output
+  channel, the mean taken over every dim but the first (``scale="channel"``, shape ``[out]``).
+- *STE*: the straight-through estimator for quantization-aware training: the forward pass
+  uses the ternarized weight, the backward pass hands the gradient through unchanged.
+- *per-token absmax*: for activations, ``s = 127 / max(|x|)`` over the last dim (the max
+  clamped at ``EPS``), ``xq = clamp(round(x · s), -128, 127)``, result ``xq / s``.
+
+Arithmetic runs in float32 whatever the input dtype; results come back in the input's dtype.
+``round`` is round-half-to-even (``torch.round``); the Triton kernels use the same rule.
+"""
+
+from __future__ import annotations
+
+import torch
+
+EPS = 1e-5
+SCALE_MODES = ("tensor", "channel")
+
+
+def ternary_scale(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
+    """The float32 scale ``g = max(mean(|w|), EPS)``: shape ``[1]`` or ``[out]``."""
+    if scale not in SCALE_MODES:
+        raise ValueError(f"scale must be one of {SCALE_MODES}, not {scale!r}")
+    a = w.detach().float().abs()
+    g = a.mean().reshape(1) if scale == "tensor" else a.reshape(a.shape[0], -1).mean(dim=1)
+    return g.clamp_min(EPS)
+
+
+def ternarize(w: torch.Tensor, scale: str = "tensor") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(codes, g)``: int8 codes of ``w``'s shape and the float32 scale of :func:`ternary_scale`."""
+    g = ternary_scale(w, scale)
+    codes = torch.clamp(torch.round(w.detach().float() / _per_row(g, w.dim())), -1, 1)
+    return codes.to(torch.int8), g
+
+
+def dequantize(codes: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """The float32 weight ``g · codes`` (``g`` broadcast along the output dim)."""
+    return codes.float() * _per_row(g, codes.dim())
+
+
+def _per_row(g: torch.Tensor, ndim: int) -> torch.Tensor:
+    """``g`` shaped to broadcast along dim 0 of an ``ndim``-dim weight."""
+    return g.reshape(-1, *([1] * (ndim - 1)))
+
+
+class _TernarySTE(torch.autograd.Function):
+    """Forward: ``g · codes`` in ``w``'s dtype. Backward: the gradient, unchanged."""
+
+    @staticmethod
+    def forward(ctx, w: torch.Tensor, scale: str) -> torch.Tensor:
+        return dequantize(*ternarize(w, scale)).to(w.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def ternarize_ste(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
+    """The fake-quantized weight ``g · codes`` for quantization-aware training (STE gradient)."""
+    return _TernarySTE.apply(w, scale)
+
+
+def quantize_activations(x: torch.Tensor) -> torch.Tensor:
+    """Per-token int8 absmax fake quantization over the last dim, in ``x``'s dtype."""
+    xf = x.float()
+    amax = xf.abs().amax(dim=-1, keepdim=True).clamp_min(EPS)
+    s = torch.full_like(amax, 127.0) / amax  # a true division: ``127.0 / amax`` is 127 · (1 / amax)
+    return (torch.clamp(torch.round(xf * s), -128, 127) / s).to(x.dtype)
