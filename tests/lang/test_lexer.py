@@ -45,6 +45,16 @@ CASES = [
     ("a;\nb", [("ident", "a"), (";", ";"), ("ident", "b")]),
     ("(]\na", [("(", "("), ("]", "]"), ("ident", "a")]),
     ("(a)]\nb", [("(", "("), ("ident", "a"), (")", ")"), ("]", "]"), NL, ("ident", "b")]),
+    ("{\nreturn x", [("{", "{"), ("return", "return"), ("ident", "x")]),
+    ("a +\nlet b", [("ident", "a"), ("+", "+"), NL, ("let", "let"), ("ident", "b")]),
+    ("else\nif c", [("else", "else"), ("if", "if"), ("ident", "c")]),
+    # a statement keyword closes brackets left open, so the next line is a new statement
+    ("f(a\nlet b\n)", [("ident", "f"), ("(", "("), ("ident", "a"), NL, ("let", "let"),
+                        ("ident", "b"), NL, (")", ")")]),
+    ("{ [a\nreturn\n}", [("{", "{"), ("[", "["), ("ident", "a"), NL, ("return", "return"), NL,
+                          ("}", "}")]),
+    ("[x\nfor i in n]", [("[", "["), ("ident", "x"), ("for", "for"), ("ident", "i"), ("in", "in"),
+                         ("ident", "n"), ("]", "]")]),
     # errors
     ("a $ b", [("ident", "a"), ("error", "$"), ("ident", "b")]),
     ('"abc\nx', [("error", '"abc'), NL, ("ident", "x")]),
