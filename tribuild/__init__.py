@@ -1,0 +1,1 @@
+"""tribuild: an incremental, query-based compiler for ternary neural networks."""

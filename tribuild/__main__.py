@@ -1,0 +1,5 @@
+import sys
+
+from tribuild.cli import main
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""Reading source files into the database (the driver is the only writer of inputs).
+
+Terms:
+- *root*: the project folder (the one holding Tribuild.toml, else the current directory);
+  paths given to queries are relative to it, in POSIX form.
+- *scan*: the sorted list of ``.tri`` files under the source folders.
+- *closure*: the scanned files plus every file they import, transitively. Imported files
+  outside the source folders are read too, so long as they are inside the root.
+
+Reading never raises for a bad file: a missing file, a directory, undecodable bytes or an
+OS error becomes a ``SourceText`` with an error, which the checker reports at the import.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tribuild.engine import Durability
+from tribuild.queries.inputs import SourceText, project_files, source_text
+from tribuild.queries.names import import_targets
+
+
+def read_source(root: str, path: str) -> SourceText:
+    full = os.path.join(root, *path.split("/"))
+    try:
+        data = Path(full).read_bytes()
+    except IsADirectoryError:
+        return SourceText(None, "is a directory, not a file")
+    except FileNotFoundError:
+        return SourceText(None, "no such file")
+    except OSError as err:
+        return SourceText(None, err.strerror or str(err))
+    try:
+        return SourceText(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return SourceText(None, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+
+
+def scan(root: str, folders: tuple[str, ...]) -> tuple[str, ...]:
+    """Every .tri path under ``folders`` (relative to ``root``), sorted; symlinked folders are
+    not followed, so a symlink loop cannot hang the scan."""
+    found = set()
+    for folder in folders:
+        base = os.path.join(root, folder)
+        if os.path.isfile(base) and base.endswith(".tri"):
+            found.add(_relative(root, base))
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in filenames + [d for d in dirnames if d.endswith(".tri")]:
+                if name.endswith(".tri"):
+                    found.add(_relative(root, os.path.join(dirpath, name)))
+    return tuple(sorted(found))
+
+
+def _relative(root: str, full: str) -> str:
+    return Path(os.path.relpath(full, root)).as_posix()
+
+
+def load_sources(db, root: str, files: tuple[str, ...]) -> tuple[str, ...]:
+    """Set ``project_files`` and the text of every file of the closure. Returns the closure,
+    sorted. Unchanged texts do not start a new revision. Inputs of files that left the closure
+    stay set but nothing reads them: a file that comes back is read afresh."""
+    db.set(project_files, files, durability=Durability.MEDIUM)
+    loaded: set[str] = set()
+    pending = list(files)
+    while pending:
+        for path in pending:
+            db.set(source_text, path, read_source(root, path))
+            loaded.add(path)
+        pending = sorted({t for p in pending for t in import_targets(db, p)} - loaded)
+    return tuple(sorted(loaded))

@@ -1,0 +1,76 @@
+"""The command line: a table of small subcommands. Parsing and printing only; the work is
+done in ``tribuild.build``.
+
+Exit codes: 0 success, 1 errors in the user's program (diagnostics printed on stderr),
+2 usage or configuration errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", help=".tri files or folders (default: the project's sources)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json: one object on stdout for editors and CI annotators")
+    p.add_argument("--stats", action="store_true", help="print the engine's work: queries run vs reused")
+
+
+def _check(args) -> int:
+    from tribuild.build.check import check
+    from tribuild.diagnostics_render import render_text, to_json
+
+    result = check(_project(), tuple(args.paths))
+    if args.format == "json":
+        json.dump({"diagnostics": [to_json(d, result.sources) for d in result.diagnostics],
+                   "files": len(result.files), "errors": result.errors}, sys.stdout, indent=1)
+        print()
+    else:
+        color = sys.stderr.isatty()
+        for diag in result.diagnostics:
+            print(render_text(diag, result.sources, color=color), file=sys.stderr)
+        print(_summary(result), file=sys.stderr)
+    if args.stats:
+        print(f"queries: {result.executed} executed, {result.validated} validated, "
+              f"{result.hits} reused (store: {result.store})", file=sys.stderr)
+    return EXIT_USER if result.errors else EXIT_OK
+
+
+def _summary(result) -> str:
+    files = f"{len(result.files)} file{'s' * (len(result.files) != 1)}"
+    if not result.errors:
+        return f"checked {files}: no errors"
+    return f"checked {files}: {result.errors} error{'s' * (result.errors != 1)}"
+
+
+def _project():
+    import os
+    from tribuild.build.session import Project
+    return Project.discover(os.getcwd())
+
+
+COMMANDS = {
+    "check": ("report diagnostics for .tri files; exit 1 if any error", _check_args, _check),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tribuild", description=__doc__.splitlines()[0])
+    subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_args, _) in COMMANDS.items():
+        add_args(subs.add_parser(name, help=help_text, description=help_text))
+    args = parser.parse_args(argv)
+    from tribuild.config import ConfigError
+    try:
+        return COMMANDS[args.command][2](args)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The .tri language: lexer, parser, syntax tree, names, types and shapes. Pure functions only."""

@@ -1,0 +1,16 @@
+"""The compiler stages as queries: the only package that knows both the engine and the compiler.
+
+Each module wraps the pure functions of ``tribuild.lang`` in memoized queries at the
+granularity the incremental build needs (see each module's docstring):
+``inputs`` (what the driver sets), ``syntax`` (lex, items, parse), ``names`` (imports and
+scopes), ``semantic`` (signatures, checks, instances), ``report`` (every diagnostic of a file).
+Importing this package registers every value type those queries return with the engine's
+codec, so the persistent store can hold them.
+"""
+from tribuild import diagnostics
+from tribuild.lang import ast, dims, env, items, signature, tokens, types, values
+from tribuild.queries import inputs, names, report, semantic, syntax
+from tribuild.queries.values import register_values
+
+register_values((diagnostics, ast, dims, env, items, signature, tokens, types, values,
+                 inputs, names, report, semantic, syntax))

@@ -1,0 +1,200 @@
+"""Imports and scopes across files, as queries.
+
+Terms:
+- *public item*: a const, fn or layer whose name does not start with ``_``; ``import "f.tri"``
+  brings every public item of ``f.tri`` into scope, ``from "f.tri" import A, B`` just those.
+- *import path*: relative to the importing file. An import whose path leaves the project
+  root (``..`` past it, or an absolute path) is refused: nothing outside the root is read.
+- *exports(path)*: name -> ItemRef of a file's public items (first definition of a name).
+- *scope(path)*: every user name visible in a file, defined or imported, plus the
+  diagnostics of name resolution (duplicates, unknown imported names, missing files,
+  cycles). It depends on other files only through their ``exports``, which stay equal
+  when a body changes, so body edits elsewhere never re-resolve this file.
+"""
+from __future__ import annotations
+
+import difflib
+import posixpath
+from dataclasses import dataclass
+
+from tribuild.diagnostics import Diagnostic, Label, Loc, register
+from tribuild.engine import derived
+from tribuild.lang import ast
+from tribuild.lang.env import ItemRef
+from tribuild.queries.syntax import item_ast, item_index, read_error
+
+E_DUPLICATE = register("E0201", "a name is defined twice")
+E_IMPORT_CONFLICT = register("E0202", "an imported name is already taken")
+E_UNKNOWN_IMPORT = register("E0203", "an imported name is not defined in that file")
+E_MISSING_FILE = register("E0204", "an imported file cannot be read")
+E_OUTSIDE_ROOT = register("E0205", "an import leaves the project root")
+E_IMPORT_CYCLE = register("E0206", "files import each other in a cycle")
+
+_DEFINING = ("const", "fn", "layer")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedImport:
+    item_id: str
+    target: str | None                      # project-relative path; None if it leaves the root
+    names: tuple[ast.ImportName, ...] | None
+    span: ast.Span                          # the path string, relative to the import item
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    names: tuple[tuple[str, ItemRef], ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+    def lookup(self, name: str) -> ItemRef | None:
+        return dict(self.names).get(name)
+
+
+def resolve_path(importer: str, spec: str) -> str | None:
+    """The project-relative path ``spec`` names from ``importer``, or None if it leaves the root."""
+    if not spec or spec.startswith("/") or "\\" in spec or ":" in spec:
+        return None
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(importer), spec))
+    if joined == ".." or joined.startswith("../"):
+        return None
+    return joined
+
+
+@derived
+def imports(db, path: str) -> tuple[ResolvedImport, ...]:
+    out = []
+    for entry in item_index(db, path):
+        if entry.kind != "import":
+            continue
+        item = item_ast(db, path, entry.id).item
+        if isinstance(item, ast.Import):
+            out.append(ResolvedImport(entry.id, resolve_path(path, item.path), item.names,
+                                      item.path_span))
+    return tuple(out)
+
+
+def import_targets(db, path: str) -> tuple[str, ...]:
+    """The files ``path`` imports (those inside the root), in order."""
+    return tuple(dict.fromkeys(i.target for i in imports(db, path) if i.target))
+
+
+def _ref(db, path: str, item_id: str) -> ItemRef | None:
+    item = item_ast(db, path, item_id).item
+    if isinstance(item, ast.Layer):
+        return ItemRef(path, item_id, "functional" if item.body is not None else "layer")
+    if isinstance(item, ast.Fn):
+        return ItemRef(path, item_id, "fn")
+    if isinstance(item, ast.Const):
+        return ItemRef(path, item_id, "const")
+    return None
+
+
+def _definitions(db, path: str) -> list[tuple[str, ItemRef, ast.Span]]:
+    """(name, ref, name span) of every item the file defines, duplicates included."""
+    out = []
+    for entry in item_index(db, path):
+        if entry.kind in _DEFINING and entry.name:
+            ref = _ref(db, path, entry.id)
+            if ref is not None:
+                out.append((entry.name, ref, item_ast(db, path, entry.id).item.name_span))
+    return out
+
+
+@derived
+def exports(db, path: str) -> tuple[tuple[str, ItemRef], ...]:
+    seen: dict[str, ItemRef] = {}
+    for name, ref, _ in _definitions(db, path):
+        if not name.startswith("_"):
+            seen.setdefault(name, ref)
+    return tuple(seen.items())
+
+
+@derived
+def import_cycle(db, path: str) -> tuple[str, ...] | None:
+    """The shortest chain of imports from ``path`` back to itself, or None."""
+    parent: dict[str, str] = {}
+    frontier = [path]
+    while frontier:
+        nxt = []
+        for here in frontier:
+            for target in import_targets(db, here):
+                if target == path:
+                    chain = [here]
+                    while chain[-1] != path:
+                        chain.append(parent[chain[-1]])
+                    return (path, *reversed(chain[:-1]), path) if len(chain) > 1 else (path, path)
+                if target not in parent and _readable(db, target):
+                    parent[target] = here
+                    nxt.append(target)
+        frontier = nxt
+    return None
+
+
+def _readable(db, path: str) -> bool:
+    return read_error(db, path) is None
+
+
+@derived
+def scope(db, path: str) -> Scope:
+    diags: list[Diagnostic] = []
+    names: dict[str, tuple[ItemRef, Loc]] = {}
+    for name, ref, span in _definitions(db, path):
+        loc = Loc(path, ref.item_id, span)
+        if name in names:
+            diags.append(_twice(name, loc, names[name][1], E_DUPLICATE, "defined"))
+        else:
+            names[name] = (ref, loc)
+    for imp in imports(db, path):
+        diags.extend(_bring_in(db, path, imp, names))
+    cycle = import_cycle(db, path)
+    if cycle:
+        diags.append(_cycle(path, cycle, imports(db, path)))
+    return Scope(tuple(sorted((n, r) for n, (r, _) in names.items())), tuple(diags))
+
+
+def _bring_in(db, path: str, imp: ResolvedImport, names: dict) -> list[Diagnostic]:
+    here = Loc(path, imp.item_id, imp.span)
+    if imp.target is None:
+        return [Diagnostic(E_OUTSIDE_ROOT, "this import leaves the project root",
+                           Label(here, "outside the project"),
+                           help="imports are resolved relative to the importing file and may "
+                                "not reach above the folder holding Tribuild.toml")]
+    error = read_error(db, imp.target)
+    if error is not None:
+        return [Diagnostic(E_MISSING_FILE, f"cannot read imported file `{imp.target}`: {error}",
+                           Label(here, error))]
+    public = dict(exports(db, imp.target))
+    if imp.names is None:
+        wanted = [(n, here) for n in public]
+    else:
+        wanted = [(n.name, Loc(path, imp.item_id, n.span)) for n in imp.names]
+    diags = []
+    for name, loc in wanted:
+        ref = public.get(name)
+        if ref is None:
+            diags.append(_unknown_import(name, imp.target, loc, public))
+        elif name in names and names[name][0] != ref:
+            diags.append(_twice(name, loc, names[name][1], E_IMPORT_CONFLICT, "imported"))
+        else:
+            names.setdefault(name, (ref, loc))
+    return diags
+
+
+def _twice(name: str, loc: Loc, first: Loc, code: str, verb: str) -> Diagnostic:
+    return Diagnostic(code, f"`{name}` is {verb} here but the name is already taken",
+                      Label(loc, f"`{name}` {verb} again"), (Label(first, "first defined here"),),
+                      help="rename one of them")
+
+
+def _unknown_import(name: str, target: str, loc: Loc, public: dict) -> Diagnostic:
+    close = difflib.get_close_matches(name, list(public), n=1)
+    return Diagnostic(E_UNKNOWN_IMPORT, f"`{name}` is not a public item of `{target}`",
+                      Label(loc, "not found there"),
+                      help=f"did you mean `{close[0]}`?" if close else None)
+
+
+def _cycle(path: str, cycle: tuple[str, ...], imps: tuple[ResolvedImport, ...]) -> Diagnostic:
+    first = next(i for i in imps if i.target == cycle[1])
+    return Diagnostic(E_IMPORT_CYCLE, "import cycle: " + " -> ".join(cycle),
+                      Label(Loc(path, first.item_id, first.span), f"imports `{cycle[1]}`"),
+                      help="move what both files need into a third file that both import")
