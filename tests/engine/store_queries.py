@@ -1,0 +1,76 @@
+"""Queries and values shared by the persistence tests (module level, so their identities
+are stable across a save and a load)."""
+from dataclasses import dataclass
+
+from tribuild.engine import codec, derived, input_query
+
+TEXTS = {"a": "alpha beta", "b": "bravo charlie delta", "c": "echo"}
+
+
+@codec.register
+@dataclass(frozen=True, slots=True)
+class Words:
+    name: str
+    words: tuple[str, ...]
+
+
+@input_query
+def text(db, name): ...
+
+
+@derived
+def words(db, name):
+    return Words(name, tuple(text(db, name).split()))
+
+
+@derived
+def count(db, name):
+    return len(words(db, name).words)
+
+
+@derived
+def summary(db):
+    return tuple(count(db, n) for n in sorted(TEXTS))
+
+
+class Opaque:
+    """Not registered with the codec."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return isinstance(other, Opaque) and other.n == self.n
+
+    def __hash__(self):
+        return hash(self.n)
+
+
+@derived
+def opaque(db, name):
+    return Opaque(count(db, name))
+
+
+@derived
+def via_opaque(db, name):
+    return opaque(db, name).n + 1
+
+
+@derived
+def keyed_by_opaque(db, key):
+    return count(db, "a") + key.n
+
+
+@derived
+def uses_opaque_key(db):
+    return keyed_by_opaque(db, Opaque(1))
+
+
+def set_inputs(db, texts=TEXTS):
+    for name, value in texts.items():
+        db.set(text, name, value)
+
+
+def run_all(db):
+    """Read the derived queries whose keys can be stored, returning their values."""
+    return (summary(db), via_opaque(db, "a"))
