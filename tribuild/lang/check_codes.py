@@ -37,6 +37,7 @@ DIVISIBILITY = register("E0407", "a dimension is not divisible as required (grou
 EMPTY_OUTPUT = register("E0408", "a convolution or pooling produces an empty output")
 BAD_DIM = register("E0409", "invalid dimension expression")
 EXAMPLE_INPUT = register("E0410", "the target's example input does not fit the entry layer")
+CONCAT_MISMATCH = register("E0411", "concatenated tensors differ outside the concat dim")
 
 NOT_CONST = register("E0501", "not a construction-time value")
 DIV_ZERO = register("E0502", "division by zero")

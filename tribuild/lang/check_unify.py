@@ -14,6 +14,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.lang import dims
+from tribuild.lang.check_codes import DIM_MISMATCH, RANK_MISMATCH, TYPE_MISMATCH
 from tribuild.lang.dims import ANY, AnyDim, Dim, DimLike, Quot
 from tribuild.lang.types import ScalarT, TensorT, format_shape
 from tribuild.lang.values import Choice, TensorV, Unk, UnkList, Value, as_dim, from_dim, is_int
@@ -63,17 +64,18 @@ class Unifier:
             return True  # bound only inside a quotient: cannot solve, accept
         return not definitely_different(e, f)
 
-    def tensor(self, expected: TensorT, found: TensorT) -> str | None:
-        """None when ``found`` fits ``expected``; else what differs, as a message fragment."""
+    def tensor(self, expected: TensorT, found: TensorT) -> tuple[str, str] | None:
+        """None when ``found`` fits ``expected``; else ``(code, what differs)``."""
         if expected.dtype != found.dtype:
-            return f"dtype `{found.dtype}`, expected `{expected.dtype}`"
+            return TYPE_MISMATCH, f"dtype is `{found.dtype}`, expected `{expected.dtype}`"
         if expected.dims is None or found.dims is None:
             return None
         if len(expected.dims) != len(found.dims):
-            return f"rank {len(found.dims)}, expected rank {len(expected.dims)}"
+            return RANK_MISMATCH, f"rank is {len(found.dims)}, expected {len(expected.dims)}"
         for i, (e, f) in enumerate(zip(expected.dims, found.dims)):
             if not self.dim(e, f):
-                return f"dim {i} is {dims.format_dim(self.apply(f))}, expected {dims.format_dim(self.apply(e))}"
+                return DIM_MISMATCH, (f"dim {i} is {dims.format_dim(self.apply(f))}, "
+                                      f"expected {dims.format_dim(self.apply(e))}")
         return None
 
     def resolve_type(self, t: TensorT) -> TensorT:

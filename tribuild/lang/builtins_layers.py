@@ -1,0 +1,127 @@
+"""Built-in layers: their construction parameters and shape rules.
+
+Terms:
+- *spec*: ``LayerSpec``: the parameters in order, each ``(name, kind, default)`` where kind is
+  ``int``, ``float``, ``bool``, ``str`` or ``layers`` and ``REQUIRED`` marks a parameter with no
+  default; ``check`` validates evaluated arguments (divisibility); ``apply`` is the shape rule
+  ``(args, input type, site) -> output value``.
+- ``None`` as a default of a pool's ``stride`` means "equal to the kernel", as in PyTorch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from tribuild.lang import dims
+from tribuild.lang.builtins_shapes import Site, expect_dim, float_dtype, pool2d, tensor_of, window
+from tribuild.lang.check_codes import DIVISIBILITY
+from tribuild.lang.consteval import POISON
+from tribuild.lang.types import TensorT
+from tribuild.lang.values import TensorV, Value, as_dim
+
+REQUIRED = object()
+Args = dict[str, Value]
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    params: tuple[tuple[str, str, object], ...]
+    apply: Callable[[Args, Value, Site], Value]
+    check: Callable[[Args, Site], None] = lambda args, site: None
+
+
+def _same(args: Args, x: Value, site: Site) -> Value:
+    return x if tensor_of(x, site) is not None else POISON
+
+
+def _linear(args: Args, x: Value, site: Site) -> Value:
+    t = tensor_of(x, site, min_rank=1)
+    if t is None or t.dims is None:
+        return TensorV(TensorT(float_dtype(t), None)) if t else POISON
+    if not expect_dim(t.dims[-1], args["in_features"], site, "last dim (in_features)"):
+        return POISON
+    return TensorV(TensorT(float_dtype(t), t.dims[:-1] + (as_dim(args["out_features"]),)))
+
+
+def _conv(args: Args, x: Value, site: Site) -> Value:
+    t = tensor_of(x, site, rank=4)
+    if t is None or t.dims is None:
+        return TensorV(TensorT(float_dtype(t), None)) if t else POISON
+    if not expect_dim(t.dims[1], args["in_channels"], site, "channel dim 1 (in_channels)"):
+        return POISON
+    h, w = (window(d, args["kernel"], args["stride"], args["padding"], site) for d in t.dims[2:])
+    return TensorV(TensorT(float_dtype(t), (t.dims[0], as_dim(args["out_channels"]), h, w)))
+
+
+def _check_groups(args: Args, site: Site) -> None:
+    groups = as_dim(args["groups"])
+    for name in ("in_channels", "out_channels"):
+        rest = dims.mod(as_dim(args[name]), groups)
+        if rest is None or (dims.as_int(rest) or 0) != 0:
+            site.error(DIVISIBILITY, f"{name} = {dims.format_dim(as_dim(args[name]))} is not divisible by "
+                       f"groups = {dims.format_dim(groups)}", label="expected a multiple of groups")
+            return
+
+
+def _channel_norm(dim: int, what: str, rank: int | None = None) -> Callable[[Args, Value, Site], Value]:
+    def apply(args: Args, x: Value, site: Site) -> Value:
+        t = tensor_of(x, site, rank=rank, min_rank=1)
+        if t is None:
+            return POISON
+        if t.dims is not None and not expect_dim(t.dims[dim], args["features"], site, what):
+            return POISON
+        return x
+    return apply
+
+
+def _pool(args: Args, x: Value, site: Site) -> Value:
+    t = tensor_of(x, site)
+    return POISON if t is None else pool2d(t, args["kernel"], args["stride"], args["padding"], site)
+
+
+def _attention(args: Args, x: Value, site: Site) -> Value:
+    t = tensor_of(x, site, rank=3)
+    if t is None:
+        return POISON
+    if t.dims is not None and not expect_dim(t.dims[2], args["d"], site, "model dim 2 (d)"):
+        return POISON
+    return TensorV(TensorT(float_dtype(t), t.dims))
+
+
+def _check_heads(args: Args, site: Site) -> None:
+    rest = dims.mod(as_dim(args["d"]), as_dim(args["heads"]))
+    if rest is None or (dims.as_int(rest) or 0) != 0:
+        site.error(DIVISIBILITY, f"d = {dims.format_dim(as_dim(args['d']))} is not divisible by "
+                   f"heads = {dims.format_dim(as_dim(args['heads']))}", label="expected d % heads == 0")
+
+
+def _sequential(args: Args, x: Value, site: Site) -> Value:
+    from tribuild.lang.check_calls import apply_chain
+    return apply_chain(args["layers"], x, site)
+
+
+_CONV = (("in_channels", "int", REQUIRED), ("out_channels", "int", REQUIRED), ("kernel", "int", REQUIRED),
+         ("stride", "int", 1), ("padding", "int", 0), ("groups", "int", 1))
+_LINEAR = (("in_features", "int", REQUIRED), ("out_features", "int", REQUIRED))
+_POOL = (("kernel", "int", REQUIRED), ("stride", "int", None), ("padding", "int", 0))
+_SCALE = ("scale", "str", "tensor")
+
+LAYERS: dict[str, LayerSpec] = {
+    "TernaryLinear": LayerSpec(_LINEAR + (("bias", "bool", False), _SCALE), _linear),
+    "Linear": LayerSpec(_LINEAR + (("bias", "bool", True),), _linear),
+    "TernaryConv2d": LayerSpec(_CONV + (("bias", "bool", False), _SCALE), _conv, _check_groups),
+    "Conv2d": LayerSpec(_CONV + (("bias", "bool", True),), _conv, _check_groups),
+    "BatchNorm2d": LayerSpec((("features", "int", REQUIRED), ("eps", "float", 1e-5)),
+                             _channel_norm(1, "channel dim 1", rank=4)),
+    "LayerNorm": LayerSpec((("features", "int", REQUIRED), ("eps", "float", 1e-5)),
+                           _channel_norm(-1, "last dim")),
+    "RMSNorm": LayerSpec((("features", "int", REQUIRED), ("eps", "float", 1e-6)),
+                         _channel_norm(-1, "last dim")),
+    "Dropout": LayerSpec((("p", "float", 0.5),), _same),
+    "MaxPool2d": LayerSpec(_POOL, _pool),
+    "AvgPool2d": LayerSpec(_POOL, _pool),
+    "Sequential": LayerSpec((("layers", "layers", REQUIRED),), _sequential),
+    "MultiHeadAttention": LayerSpec((("d", "int", REQUIRED), ("heads", "int", REQUIRED)),
+                                    _attention, _check_heads),
+    **{name: LayerSpec((), _same) for name in ("ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Identity")},
+}

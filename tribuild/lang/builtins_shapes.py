@@ -1,0 +1,117 @@
+"""Shared pieces of the built-ins' shape rules.
+
+Terms:
+- *Site*: where a built-in is applied: the checking context, the span of the whole call
+  (primary label of errors) and the span of the tensor argument; every rule reports through it.
+- *window size*: the output length of a convolution or pooling window,
+  ``(size + 2*padding - kernel) // stride + 1``; zero or less is an error (E0408).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tribuild.lang import ast, dims
+from tribuild.lang.check_codes import (BAD_AXIS, DIM_MISMATCH, DIV_ZERO, EMPTY_OUTPUT, RANK_MISMATCH,
+                                       TYPE_MISMATCH)
+from tribuild.lang.check_unify import definitely_different
+from tribuild.lang.consteval import POISON, Ctx
+from tribuild.lang.dims import ANY, AnyDim, DimLike
+from tribuild.lang.types import FLOATS, TensorT
+from tribuild.lang.values import TensorV, Value, as_dim, kind_of
+
+
+@dataclass(frozen=True)
+class Site:
+    ctx: Ctx
+    span: ast.Span
+    arg_span: ast.Span
+    what: str  # the built-in's name as the user wrote it, e.g. "conv1 (TernaryConv2d)"
+
+    def error(self, code: str, message: str, label: str = "") -> Value:
+        self.ctx.sink.error(code, self.span, f"{self.what}: {message}", label=label,
+                            secondary=((self.arg_span, "this argument"),) if self.arg_span != self.span else ())
+        return POISON
+
+
+def tensor_of(v: Value, site: Site, rank: int | None = None, min_rank: int = 0) -> TensorT | None:
+    """The type of a tensor argument of the given rank; None (after reporting) otherwise."""
+    if v == POISON:
+        return None
+    if not isinstance(v, TensorV):
+        site.error(TYPE_MISMATCH, f"expected a tensor, found {kind_of(v)}")
+        return None
+    t = v.type
+    if t.dims is None:
+        return t
+    if rank is not None and len(t.dims) != rank:
+        site.error(RANK_MISMATCH, f"expected a rank-{rank} tensor, found {t} (rank {len(t.dims)})")
+        return None
+    if len(t.dims) < min_rank:
+        site.error(RANK_MISMATCH, f"expected a tensor of rank {min_rank} or more, found {t}")
+        return None
+    return t
+
+
+def float_dtype(t: TensorT) -> str:
+    """The dtype a floating-point op on ``t`` produces."""
+    return t.dtype if t.dtype in FLOATS else "float32"
+
+
+def expect_dim(found: DimLike, expected: Value, site: Site, what: str) -> bool:
+    """Report E0401 when dim ``found`` definitely differs from the integer ``expected``."""
+    e = as_dim(expected)
+    if isinstance(found, AnyDim) or isinstance(e, AnyDim) or not definitely_different(found, e):
+        return True
+    site.error(DIM_MISMATCH, f"expected {what} {dims.format_dim(e)}, found {dims.format_dim(found)}",
+               label=f"{what} is {dims.format_dim(found)}")
+    return False
+
+
+def axis(a: Value, rank: int | None, site: Site) -> int | None:
+    """A dim index normalised to 0..rank-1; None (reported) when out of range or unknown."""
+    if type(a) is not int:
+        if a != POISON:
+            site.error(TYPE_MISMATCH, f"expected a constant dim index, found {kind_of(a)}")
+        return None
+    if rank is None:
+        return a
+    if not -rank <= a < rank:
+        site.error(BAD_AXIS, f"dim {a} is out of range for a rank-{rank} tensor",
+                   label=f"expected a dim in {-rank}..{rank - 1}")
+        return None
+    return a % rank
+
+
+def window(size: DimLike, kernel: Value, stride: Value, padding: Value, site: Site) -> DimLike:
+    """The output length of a window; errors give `?`."""
+    num = dims.sub(dims.add(size, dims.scale(as_dim(padding), 2)), as_dim(kernel))
+    out = dims.floordiv(num, as_dim(stride))
+    if out is None:
+        site.error(DIV_ZERO, "stride is 0")
+        return ANY
+    out = dims.add(out, dims.const(1))
+    n = dims.as_int(out)
+    if n is not None and n <= 0:
+        site.error(EMPTY_OUTPUT, f"input size {dims.format_dim(size)} with kernel {dims.format_dim(as_dim(kernel))}, "
+                   f"padding {dims.format_dim(as_dim(padding))} and stride {dims.format_dim(as_dim(stride))} "
+                   f"gives an output of size {n}", label="expected an output size of 1 or more")
+        return ANY
+    return out
+
+
+def pool2d(t: TensorT, kernel: Value, stride: Value, padding: Value, site: Site) -> Value:
+    """Shape rule of 2-D pooling over the last two dims (rank 3 or 4)."""
+    if t.dims is None:
+        return TensorV(t)
+    if len(t.dims) not in (3, 4):
+        return site.error(RANK_MISMATCH, f"expected a rank-4 [N, C, H, W] tensor, found {t}")
+    stride = kernel if stride is None else stride
+    h, w = (window(d, kernel, stride, padding, site) for d in t.dims[-2:])
+    return TensorV(TensorT(t.dtype, t.dims[:-2] + (h, w)))
+
+
+def product(shape: tuple[DimLike, ...]) -> DimLike:
+    out: DimLike = dims.const(1)
+    for d in shape:
+        out = dims.mul(out, d)
+    return out

@@ -1,0 +1,202 @@
+"""The checker's entry points: generic checks of items, and checks of layer instances.
+
+Terms:
+- *generic check* (``check_item``): an item checked once for all its uses: an int
+  construction parameter ``c`` is the symbolic dim ``c`` (so ``c`` and ``2*c`` differ), other
+  parameters are values of their type whose value is unknown.
+- *instance* (``check_instance``): a stateful layer with concrete construction arguments,
+  named by an ``InstanceKey``; its members are evaluated and `forward` is checked with them.
+  ``CheckedInstance.children`` lists the user-layer instances among the members, by
+  *member path* (``layer2[0]``), which the query layer checks in turn.
+- Diagnostics about the declared parameter and return types come from ``signature_of``;
+  the functions here do not repeat them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tribuild.diagnostics import Diagnostic, Label, Loc
+from tribuild.lang import ast, dims
+from tribuild.lang.check_body import Body, bind_dim_names, check_declared, resolve, run
+from tribuild.lang.check_calls import CallArgs, bind, bind_params, subst_type
+from tribuild.lang.check_codes import EXAMPLE_INPUT, NO_FORWARD, RETURN_MISMATCH, Sink
+from tribuild.lang.check_unify import Unifier
+from tribuild.lang.consteval import POISON, Ctx, evaluate
+from tribuild.lang.env import Env, ItemRef
+from tribuild.lang.signature import ParamSig, Signature, forward_of
+from tribuild.lang.types import ScalarT, TensorT, Type, lower_type
+from tribuild.lang.values import (InstanceKey, LayerV, Sym, TensorV, Unk, Value, describe_instance,
+                                  is_concrete, normalise)
+
+__all__ = ["CheckedInstance", "check_item", "check_instance", "check_target_input", "const_value_of",
+           "describe_instance", "instance_key"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedInstance:
+    key: InstanceKey
+    diagnostics: tuple[Diagnostic, ...]
+    children: tuple[tuple[str, InstanceKey], ...]
+    members: tuple[tuple[str, Value], ...]
+    inputs: tuple[Type | None, ...]
+    output: Type | None
+
+
+def _symbolic(p: ParamSig) -> Value:
+    if isinstance(p.type, ScalarT) and p.type.dtype.startswith("int"):
+        return Sym(dims.sym(p.name))
+    return Unk(p.type) if p.type is not None else POISON
+
+
+def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
+    """Add a body's inputs to its scope: tensors by their resolved type, others symbolically."""
+    for p in params:
+        if isinstance(p.type, TensorT):
+            scope[p.name] = TensorV(resolve(p.type, scope, ctx))
+        else:
+            scope[p.name] = _symbolic(p)
+    for p in params:
+        bind_dim_names(resolve(p.type, scope, ctx), scope)
+
+
+def _check_body(stmts: tuple[ast.Stmt, ...], fn: ast.Fn | ast.Layer, inputs: tuple[ParamSig, ...],
+                ret: Type | None, scope: dict[str, Value], ctx: Ctx) -> Body:
+    scope = dict(scope)
+    _inputs_scope(inputs, scope, ctx)
+    body = Body(ctx, scope, ret, fn.ret.span if fn.ret is not None else None,
+                locals={p.name for p in inputs}, unifier=Unifier())
+    run(stmts, body)
+    if ret is not None and not body.returned:
+        ctx.sink.error(RETURN_MISMATCH, fn.name_span, f"`{fn.name}` ends without returning a {ret}",
+                       label="missing `return`")
+    return body
+
+
+def _defaults(item: ast.Fn | ast.Layer, sig_params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
+    """Check the parameter defaults of an item against their declared types."""
+    for p, sp in zip(item.params, sig_params):
+        if p.default is not None:
+            body = Body(ctx, scope, None, None)
+            check_declared(body, sp.type, evaluate(p.default, scope, ctx), p.default.span, "",
+                           f"default of `{p.name}`") if sp.type is not None else None
+
+
+def _members(layer: ast.Layer, scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...]:
+    out = []
+    for member in layer.members:
+        value = evaluate(member.value, scope, ctx)
+        if member.type is not None:
+            value = check_declared(Body(ctx, scope, None, None), _lower(member.type, ctx), value,
+                                   member.value.span, "", f"member `{member.name}`")
+        scope[member.name] = value
+        out.append((member.name, value))
+    return tuple(out)
+
+
+def _lower(t: ast.TypeExpr, ctx: Ctx) -> Type:
+    return lower_type(t, ctx.sink.report)
+
+
+def _stateful(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...] | None:
+    members = _members(item, scope, ctx)
+    forward = forward_of(item)
+    if forward is None:
+        ctx.sink.error(NO_FORWARD, item.name_span, f"layer `{item.name}` has no `fn forward`",
+                       label="expected `fn forward(x: Tensor<...>) -> Tensor<...>` among its members")
+        return None
+    for method in item.methods:
+        inputs = sig.inputs if method is forward else tuple(ParamSig(p.name, _lower(p.type, ctx) if p.type else None)
+                                                             for p in method.params)
+        ret = sig.ret if method is forward else (_lower(method.ret, ctx) if method.ret else None)
+        _check_body(method.body, method, inputs, ret, scope, ctx)
+    return members
+
+
+def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env) -> tuple[Diagnostic, ...]:
+    """The generic check of one item."""
+    ctx = Ctx(Sink(path, item_id), env)
+    match item:
+        case ast.Const(type=t, value=e):
+            value = evaluate(e, {}, ctx)
+            if sig.ret is not None:
+                check_declared(Body(ctx, {}, None, None), sig.ret, value, e.span, "", f"constant `{item.name}`")
+        case ast.Fn() | ast.Layer(body=tuple()):
+            _defaults(item, sig.inputs, {}, ctx)
+            _check_body(item.body, item, sig.inputs, sig.ret, {}, ctx)
+        case ast.Layer():
+            scope: dict[str, Value] = {}
+            for p in sig.params:
+                scope[p.name] = _symbolic(p)
+            _defaults(item, sig.params, {}, ctx)
+            _stateful(item, sig, scope, ctx)
+    return ctx.sink.result()
+
+
+def const_value_of(item: ast.Const, sig: Signature, path: str, item_id: str, env: Env) -> Value:
+    """The value of a top-level constant (its mistakes are reported by ``check_item``)."""
+    ctx = Ctx(Sink(path, item_id), env)
+    value = evaluate(item.value, {}, ctx)
+    if sig.ret is not None:
+        value = check_declared(Body(ctx, {}, None, None), sig.ret, value, item.value.span, "", "")
+    return value
+
+
+def instance_key(path: str, item_id: str, sig: Signature, args: dict | tuple, env: Env) -> InstanceKey:
+    """The canonical key of an instance; ``env`` is the Env of the layer's own file, where its
+    defaults are evaluated. Raises ValueError naming the problem when ``args`` do not fit."""
+    given = args.items() if isinstance(args, dict) else ()
+    positional = tuple((normalise(v), (0, 0)) for v in args) if isinstance(args, tuple) else ()
+    call_args = CallArgs(positional, tuple((k, normalise(v), (0, 0)) for k, v in given))
+    ctx = Ctx(Sink(path, item_id), env)
+    bound = bind(tuple(p.name for p in sig.params), frozenset(p.name for p in sig.params if p.default is None),
+                 call_args, (0, 0), ctx, sig.name)
+    values = None if bound is None else bind_params(sig, ItemRef(path, item_id, "layer"), bound, (0, 0), ctx)
+    if values is None or not all(is_concrete(v) for _, v in values):
+        problems = "; ".join(d.message for d in ctx.sink.diags) or "arguments are not concrete"
+        raise ValueError(f"cannot instantiate {sig.name}: {problems}")
+    return InstanceKey(path, item_id, sig.name, values)
+
+
+def _children(path: str, value: Value) -> list[tuple[str, InstanceKey]]:
+    if isinstance(value, LayerV) and value.ref is not None and is_concrete(value):
+        return [(path, InstanceKey(value.ref.path, value.ref.item_id, value.name, value.args))]
+    if isinstance(value, LayerV) and value.name == "Sequential":
+        return _children(path, dict(value.args)["layers"])
+    if isinstance(value, tuple):
+        return [c for i, v in enumerate(value) for c in _children(f"{path}[{i}]", v)]
+    return []
+
+
+def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env) -> CheckedInstance:
+    """Evaluate the members of one instance with its arguments, then check `forward` with them."""
+    ctx = Ctx(Sink(key.path, key.item_id), env)
+    scope: dict[str, Value] = dict(key.args)
+    inputs = tuple(resolve(p.type, scope, ctx) for p in sig.inputs)
+    output = resolve(sig.ret, scope, ctx)
+    if item.body is not None:
+        body = _check_body(item.body, item, sig.inputs, sig.ret, scope, ctx)
+        members: tuple[tuple[str, Value], ...] = ()
+    else:
+        members = _stateful(item, sig, scope, ctx) or ()
+    children = tuple(c for name, v in members for c in _children(name, v))
+    return CheckedInstance(key, ctx.sink.result(), children, members, inputs, output)
+
+
+def check_target_input(sig: Signature, key: InstanceKey, input_shape: tuple[int, ...]) -> tuple[Diagnostic, ...]:
+    """Does an example input of ``input_shape`` (float32) fit the instance's first tensor input?"""
+    scope = {k: v for k, v in key.args}
+    tensor_inputs = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
+    loc = Loc(key.path, key.item_id, (0, 1))
+    if not tensor_inputs:
+        return (Diagnostic(EXAMPLE_INPUT, f"{describe_instance(key)} takes no input tensor", Label(loc)),)
+    expected = tensor_inputs[-1 if sig.kind == "functional" else 0]
+    formal = subst_type(expected.type, {k: dims.const(v) for k, v in scope.items() if type(v) is int})
+    found = TensorT(formal.dtype, tuple(dims.const(n) for n in input_shape))
+    unifier = Unifier(set().union(*(dims.symbols(d) for d in formal.dims or ())))
+    problem = unifier.tensor(formal, found)
+    if problem is None:
+        return ()
+    return (Diagnostic(EXAMPLE_INPUT, f"the example input {list(input_shape)} does not fit `{expected.name}` of "
+                       f"{describe_instance(key)}: expected {formal}, {problem[1]}", Label(loc, "entry layer"),
+                       help=f"give an input shape that matches {formal}"),)
+

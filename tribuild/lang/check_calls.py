@@ -1,0 +1,283 @@
+"""Calls: building layers, calling functions, and applying layers to tensors.
+
+Terms:
+- *CallArgs*: evaluated arguments with their spans, positional then keyword.
+- *binding*: matching CallArgs to parameter names (arity, unknown or repeated keywords).
+- *conform*: checking one value against a declared semantic type; a plain -1/0/1 becomes a
+  ``Trit`` where a trit is expected; tensor types are unified (``Unifier``).
+- *applying a signature*: how a caller types a call of a user fn, functional layer or layer
+  instance from the callee's ``Signature`` alone: integer bindings (construction arguments,
+  int inputs) are substituted into the declared types, the remaining dim names are renamed
+  apart and become flexible, the inputs are unified, and the return type is resolved.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tribuild.lang import ast, dims
+from tribuild.lang.builtins_fns import FUNCTIONS
+from tribuild.lang.builtins_layers import LAYERS, REQUIRED
+from tribuild.lang.builtins_shapes import Site
+from tribuild.lang.check_codes import ARITY, BAD_KEYWORD, NOT_CALLABLE, NOT_TRIT, NO_FORWARD, TYPE_MISMATCH, Sink
+from tribuild.lang.check_unify import Unifier, join
+from tribuild.lang.consteval import POISON, Ctx, evaluate, is_bool, is_number
+from tribuild.lang.env import ItemRef
+from tribuild.lang.signature import ParamSig, Signature
+from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
+from tribuild.lang.values import (Callee, Choice, LayerV, TensorV, Trit, Unk, UnkList, Value, as_dim, is_int,
+                                  kind_of)
+
+Span = ast.Span
+
+
+@dataclass(frozen=True)
+class CallArgs:
+    positional: tuple[tuple[Value, Span], ...]
+    keywords: tuple[tuple[str, Value, Span], ...] = ()
+
+
+def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
+    func = evaluate(node.func, scope, ctx)
+    args = CallArgs(tuple((evaluate(a, scope, ctx), a.span) for a in node.args),
+                    tuple((k.name, evaluate(k.value, scope, ctx), k.span) for k in node.kwargs))
+    what = node.func.id if isinstance(node.func, ast.Name) else "call"
+    if isinstance(func, LayerV) and what != func.name:
+        what = f"{what} ({func.name})"
+    return call(func, args, node.span, ctx, what)
+
+
+def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
+    if func == POISON or any(v == POISON for v, _ in args.positional):
+        return POISON
+    match func:
+        case Callee(name=name, ref=None) if name in LAYERS:
+            return construct_builtin(name, args, span, ctx)
+        case Callee(name=name, ref=None):
+            return call_function(name, args, span, ctx)
+        case Callee(name=name, ref=ref) if ref.kind == "layer":
+            return construct_user(name, ref, args, span, ctx)
+        case Callee(name=name, ref=ref) if ref.kind in ("fn", "functional"):
+            sig = ctx.env.signature(ref)
+            return apply_signature(sig.inputs, sig.ret, {}, args, span, ctx, name)
+        case LayerV():
+            return apply_layer(func, args, span, ctx, what)
+        case Choice(options=options):
+            results = [call(o, args, span, ctx, what) for o in options]
+            if POISON in results:
+                return POISON
+            out = results[0]
+            for r in results[1:]:
+                out = join(out, r)
+            return out
+    ctx.sink.error(NOT_CALLABLE, span, f"`{what}` is {kind_of(func)}, which cannot be called",
+                   label="expected a function or a layer")
+    return POISON
+
+
+def bind(names: tuple[str, ...], required: frozenset[str], args: CallArgs, span: Span, ctx: Ctx,
+         what: str) -> dict[str, tuple[Value, Span]] | None:
+    """Match arguments to parameter names; None (reported) on an arity or keyword error."""
+    if len(args.positional) > len(names):
+        extra = args.positional[len(names)][1]
+        ctx.sink.error(ARITY, extra, f"`{what}` takes at most {len(names)} argument(s), "
+                       f"found {len(args.positional)}", label="unexpected argument")
+        return None
+    bound = {n: a for n, a in zip(names, args.positional)}
+    for name, value, kspan in args.keywords:
+        if name not in names or name in bound:
+            problem = "repeats the argument" if name in bound else "is not a parameter of"
+            ctx.sink.error(BAD_KEYWORD, kspan, f"keyword `{name}` {problem} `{what}`",
+                           label=f"expected one of {', '.join(names)}" if name not in names else "")
+            return None
+        bound[name] = (value, kspan)
+    missing = [n for n in names if n in required and n not in bound]
+    if missing:
+        ctx.sink.error(ARITY, span, f"`{what}` is missing argument(s) {', '.join(f'`{m}`' for m in missing)}",
+                       label=f"expected {len(required)} required argument(s)")
+        return None
+    return bound
+
+
+def _kind_ok(kind: str, v: Value) -> bool:
+    return {"int": is_int, "float": is_number, "bool": is_bool,
+            "str": lambda x: isinstance(x, str) or isinstance(x, Unk),
+            "layers": lambda x: isinstance(x, (tuple, UnkList)) or isinstance(x, Unk)}[kind](v)
+
+
+def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
+    spec = LAYERS[name]
+    names = tuple(p for p, _, _ in spec.params)
+    bound = bind(names, frozenset(p for p, _, d in spec.params if d is REQUIRED), args, span, ctx, name)
+    if bound is None:
+        return POISON
+    values: dict[str, Value] = {}
+    for pname, kind, default in spec.params:
+        value, vspan = bound.get(pname, (default, span))
+        if value == POISON:
+            return POISON
+        if value is not None and not _kind_ok(kind, value):
+            ctx.sink.error(TYPE_MISMATCH, vspan, f"argument `{pname}` of {name}: expected {kind}, "
+                           f"found {kind_of(value)}")
+            return POISON
+        values[pname] = value
+    spec.check(values, Site(ctx, span, span, name))
+    return LayerV(name, tuple(values.items()))
+
+
+def call_function(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
+    spec = FUNCTIONS[name]
+    names = tuple(p for p, _ in spec.params)
+    bound = bind(names, frozenset(p for p, d in spec.params if d is REQUIRED), args, span, ctx, name)
+    if bound is None or any(v == POISON for v, _ in bound.values()):
+        return POISON
+    values = {p: bound[p][0] if p in bound else d for p, d in spec.params}
+    arg_span = args.positional[0][1] if args.positional else span
+    return spec.rule(values, Site(ctx, span, arg_span, name))
+
+
+def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str | None, str]:
+    """``(converted value, problem or None, code)`` for ``value`` against declared type ``t``."""
+    if t is None or value == POISON or isinstance(value, Choice) and not isinstance(t, NamedT):
+        return value, None, ""
+    match t:
+        case TensorT():
+            if not isinstance(value, TensorV):
+                return value, f"expected {t}, found {kind_of(value)}", TYPE_MISMATCH
+            problem = unifier.tensor(t, value.type)
+            return value, None if problem is None else problem[1], problem[0] if problem else ""
+        case ScalarT(dtype="trit"):
+            if isinstance(value, Trit) or value == Unk(t) or (is_int(value) and type(value) is not int):
+                return value, None, ""
+            if type(value) is int and value in (-1, 0, 1):
+                return Trit(value), None, ""
+            return value, f"expected a trit (-1, 0 or 1), found {kind_of(value)} {value}", NOT_TRIT
+        case ScalarT(dtype=dtype):
+            ok = is_bool(value) if dtype == "bool" else is_int(value) if dtype.startswith("int") else is_number(value)
+            return value, None if ok else f"expected {dtype}, found {kind_of(value)}", TYPE_MISMATCH
+        case ListT(elem=elem):
+            if isinstance(value, (UnkList, Unk)):
+                return value, None, ""
+            if not isinstance(value, tuple):
+                return value, f"expected {t}, found {kind_of(value)}", TYPE_MISMATCH
+            items = [conform(v, elem, unifier) for v in value]
+            bad = next((p for p in items if p[1] is not None), None)
+            return (tuple(i[0] for i in items), None, "") if bad is None else (value, bad[1], bad[2])
+        case NamedT(name=name):
+            ok = isinstance(value, (LayerV, Choice)) and name in kind_of(value)
+            return value, None if ok else f"expected layer {name}, found {kind_of(value)}", TYPE_MISMATCH
+    return value, None, ""
+
+
+def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None:
+    if isinstance(t, TensorT) and t.dims is not None:
+        return TensorT(t.dtype, tuple(dims.substitute(d, mapping) or dims.ANY for d in t.dims), t.ternary)
+    return t
+
+
+def construct_user(name: str, ref: ItemRef, args: CallArgs, span: Span, ctx: Ctx) -> Value:
+    sig = ctx.env.signature(ref)
+    bound = bind(tuple(p.name for p in sig.params), frozenset(p.name for p in sig.params if p.default is None),
+                 args, span, ctx, name)
+    if bound is None:
+        return POISON
+    values = bind_params(sig, ref, bound, span, ctx)
+    return POISON if values is None else LayerV(name, values, ref)
+
+
+def bind_params(sig: Signature, ref: ItemRef, bound: dict[str, tuple[Value, Span]], span: Span,
+                ctx: Ctx) -> tuple[tuple[str, Value], ...] | None:
+    """Construction arguments in parameter order, checked, with defaults evaluated where
+    the callee is defined."""
+    values: dict[str, Value] = {}
+    for p in sig.params:
+        if p.name in bound:
+            value, vspan = bound[p.name]
+        else:
+            value, vspan = _default(sig, p, values, ref, span, ctx), span
+        if value == POISON:
+            return None
+        value, problem, code = conform(value, p.type, Unifier())
+        if problem is not None:
+            ctx.sink.error(code, vspan, f"argument `{p.name}` of {sig.name}: {problem}")
+            return None
+        values[p.name] = value
+    return tuple(values.items())
+
+
+def _default(sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRef, span: Span,
+             ctx: Ctx) -> Value:
+    inner = Ctx(Sink(ref.path, ref.item_id), ctx.env.scope_of(ref), ctx.work)
+    value = evaluate(p.default, dict(earlier), inner)
+    ctx.work = inner.work
+    if inner.sink.diags:
+        first = inner.sink.diags[0]
+        ctx.sink.error(first.code, span, f"the default of `{p.name}` in {sig.name} cannot be "
+                       f"evaluated here: {first.message}")
+        return POISON
+    return value
+
+
+def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
+    if layer.ref is None:
+        if len(args.positional) != 1 or args.keywords:
+            ctx.sink.error(ARITY, span, f"`{what}` takes 1 input tensor, found "
+                           f"{len(args.positional) + len(args.keywords)} argument(s)")
+            return POISON
+        x, arg_span = args.positional[0]
+        return LAYERS[layer.name].apply(dict(layer.args), x, Site(ctx, span, arg_span, what))
+    sig = ctx.env.signature(layer.ref)
+    if not sig.inputs and sig.ret is None:
+        ctx.sink.error(NO_FORWARD, span, f"`{what}` cannot be called: layer {layer.name} has no `fn forward`")
+        return POISON
+    return apply_signature(sig.inputs, sig.ret, dict(layer.args), args, span, ctx, what)
+
+
+def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
+                    args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
+    bound = bind(tuple(p.name for p in inputs), frozenset(p.name for p in inputs if p.default is None),
+                 args, span, ctx, what)
+    if bound is None:
+        return POISON
+    values = dict(bindings)
+    values.update({p.name: bound[p.name][0] for p in inputs if p.name in bound and not isinstance(p.type, TensorT)})
+    mapping: dict[str, dims.DimLike] = {n: as_dim(v) for n, v in values.items()}
+    free = frozenset().union(*(type_symbols(t) for t in [p.type for p in inputs] + [ret] if t is not None))
+    renamed = {s: ctx.fresh_name(s) for s in free - set(mapping)}
+    mapping.update({s: dims.sym(f) for s, f in renamed.items()})
+    unifier = Unifier(set(renamed.values()))
+    for p in inputs:
+        if p.name not in bound:
+            continue
+        value, vspan = bound[p.name]
+        formal = subst_type(p.type, mapping)
+        _, problem, code = conform(value, formal, unifier)
+        if problem is not None:
+            shown = unifier.describe(formal) if isinstance(formal, TensorT) else str(formal)
+            ctx.sink.error(code, vspan, f"argument `{p.name}` of {what}: expected {shown}, found "
+                           f"{kind_of(value)}: {problem}" if isinstance(formal, TensorT)
+                           else f"argument `{p.name}` of {what}: {problem}", label=f"expected {shown}")
+            return POISON
+    out = subst_type(ret, mapping)
+    if isinstance(out, TensorT):
+        return TensorV(unifier.resolve_type(out))
+    return POISON if out is None else Unk(out)
+
+
+def apply_chain(layers: Value, x: Value, site: Site) -> Value:
+    """Sequential: each layer applied to the previous output."""
+    if isinstance(layers, UnkList):
+        once = x if layers.elem is None else _apply_one(layers.elem, x, site, f"{site.what}[i]")
+        return POISON if once == POISON else join(x, once)
+    if not isinstance(layers, tuple):
+        return TensorV(x.type) if isinstance(x, TensorV) else POISON
+    for i, layer in enumerate(layers):
+        x = _apply_one(layer, x, site, f"{site.what}[{i}]")
+        if x == POISON:
+            return POISON
+    return x
+
+
+def _apply_one(layer: Value, x: Value, site: Site, what: str) -> Value:
+    if isinstance(layer, LayerV):
+        what = f"{what} ({layer.name})"
+    return call(layer, CallArgs(((x, site.arg_span),)), site.span, site.ctx, what)
