@@ -26,17 +26,17 @@ E_INVALID_NUMBER = register("E0105", "invalid number literal")
 _END = r"(?![A-Za-z0-9_])"
 _EXP = r"(?:[eE][+-]?[0-9]+)"
 _TOKEN = re.compile(
-    r"(?P<skip>(?:[ \t\r\f\v]+|\#[^\n]*|/\*(?s:.*?)\*/)+)"
-    r"|(?P<newline>\n)"
+    r"[ \t\r\f\v]*(?:(?:\#[^\n]*|/\*(?s:.*?)\*/)[ \t\r\f\v]*)*"  # skipped before a token
+    r"(?:(?P<newline>\n)"
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<op>->|\.\.|//|\*\*|==|!=|<=|>=|&&|\|\||\.(?![0-9])|/(?!\*)|[-+*%@<>!?:=,()\[\]{};])"
     rf"|(?P<float>(?:[0-9]+\.(?![.A-Za-z_])[0-9]*{_EXP}?|\.[0-9]+{_EXP}?|[0-9]+{_EXP}){_END})"
     rf"|(?P<int>(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+){_END})"
     r"|(?P<badnum>\.?[0-9][A-Za-z0-9_]*)"
     r'|(?P<string>"(?:[^"\\\n]|\\.)*")'
     r'|(?P<unstring>"(?:[^"\\\n]|\\.)*)'
     r"|(?P<unclosed>/\*(?s:.*))"
-    r"|(?P<op>->|\.\.|//|\*\*|==|!=|<=|>=|&&|\|\||[-+*/%@<>!?:=,.()\[\]{};])"
-    r"|(?P<bad>.)"
+    r"|(?P<bad>.))"
 )
 _NUMBER_START = re.compile(r"\.?[0-9]")
 _ERRORS = frozenset(("badnum", "unstring", "unclosed", "bad"))
@@ -55,13 +55,11 @@ def lex(text: str) -> LexResult:
     last = "newline"       # kind of the last token emitted ("newline" at file start)
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
-        if kind == "skip":
-            continue
         if kind == "newline":
             if pending < 0:
-                pending = m.start()
+                pending = m.start(kind)
             continue
-        tok = m.group()
+        tok, start = m.group(kind), m.start(kind)
         if kind == "op":
             kind = tok
         elif kind == "ident":
@@ -80,7 +78,7 @@ def lex(text: str) -> LexResult:
             stack.append(kind)
         elif kind in _CLOSE:
             _close(stack, _CLOSE[kind])
-        out.append(Token(kind, tok, m.start()))
+        out.append(Token(kind, tok, start))
         last = kind
     if pending >= 0 and last not in BREAKS and last not in JOINERS:
         out.append(Token("newline", "\n", pending))
