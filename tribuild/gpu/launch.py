@@ -49,10 +49,11 @@ def force_backend(name: str) -> Iterator[None]:
         _backend = previous
 
 
-def _use_triton(x: torch.Tensor) -> bool:
+def backend_for(x: torch.Tensor) -> str:
+    """The backend a call on ``x`` takes now: ``triton`` or ``torch``."""
     if _backend != "auto":
-        return _backend == "triton"
-    return x.is_cuda or autotune.interpreted()
+        return _backend
+    return "triton" if x.is_cuda or autotune.interpreted() else "torch"
 
 
 def unpacked_codes(packed: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -126,7 +127,7 @@ def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     if packed.shape[1] != packed_cols(k):
         raise ValueError(f"packed weight {tuple(packed.shape)} does not fit K={k}")
     _check_epilogue(scale, bias, residual, (*x.shape[:-1], n))
-    if not _use_triton(x):
+    if backend_for(x) == "torch":
         acc = x.float() @ unpacked_codes(packed, (n, k)).T
         return apply_epilogue(acc, scale, bias, act, residual, -1).to(x.dtype)
     from tribuild.gpu.kernels.ternary_gemm import ternary_gemm_kernel
@@ -169,7 +170,7 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
         raise ValueError(f"packed weight {tuple(packed.shape)} does not fit a weight of shape {shape}")
     oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     _check_epilogue(scale, bias, residual, (b, n, oh, ow))
-    if not _use_triton(x):
+    if backend_for(x) == "torch":
         acc = F.conv2d(x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), 1, groups)
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)
     x = x.contiguous()
@@ -192,7 +193,7 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
 def quantize_activations(x: torch.Tensor, *, opt_level: int = 2,
                          configs: Sequence[KernelConfig] | None = None) -> torch.Tensor:
     """Per-token int8 absmax fake quantization (``tribuild.gpu.ternarize.quantize_activations``)."""
-    if not _use_triton(x):
+    if backend_for(x) == "torch":
         return quantize_activations_torch(x)
     from tribuild.gpu.kernels.act_quant import act_quant_kernel
     k = x.shape[-1]
