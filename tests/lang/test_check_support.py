@@ -87,8 +87,11 @@ def load_program(texts: dict[str, str]) -> Program:
     own = {path: dict(table) for path, table in names.items()}
     for path, imp in imports:
         target = posixpath.normpath(posixpath.join(posixpath.dirname(path), imp.path))
-        wanted = own.get(target, {})
-        chosen = wanted if imp.names is None else {n.name: wanted[n.name] for n in imp.names if n.name in wanted}
+        if target not in own:  # the import's own error (E02xx) is the query layer's
+            chosen = {n.name: ItemRef(target, n.name, "unresolved") for n in imp.names or ()}
+        else:
+            wanted = own[target]
+            chosen = wanted if imp.names is None else {n.name: wanted[n.name] for n in imp.names if n.name in wanted}
         names[path].update(chosen)
     env = ProgramEnv("", names, signatures, {})
     env.program = program
@@ -103,8 +106,9 @@ def run_program(program: Program, instances: bool = True) -> list[str]:
         env = program.env.scope_of(ItemRef(path, item_id, ""))
         sig, _ = signature_of(item, path, item_id)
         diags += check_item(item, sig, path, item_id, env)
-    if instances:
-        diags += _instances(program)
+    if instances:  # an instance repeats no generic error (same code and place)
+        generic = {(d.code, d.primary.loc) for d in diags}
+        diags += [d for d in _instances(program) if (d.code, d.primary.loc) not in generic]
     return [program.locate(d) for d in dict.fromkeys(diags)]
 
 

@@ -66,7 +66,7 @@ def _flatten(args: Args, site: Site) -> Value:
 def _int_list(v: Value, site: Site, what: str) -> tuple[Value, ...] | None:
     items = (v,) if is_int(v) else v
     if not isinstance(items, tuple) or not all(is_int(x) for x in items):
-        if v != POISON:
+        if v != POISON and not (isinstance(items, tuple) and POISON in items):
             site.error(TYPE_MISMATCH, f"expected {what} (a list of ints), found {kind_of(v)}")
         return None
     return items

@@ -38,7 +38,7 @@ def _linear(args: Args, x: Value, site: Site) -> Value:
     t = tensor_of(x, site, min_rank=1)
     if t is None or t.dims is None:
         return TensorV(TensorT(float_dtype(t), None)) if t else POISON
-    if not expect_dim(t.dims[-1], args["in_features"], site, "last dim (in_features)"):
+    if not expect_dim(t.dims[-1], args["in_features"], site, "input features (last dim)"):
         return POISON
     return TensorV(TensorT(float_dtype(t), t.dims[:-1] + (as_dim(args["out_features"]),)))
 
@@ -47,7 +47,7 @@ def _conv(args: Args, x: Value, site: Site) -> Value:
     t = tensor_of(x, site, rank=4)
     if t is None or t.dims is None:
         return TensorV(TensorT(float_dtype(t), None)) if t else POISON
-    if not expect_dim(t.dims[1], args["in_channels"], site, "channel dim 1 (in_channels)"):
+    if not expect_dim(t.dims[1], args["in_channels"], site, "input channels (dim 1)"):
         return POISON
     h, w = (window(d, args["kernel"], args["stride"], args["padding"], site) for d in t.dims[2:])
     return TensorV(TensorT(float_dtype(t), (t.dims[0], as_dim(args["out_channels"]), h, w)))
@@ -83,7 +83,7 @@ def _attention(args: Args, x: Value, site: Site) -> Value:
     t = tensor_of(x, site, rank=3)
     if t is None:
         return POISON
-    if t.dims is not None and not expect_dim(t.dims[2], args["d"], site, "model dim 2 (d)"):
+    if t.dims is not None and not expect_dim(t.dims[2], args["d"], site, "model width (dim 2)"):
         return POISON
     return TensorV(TensorT(float_dtype(t), t.dims))
 

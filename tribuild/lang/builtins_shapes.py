@@ -26,10 +26,13 @@ class Site:
     span: ast.Span
     arg_span: ast.Span
     what: str  # the built-in's name as the user wrote it, e.g. "conv1 (TernaryConv2d)"
+    origin: ast.Span | None = None  # where the applied layer was constructed, if a member
 
     def error(self, code: str, message: str, label: str = "") -> Value:
-        self.ctx.sink.error(code, self.span, f"{self.what}: {message}", label=label,
-                            secondary=((self.arg_span, "this argument"),) if self.arg_span != self.span else ())
+        secondary = ((self.arg_span, "this argument"),) if self.arg_span != self.span else ()
+        if self.origin is not None:
+            secondary += ((self.origin, "constructed here"),)
+        self.ctx.sink.error(code, self.span, f"{self.what}: {message}", label=label, secondary=secondary)
         return POISON
 
 
@@ -63,7 +66,7 @@ def expect_dim(found: DimLike, expected: Value, site: Site, what: str) -> bool:
     if isinstance(found, AnyDim) or isinstance(e, AnyDim) or not definitely_different(found, e):
         return True
     site.error(DIM_MISMATCH, f"expected {what} {dims.format_dim(e)}, found {dims.format_dim(found)}",
-               label=f"{what} is {dims.format_dim(found)}")
+               label=f"expected {dims.format_dim(e)}")
     return False
 
 

@@ -89,6 +89,7 @@ def _members(layer: ast.Layer, scope: dict[str, Value], ctx: Ctx) -> tuple[tuple
             value = check_declared(Body(ctx, scope, None, None), _lower(member.type, ctx), value,
                                    member.value.span, "", f"member `{member.name}`")
         scope[member.name] = value
+        ctx.origins[member.name] = member.span
         out.append((member.name, value))
     return tuple(out)
 

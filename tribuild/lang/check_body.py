@@ -60,9 +60,13 @@ def check_declared(body: Body, declared: Type, value: Value, span: ast.Span, cod
     new = type_symbols(declared) - set(body.scope) - set(body.unifier.subst)
     body.unifier.flexible |= new
     converted, problem, pcode = conform(value, declared, body.unifier)
+    for name in new:  # names bound here are usable as integers from now on
+        body.scope.setdefault(name, from_dim(body.unifier.resolve(dims.sym(name))))
     if problem is not None:
-        body.ctx.sink.error(code or pcode, span, f"{what}: expected {_show(body, declared)}, found "
-                            f"{kind_of(value)}: {problem}", label=f"expected {_show(body, declared)}")
+        shown = _show(body, declared)
+        message = f"expected {shown}, found {kind_of(value)}: {problem}" if isinstance(declared, TensorT) else problem
+        body.ctx.sink.error(code or pcode, span, f"{what}: {message}" if what else message,
+                            label=f"expected {shown}")
         return POISON
     return converted
 

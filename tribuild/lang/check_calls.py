@@ -18,7 +18,8 @@ from tribuild.lang import ast, dims
 from tribuild.lang.builtins_fns import FUNCTIONS
 from tribuild.lang.builtins_layers import LAYERS, REQUIRED
 from tribuild.lang.builtins_shapes import Site
-from tribuild.lang.check_codes import ARITY, BAD_KEYWORD, NOT_CALLABLE, NOT_TRIT, NO_FORWARD, TYPE_MISMATCH, Sink
+from tribuild.lang.check_codes import (ARITY, BAD_KEYWORD, NO_FORWARD, NOT_CALLABLE, NOT_CONST, NOT_TRIT,
+                                       TYPE_MISMATCH, Sink)
 from tribuild.lang.check_unify import Unifier, join
 from tribuild.lang.consteval import POISON, Ctx, evaluate, is_bool, is_number
 from tribuild.lang.env import ItemRef
@@ -43,10 +44,11 @@ def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
     what = node.func.id if isinstance(node.func, ast.Name) else "call"
     if isinstance(func, LayerV) and what != func.name:
         what = f"{what} ({func.name})"
-    return call(func, args, node.span, ctx, what)
+    origin = ctx.origins.get(node.func.id) if isinstance(node.func, ast.Name) else None
+    return call(func, args, node.span, ctx, what, origin)
 
 
-def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
+def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: Span | None = None) -> Value:
     if func == POISON or any(v == POISON for v, _ in args.positional):
         return POISON
     match func:
@@ -60,9 +62,9 @@ def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
             sig = ctx.env.signature(ref)
             return apply_signature(sig.inputs, sig.ret, {}, args, span, ctx, name)
         case LayerV():
-            return apply_layer(func, args, span, ctx, what)
+            return apply_layer(func, args, span, ctx, what, origin)
         case Choice(options=options):
-            results = [call(o, args, span, ctx, what) for o in options]
+            results = [call(o, args, span, ctx, what, origin) for o in options]
             if POISON in results:
                 return POISON
             out = results[0]
@@ -115,6 +117,9 @@ def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
         value, vspan = bound.get(pname, (default, span))
         if value == POISON:
             return POISON
+        if isinstance(value, TensorV):
+            _not_const(pname, name, vspan, ctx)
+            return POISON
         if value is not None and not _kind_ok(kind, value):
             ctx.sink.error(TYPE_MISMATCH, vspan, f"argument `{pname}` of {name}: expected {kind}, "
                            f"found {kind_of(value)}")
@@ -122,6 +127,12 @@ def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
         values[pname] = value
     spec.check(values, Site(ctx, span, span, name))
     return LayerV(name, tuple(values.items()))
+
+
+def _not_const(param: str, what: str, span: Span, ctx: Ctx) -> None:
+    ctx.sink.error(NOT_CONST, span, f"argument `{param}` of {what} must be a construction-time value, "
+                   "found a tensor", label="known only when the model runs",
+                   help="layer arguments are built from parameters, constants and literals")
 
 
 def call_function(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
@@ -150,7 +161,8 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
                 return value, None, ""
             if type(value) is int and value in (-1, 0, 1):
                 return Trit(value), None, ""
-            return value, f"expected a trit (-1, 0 or 1), found {kind_of(value)} {value}", NOT_TRIT
+            shown = value if type(value) is int else kind_of(value)
+            return value, f"{shown} is not a trit: expected -1, 0 or 1 (or trit(-1), trit(0), trit(1))", NOT_TRIT
         case ScalarT(dtype=dtype):
             ok = is_bool(value) if dtype == "bool" else is_int(value) if dtype.startswith("int") else is_number(value)
             return value, None if ok else f"expected {dtype}, found {kind_of(value)}", TYPE_MISMATCH
@@ -196,6 +208,9 @@ def bind_params(sig: Signature, ref: ItemRef, bound: dict[str, tuple[Value, Span
             value, vspan = _default(sig, p, values, ref, span, ctx), span
         if value == POISON:
             return None
+        if isinstance(value, TensorV):
+            _not_const(p.name, sig.name, vspan, ctx)
+            return None
         value, problem, code = conform(value, p.type, Unifier())
         if problem is not None:
             ctx.sink.error(code, vspan, f"argument `{p.name}` of {sig.name}: {problem}")
@@ -217,14 +232,15 @@ def _default(sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRe
     return value
 
 
-def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
+def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
+                origin: Span | None = None) -> Value:
     if layer.ref is None:
         if len(args.positional) != 1 or args.keywords:
             ctx.sink.error(ARITY, span, f"`{what}` takes 1 input tensor, found "
                            f"{len(args.positional) + len(args.keywords)} argument(s)")
             return POISON
         x, arg_span = args.positional[0]
-        return LAYERS[layer.name].apply(dict(layer.args), x, Site(ctx, span, arg_span, what))
+        return LAYERS[layer.name].apply(dict(layer.args), x, Site(ctx, span, arg_span, what, origin))
     sig = ctx.env.signature(layer.ref)
     if not sig.inputs and sig.ret is None:
         ctx.sink.error(NO_FORWARD, span, f"`{what}` cannot be called: layer {layer.name} has no `fn forward`")

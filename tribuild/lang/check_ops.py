@@ -99,9 +99,9 @@ def tensor_binary(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Valu
         x = ta.dims[-shape] if shape <= len(ta.dims) else dims.const(1)
         y = tb.dims[-shape] if shape <= len(tb.dims) else dims.const(1)
         ctx.sink.error(BROADCAST, node.span,
-                       f"shapes {format_shape(ta.dims)} and {format_shape(tb.dims)} cannot be "
-                       f"broadcast: dim -{shape} is {dims.format_dim(x)} on the left and "
-                       f"{dims.format_dim(y)} on the right",
+                       f"operands of `{op}` do not broadcast: {format_shape(ta.dims)} and "
+                       f"{format_shape(tb.dims)} (dim -{shape} is {dims.format_dim(x)} on the left and "
+                       f"{dims.format_dim(y)} on the right)",
                        label="expected equal dims or 1", secondary=_operand_labels(node, a, b))
         return POISON
     return TensorV(TensorT(dtype, shape))

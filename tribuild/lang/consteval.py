@@ -40,6 +40,7 @@ class Ctx:
     work: int = WORK_LIMIT
     exhausted: bool = False
     fresh: list[int] = field(default_factory=lambda: [0])
+    origins: dict[str, ast.Span] = field(default_factory=dict)  # member name -> its `let` span
 
     def spend(self, units: int, span: ast.Span) -> bool:
         """Charge ``units`` of work; False (after reporting once) when the bound is exceeded."""
@@ -74,6 +75,8 @@ def lookup(name: str, span: ast.Span, scope: dict[str, Value], ctx: Ctx) -> Valu
     if name in scope:
         return scope[name]
     ref = ctx.env.lookup(name)
+    if ref is not None and ref.kind == "unresolved":
+        return POISON  # a failed import promised it; that import's error explains it
     if ref is not None:
         return ctx.env.const_value(ref) if ref.kind == "const" else Callee(name, ref)
     if name in BUILTIN_NAMES:

@@ -2,7 +2,9 @@
 
 Terms:
 - *ItemRef*: names one user item (its file, its id in that file, and its kind: ``fn``,
-  ``layer`` (stateful), ``functional`` (functional layer) or ``const``).
+  ``layer`` (stateful), ``functional`` (functional layer) or ``const``). Kind
+  ``unresolved`` marks a name that a failing import promised: the checker uses it silently,
+  since the import's own error already explains it.
 - *Env*: the view from one file: the user items visible there (defined or imported), their
   signatures and constant values. The query layer implements it with queries, so every
   question the checker asks becomes a recorded dependency; ``DictEnv`` is the plain
