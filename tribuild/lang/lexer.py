@@ -43,7 +43,7 @@ _ERRORS = frozenset(("badnum", "unstring", "unclosed", "bad"))
 _OPEN = frozenset(("(", "[", "{"))
 _STATEMENT_KEYWORDS = frozenset(("import", "from", "layer", "fn", "let", "return", "if"))
 _OPENS_LINE = BREAKS | {"{"}  # a newline right after these is never a token
-_ITEM_STARTS = frozenset(("import", "from", "layer", "fn", "let", "return"))
+_LINE_STARTERS = frozenset(("import", "from", "layer", "fn", "let", "return"))
 _CLOSE = {")": "(", "]": "[", "}": "{"}
 
 
@@ -71,7 +71,7 @@ def lex(text: str) -> LexResult:
             kind = "error"
         if pending >= 0:
             if (not stack or stack[-1] == "{") and last not in _OPENS_LINE and (
-                    kind in _ITEM_STARTS or (last not in JOINERS and kind not in JOINERS)):
+                    kind in _LINE_STARTERS or (last not in JOINERS and kind not in JOINERS)):
                 out.append(Token("newline", "\n", pending))
             pending = -1
         if kind in _OPEN:
