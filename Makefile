@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: zoo test
 zoo: $(STAMP)
-	$(VENV)/bin/tribuild build
+	$(VENV)/bin/tribuild check --stats
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q
@@ -13,5 +13,5 @@ test: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev,runtime,gpu]'
 	touch $(STAMP)
