@@ -57,9 +57,10 @@ class Unifier:
                 continue
             rest = dims.sub(diff, dims.scale(dims.sym(name), coeff))
             value = dims.floordiv(dims.scale(rest, -1), dims.const(coeff))
-            if value is not None and dims.mul(value, dims.const(coeff)) == dims.scale(rest, -1):
-                self.subst[name] = value
-                return True
+            if value is None or dims.mul(value, dims.const(coeff)) != dims.scale(rest, -1):
+                return dims.as_int(rest) is None  # no integer solution; undecided if symbolic
+            self.subst[name] = value
+            return True
         if unbound:
             return True  # bound only inside a quotient: cannot solve, accept
         return not definitely_different(e, f)

@@ -1,0 +1,92 @@
+"""The checker's API for the query layer: instance keys, instances and their children,
+example inputs, and purity (equal inputs, equal results)."""
+from __future__ import annotations
+
+import pytest
+
+from test_check_support import load_program
+from tribuild.lang.check import check_instance, check_item, check_target_input, instance_key
+from tribuild.lang.env import ItemRef
+from tribuild.lang.values import InstanceKey, LayerV, describe_instance
+
+BLOCKS = """
+layer Block(cin: int, cout: int, stride: int = 1) {
+    let conv = TernaryConv2d(cin, cout, kernel=3, stride=stride, padding=1)
+    fn forward(x: Tensor<float32, [N, cin, H, W]>) -> Tensor<float32, [N, cout, (H - 1) / stride + 1, ?]> {
+        return conv(x)
+    }
+}
+"""
+NET = """
+from "blocks.tri" import Block
+layer Net(widths: [int] = [8, 16], classes: int = 10) {
+    let stages = Sequential([Block(i == 0 ? 3 : widths[i - 1], widths[i], 2) for i in 0..2])
+    let fc = Linear(widths[1], classes)
+    fn forward(x: Tensor<float32, [N, 3, 32, 32]>) -> Tensor<float32, [N, classes]> {
+        return fc(flatten(adaptive_avg_pool2d(stages(x), 1), 1))
+    }
+}
+"""
+
+
+@pytest.fixture
+def program():
+    return load_program({"blocks.tri": BLOCKS, "net.tri": NET})
+
+
+def ref(program, path, name):
+    return program.env.scope_of(ItemRef(path, "", "")).lookup(name)
+
+
+def test_instance_key_applies_defaults_and_normalises(program):
+    r = ref(program, "blocks.tri", "Block")
+    sig = program.env.signatures[r]
+    key = instance_key("blocks.tri", r.item_id, sig, {"cin": 64, "cout": 128}, program.env.scope_of(r))
+    assert key == InstanceKey("blocks.tri", r.item_id, "Block", (("cin", 64), ("cout", 128), ("stride", 1)))
+    assert key == instance_key("blocks.tri", r.item_id, sig, (64, 128, 1), program.env.scope_of(r))
+    assert describe_instance(key) == "Block cin=64 cout=128 stride=1"
+    net = ref(program, "net.tri", "Net")
+    nkey = instance_key("net.tri", net.item_id, program.env.signatures[net], {"widths": [4, 4]}, program.env)
+    assert dict(nkey.args)["widths"] == (4, 4)
+    with pytest.raises(ValueError, match="cout"):
+        instance_key("blocks.tri", r.item_id, sig, {"cin": 64}, program.env.scope_of(r))
+
+
+def test_instance_lists_children_and_members(program):
+    net = ref(program, "net.tri", "Net")
+    key = instance_key("net.tri", net.item_id, program.env.signatures[net], {}, program.env.scope_of(net))
+    checked = check_instance(program.items[net], program.env.signatures[net], key, program.env.scope_of(net))
+    assert checked.diagnostics == ()
+    assert [(p, describe_instance(k)) for p, k in checked.children] == [
+        ("stages[0]", "Block cin=3 cout=8 stride=2"), ("stages[1]", "Block cin=8 cout=16 stride=2")]
+    members = dict(checked.members)
+    assert members["fc"] == LayerV("Linear", (("in_features", 16), ("out_features", 10), ("bias", True)))
+    assert str(checked.output) == "Tensor<float32, [N, 10]>"
+
+
+def test_instance_finds_concrete_mismatch(program):
+    net = ref(program, "net.tri", "Net")
+    sig = program.env.signatures[net]
+    key = instance_key("net.tri", net.item_id, sig, {"widths": [8, 16, 32]}, program.env)
+    assert check_instance(program.items[net], sig, key, program.env.scope_of(net)).diagnostics == ()
+    bad = instance_key("net.tri", net.item_id, sig, {"widths": [8]}, program.env)
+    codes = [d.code for d in check_instance(program.items[net], sig, bad, program.env.scope_of(net)).diagnostics]
+    assert codes and set(codes) == {"E0503"}
+
+
+def test_example_input(program):
+    r = ref(program, "blocks.tri", "Block")
+    sig = program.env.signatures[r]
+    key = instance_key("blocks.tri", r.item_id, sig, {"cin": 3, "cout": 8}, program.env.scope_of(r))
+    assert check_target_input(sig, key, (2, 3, 32, 32)) == ()
+    (diag,) = check_target_input(sig, key, (2, 4, 32, 32))
+    assert diag.code == "E0410" and "dim 1 is 4, expected 3" in diag.message
+    (diag,) = check_target_input(sig, key, (3, 32, 32))
+    assert "rank" in diag.message
+
+
+def test_checks_are_pure(program):
+    for r, item in program.items.items():
+        env = program.env.scope_of(r)
+        sig = program.env.signatures[r]
+        assert check_item(item, sig, r.path, r.item_id, env) == check_item(item, sig, r.path, r.item_id, env)

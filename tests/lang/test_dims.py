@@ -1,0 +1,98 @@
+"""Dims: normalisation, evaluation, substitution, unification."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from tribuild.lang import dims
+from tribuild.lang.check_unify import Unifier, definitely_different
+
+NAMES = ("H", "W", "c")
+ENV = st.fixed_dictionaries({n: st.integers(1, 50) for n in NAMES})
+
+
+@st.composite
+def exprs(draw, depth: int = 3):
+    """(Dim, python function of an env) pairs built from + - * and // by constants."""
+    if depth == 0 or draw(st.booleans()):
+        if draw(st.booleans()):
+            n = draw(st.integers(-5, 5))
+            return dims.const(n), lambda env, n=n: n
+        name = draw(st.sampled_from(NAMES))
+        return dims.sym(name), lambda env, name=name: env[name]
+    op = draw(st.sampled_from("+-*/"))
+    (a, fa), (b, fb) = draw(exprs(depth - 1)), draw(exprs(depth - 1))
+    if op == "/":
+        k = draw(st.integers(1, 4))
+        return dims.floordiv(a, dims.const(k)), lambda env: fa(env) // k
+    fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}[op]
+    return dims.BINARY_OPS[op](a, b), lambda env: fn(fa(env), fb(env))
+
+
+def evaluate(d, env):
+    return dims.as_int(dims.substitute(d, {k: dims.const(v) for k, v in env.items()}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(exprs(), ENV)
+def test_normal_form_preserves_value(pair, env):
+    d, fn = pair
+    assert evaluate(d, env) == fn(env)
+
+
+@settings(max_examples=200, deadline=None)
+@given(exprs())
+def test_normalisation_is_idempotent(pair):
+    d, _ = pair
+    assert dims.substitute(d, {}) == d
+
+
+@settings(max_examples=100, deadline=None)
+@given(exprs(), exprs(), ENV)
+def test_addition_commutes_and_cancels(p, q, env):
+    (a, _), (b, _) = p, q
+    assert dims.add(a, b) == dims.add(b, a)
+    assert dims.sub(dims.add(a, b), b) == a
+
+
+def test_conv_formula_collapses_to_identity():
+    H = dims.sym("H")
+    out = dims.add(dims.floordiv(dims.sub(dims.add(H, dims.const(2 * 1)), dims.const(3)), dims.const(1)), dims.const(1))
+    assert out == H
+    assert dims.format_dim(out) == "H"
+
+
+def test_exact_and_symbolic_division():
+    c = dims.sym("c")
+    assert dims.floordiv(dims.scale(c, 4), dims.const(2)) == dims.scale(c, 2)
+    assert dims.floordiv(dims.mul(c, dims.sym("k")), c) == dims.sym("k")
+    kept = dims.floordiv(dims.sub(dims.sym("H"), dims.const(1)), dims.sym("s"))
+    assert dims.format_dim(kept) == "(H - 1) // s"
+    assert dims.substitute(kept, {"H": dims.const(9), "s": dims.const(2)}) == dims.const(4)
+    assert dims.floordiv(c, dims.const(0)) is None and dims.mod(c, dims.const(0)) is None
+
+
+def test_any_is_absorbing():
+    assert dims.add(dims.ANY, dims.const(1)) is dims.ANY
+    assert dims.mul(dims.sym("c"), dims.ANY) is dims.ANY
+
+
+def test_symbolic_dims_differ_but_quotients_are_undecided():
+    c = dims.sym("c")
+    assert definitely_different(c, dims.scale(c, 2))
+    assert not definitely_different(c, c)
+    q = dims.floordiv(dims.sym("k"), dims.const(2))
+    assert not definitely_different(dims.scale(q, 2), dims.sym("k"))
+
+
+def test_unifier_binds_flexible_names_linearly():
+    u = Unifier({"h"})
+    assert u.dim(dims.add(dims.scale(dims.sym("h"), 2), dims.const(1)), dims.const(9))
+    assert u.resolve(dims.sym("h")) == dims.const(4)
+    assert not u.dim(dims.sym("h"), dims.const(5))           # h is already 4
+    assert not Unifier({"h"}).dim(dims.scale(dims.sym("h"), 2), dims.const(9))  # no integer solution
+    assert Unifier().dim(dims.ANY, dims.sym("H"))
+    assert not Unifier().dim(dims.sym("cin"), dims.sym("cout"))  # rigid names
+
+
+def test_unbound_flexible_name_resolves_to_any():
+    assert Unifier({"x"}).resolve(dims.add(dims.sym("x"), dims.const(1))) is dims.ANY
