@@ -174,6 +174,8 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
             items = [conform(v, elem, unifier) for v in value]
             bad = next((p for p in items if p[1] is not None), None)
             return (tuple(i[0] for i in items), None, "") if bad is None else (value, bad[1], bad[2])
+        case NamedT(name="<error>"):  # the parser already reported this type
+            return value, None, ""
         case NamedT(name=name):
             ok = isinstance(value, (LayerV, Choice)) and name in kind_of(value)
             return value, None if ok else f"expected layer {name}, found {kind_of(value)}", TYPE_MISMATCH
