@@ -75,10 +75,12 @@ def _check_body(stmts: tuple[ast.Stmt, ...], fn: ast.Fn | ast.Layer, inputs: tup
 def _defaults(item: ast.Fn | ast.Layer, sig_params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
     """Check the parameter defaults of an item against their declared types."""
     for p, sp in zip(item.params, sig_params):
-        if p.default is not None:
-            body = Body(ctx, scope, None, None)
-            check_declared(body, sp.type, evaluate(p.default, scope, ctx), p.default.span, "",
-                           f"default of `{p.name}`") if sp.type is not None else None
+        if p.default is None:
+            continue
+        value = evaluate(p.default, scope, ctx)
+        if sp.type is not None:
+            check_declared(Body(ctx, scope, None, None), sp.type, value, p.default.span, "",
+                           f"default of `{p.name}`")
 
 
 def _members(layer: ast.Layer, scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...]:
