@@ -28,7 +28,7 @@ CASES = [
     ("gemv-silu", (2,), 8, 70, torch.float32, "tensor", True, "silu", False, GEMV),
     ("gemm-gelu", (37,), 33, 50, torch.float32, "channel", True, "gelu", False, GEMM),
     ("gemm-fp16-residual", (5,), 17, 9, torch.float16, "tensor", False, "none", True, GEMM),
-    ("gemm-3d-relu6", (2, 9), 18, 36, torch.float32, "tensor", True, "relu6", True, GEMM),
+    ("gemm-4d-relu6", (2, 3, 3), 18, 36, torch.float32, "tensor", True, "relu6", True, GEMM),
     ("gemm-fp16-sigmoid", (20,), 7, 66, torch.float16, "channel", True, "sigmoid", False, GEMM),
 ]
 

@@ -31,7 +31,7 @@ from tribuild.gpu.packing import packed_cols, unpack
 from tribuild.gpu.ternarize import quantize_activations as quantize_activations_torch
 
 BACKENDS = ("auto", "triton", "torch")
-GEMV_MAX_ROWS = 4  # up to this many rows, the GEMV kernel beats the tiled GEMM
+GEMV_MAX_ROWS = 4  # up to this many rows (memory-bound decoding) the GEMV kernel runs, not the GEMM
 _backend = "auto"
 _unpacked: dict[int, tuple[weakref.ref, int, tuple[int, ...], torch.Tensor]] = {}
 
@@ -73,9 +73,8 @@ def unpacked_codes(packed: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor
 
 
 def _check_epilogue(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
-                    out_shape: tuple[int, ...]) -> None:
-    """Raise ValueError unless the epilogue operands fit an output of ``out_shape``."""
-    n = out_shape[1] if len(out_shape) == 4 else out_shape[-1]
+                    n: int, out_shape: tuple[int, ...]) -> None:
+    """Raise ValueError unless the epilogue operands fit ``n`` channels and ``out_shape``."""
     if scale.dtype != torch.float32 or scale.numel() not in (1, n):
         raise ValueError(f"scale must be float32 with 1 or {n} elements, got {scale.dtype} {tuple(scale.shape)}")
     if bias is not None and tuple(bias.shape) != (n,):
@@ -126,7 +125,7 @@ def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     n, k = packed.shape[0], x.shape[-1]
     if packed.shape[1] != packed_cols(k):
         raise ValueError(f"packed weight {tuple(packed.shape)} does not fit K={k}")
-    _check_epilogue(scale, bias, residual, (*x.shape[:-1], n))
+    _check_epilogue(scale, bias, residual, n, (*x.shape[:-1], n))
     if backend_for(x) == "torch":
         acc = x.float() @ unpacked_codes(packed, (n, k)).T
         return apply_epilogue(acc, scale, bias, act, residual, -1).to(x.dtype)
@@ -169,7 +168,7 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     if packed.shape[1] != packed_cols(c // groups * kh * kw):
         raise ValueError(f"packed weight {tuple(packed.shape)} does not fit a weight of shape {shape}")
     oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    _check_epilogue(scale, bias, residual, (b, n, oh, ow))
+    _check_epilogue(scale, bias, residual, n, (b, n, oh, ow))
     if backend_for(x) == "torch":
         acc = F.conv2d(x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), 1, groups)
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)

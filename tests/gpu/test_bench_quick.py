@@ -1,0 +1,42 @@
+"""benchmarks/bench_kernels.py --quick runs its smoke check on the CPU and says GPU figures need a GPU."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_kernels.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_smoke_check(capsys):
+    bench = load_bench()
+    before = set(bench.RESULTS.glob("*")) if bench.RESULTS.exists() else set()
+    bench.main(["--quick"])
+    out = capsys.readouterr().out
+    assert out.count("triton path ok") == len(bench.QUICK_SIZES)
+    assert "GPU figures need a GPU" in out
+    assert (set(bench.RESULTS.glob("*")) if bench.RESULTS.exists() else set()) == before
+
+
+@pytest.mark.parametrize("device, override, expected", [
+    ("NVIDIA H100 80GB HBM3", None, 3350), ("NVIDIA H100 PCIe", None, 2000), ("NVIDIA H200", None, 4800),
+    ("NVIDIA L40S", None, 864), ("NVIDIA L4", None, 300), ("NVIDIA A100-SXM4-40GB", None, 1555),
+    ("Mystery GPU", None, None), ("Mystery GPU", 1234.0, 1234.0),
+])
+def test_peak_bandwidth_table(device, override, expected):
+    assert load_bench().peak_gbps(device, override) == expected
+
+
+def test_bytes_moved_counts_two_bits_per_ternary_weight():
+    bench = load_bench()
+    assert bench.moved_bytes(1, 8, 16, ternary=True) == 8 * 4 + 4 * 8 + 2 * 16 + 2 * 8
+    assert bench.moved_bytes(1, 8, 16, ternary=False) == 2 * 8 * 16 + 2 * 16 + 2 * 8
