@@ -77,8 +77,13 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
     from tribuild.gpu import ternary_linear
 
     x, packed, g, dense = operands(m, n, k, "cuda")
-    ternary = lambda: ternary_linear(x, packed, g, opt_level=args.opt_level)  # noqa: E731
-    fp16 = lambda: x @ dense.T  # noqa: E731
+
+    def ternary():
+        return ternary_linear(x, packed, g, opt_level=args.opt_level)
+
+    def fp16():
+        return x @ dense.T
+
     err = check(ternary(), fp16())
     rounds = [(do_bench(ternary, return_mode="median"), do_bench(fp16, return_mode="median"))
               for _ in range(args.repeats)]
@@ -94,6 +99,11 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
     return row
 
 
+def _gbps_cell(row: dict, name: str) -> str:
+    fraction = row[f"{name}_peak_fraction"]
+    return f"{row[f'{name}_gbps']:.0f} ({'?' if fraction is None else f'{fraction:.0%}'})"
+
+
 def markdown(report: dict) -> str:
     peak = report["peak_gbps"]
     lines = [f"# Ternary kernels on {report['device']}", "",
@@ -102,10 +112,9 @@ def markdown(report: dict) -> str:
              "| M | N | K | ternary ms | fp16 ms | speedup | ternary GB/s (peak) | fp16 GB/s (peak) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in report["results"]:
-        frac = lambda v: f"{v:.0%}" if v is not None else "?"  # noqa: E731
-        lines.append(f"| {r['M']} | {r['N']} | {r['K']} | {r['ternary_ms']:.4f} | {r['fp16_ms']:.4f} | "
-                     f"{r['speedup_vs_fp16']:.2f}x | {r['ternary_gbps']:.0f} ({frac(r['ternary_peak_fraction'])}) | "
-                     f"{r['fp16_gbps']:.0f} ({frac(r['fp16_peak_fraction'])}) |")
+        cells = [r["M"], r["N"], r["K"], f"{r['ternary_ms']:.4f}", f"{r['fp16_ms']:.4f}",
+                 f"{r['speedup_vs_fp16']:.2f}x", _gbps_cell(r, "ternary"), _gbps_cell(r, "fp16")]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -40,3 +40,11 @@ def test_bytes_moved_counts_two_bits_per_ternary_weight():
     bench = load_bench()
     assert bench.moved_bytes(1, 8, 16, ternary=True) == 8 * 4 + 4 * 8 + 2 * 16 + 2 * 8
     assert bench.moved_bytes(1, 8, 16, ternary=False) == 2 * 8 * 16 + 2 * 16 + 2 * 8
+
+
+def test_markdown_table_row():
+    row = {"M": 1, "N": 4096, "K": 4096, "ternary_ms": 0.01, "fp16_ms": 0.02, "speedup_vs_fp16": 2.0,
+           "ternary_gbps": 500.0, "ternary_peak_fraction": 0.15, "fp16_gbps": 1600.0, "fp16_peak_fraction": None}
+    report = {"device": "X", "peak_gbps": None, "torch": "t", "triton": "tr", "repeats": 5, "results": [row]}
+    table = load_bench().markdown(report)
+    assert "| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) |" in table.splitlines()

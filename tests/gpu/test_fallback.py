@@ -39,7 +39,8 @@ def test_conv_matches_oracle(groups):
     codes = torch.randint(-1, 2, (8, 4 // groups, 3, 3), generator=gen)
     g, b = torch.rand(8, generator=gen) + 0.1, torch.randn(8, generator=gen)
     with force_backend("torch"):
-        out = ternary_conv2d(x, pack(codes), g, b, kernel_size=3, stride=2, padding=1, groups=groups, act="relu")
+        out = ternary_conv2d(x, pack(codes), g, b, kernel_size=3, stride=2, padding=1, groups=groups,
+                             act="relu")
     oracle.assert_matches(out, oracle.conv2d(x, codes, g, b, "relu", None, 2, 1, groups))
 
 

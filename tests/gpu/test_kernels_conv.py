@@ -18,14 +18,18 @@ from tribuild.gpu.packing import pack  # noqa: E402
 CONV = config(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16)
 DEPTHWISE = config(BLOCK_M=32, BLOCK_N=4)
 
+F32, F16 = torch.float32, torch.float16
+
 # (id, x shape, out channels, kernel, stride, padding, groups, dtype, scale, bias, act, residual, config)
 CASES = [
-    ("conv3x3-s2-p1", (2, 5, 9, 7), 20, 3, 2, 1, 1, torch.float32, "channel", True, "relu", False, CONV),
-    ("conv1x1-fp16-residual", (1, 8, 5, 6), 12, 1, 1, 0, 1, torch.float16, "tensor", False, "none", True, CONV),
-    ("conv3x1-s(1,2)-p(1,0)", (2, 3, 7, 9), 6, (3, 1), (1, 2), (1, 0), 1, torch.float32, "tensor", True, "gelu", True, CONV),
-    ("conv-grouped", (1, 6, 6, 5), 8, 3, 1, 1, 2, torch.float16, "channel", True, "silu", False, CONV),
-    ("depthwise3x3-p1", (2, 6, 7, 5), 6, 3, 1, 1, 6, torch.float32, "channel", True, "relu6", True, DEPTHWISE),
-    ("depthwise-mult2-s2-fp16", (1, 3, 9, 8), 6, 5, 2, 2, 3, torch.float16, "tensor", False, "sigmoid", False, DEPTHWISE),
+    ("conv3x3-s2-p1", (2, 5, 9, 7), 20, 3, 2, 1, 1, F32, "channel", True, "relu", False, CONV),
+    ("conv1x1-fp16-residual", (1, 8, 5, 6), 12, 1, 1, 0, 1, F16, "tensor", False, "none", True, CONV),
+    ("conv3x1-s(1,2)-p(1,0)", (2, 3, 7, 9), 6, (3, 1), (1, 2), (1, 0), 1, F32, "tensor", True, "gelu", True,
+     CONV),
+    ("conv-grouped", (1, 6, 6, 5), 8, 3, 1, 1, 2, F16, "channel", True, "silu", False, CONV),
+    ("depthwise3x3-p1", (2, 6, 7, 5), 6, 3, 1, 1, 6, F32, "channel", True, "relu6", True, DEPTHWISE),
+    ("depthwise-mult2-s2-fp16", (1, 3, 9, 8), 6, 5, 2, 2, 3, F16, "tensor", False, "sigmoid", False,
+     DEPTHWISE),
 ]
 
 

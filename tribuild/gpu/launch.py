@@ -76,7 +76,8 @@ def _check_epilogue(scale: torch.Tensor, bias: torch.Tensor | None, residual: to
                     n: int, out_shape: tuple[int, ...]) -> None:
     """Raise ValueError unless the epilogue operands fit ``n`` channels and ``out_shape``."""
     if scale.dtype != torch.float32 or scale.numel() not in (1, n):
-        raise ValueError(f"scale must be float32 with 1 or {n} elements, got {scale.dtype} {tuple(scale.shape)}")
+        raise ValueError(f"scale must be float32 with 1 or {n} elements, "
+                         f"got {scale.dtype} {tuple(scale.shape)}")
     if bias is not None and tuple(bias.shape) != (n,):
         raise ValueError(f"bias must have shape ({n},), got {tuple(bias.shape)}")
     if residual is not None and tuple(residual.shape) != out_shape:
@@ -184,7 +185,8 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     else:
         from tribuild.gpu.kernels.ternary_conv2d import ternary_conv2d_kernel as kernel
         family, grid = "conv2d", _tile_grid(m, n // groups, groups)
-    shape_key = f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},S={sh}x{sw},P={ph}x{pw}"
+    shape_key = (f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},"
+                 f"S={sh}x{sw},P={ph}x{pw}")
     _launch(kernel, family, grid, args, flags, shape_key, x.device, opt_level, configs)
     return out
 
