@@ -42,6 +42,8 @@ def _check(args) -> int:
 
 def _summary(result) -> str:
     files = f"{len(result.files)} file{'s' * (len(result.files) != 1)}"
+    if result.targets:
+        files += f" and {result.targets} target{'s' * (result.targets != 1)}"
     if not result.errors:
         return f"checked {files}: no errors"
     return f"checked {files}: {result.errors} error{'s' * (result.errors != 1)}"

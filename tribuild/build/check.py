@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tribuild.build.sources import load_sources, scan
 from tribuild.build.session import Project, open_database, save_database
 from tribuild.diagnostics import Diagnostic
+from tribuild.config import Target
+from tribuild.config_locate import Locator
+from tribuild.config_problems import ConfigError, Problem
 from tribuild.queries.report import QuerySources, file_diagnostics
+from tribuild.queries.targets import target_report
 
 
 @dataclass
 class CheckResult:
     diagnostics: list[Diagnostic]
     files: tuple[str, ...]
+    targets: int
     sources: QuerySources
     executed: int = 0
     validated: int = 0
@@ -33,16 +39,32 @@ class CheckResult:
 
 
 def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
+    """Diagnostics of every file (and, without explicit paths, of every target) of a project.
+    Raises ConfigError when a target cannot be instantiated."""
     db = open_database(project)
     files = scan(project.root, _folders(project, paths))
+    targets = project.config.targets if project.config and not paths else ()
     with db.log() as log:
-        closure = load_sources(db, project.root, files)
+        closure = load_sources(db, project.root, files + tuple(t.entry_path for t in targets))
         diags = [d for path in closure for d in file_diagnostics(db, path)]
+        diags += [d for t in targets for d in _target_diagnostics(db, project, t)]
     sources = QuerySources(db)
-    result = CheckResult(_sorted(diags, sources), closure, sources, len(log.executed),
-                         len(log.validated), len(log.hits), db.store_report.status)
+    result = CheckResult(_sorted(diags, sources), closure, len(targets), sources,
+                         len(log.executed), len(log.validated), len(log.hits),
+                         db.store_report.status)
     save_database(db, project)
     return result
+
+
+def _target_diagnostics(db, project: Project, target: Target) -> tuple[Diagnostic, ...]:
+    report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
+    if report.problem is not None:
+        text = Path(project.config.path).read_text(encoding="utf-8")
+        line, col = Locator(text).value(("targets", target.name, "entry"))
+        raise ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.entry",
+                                   f"target `{target.name}` cannot be built: {report.problem}",
+                                   "a layer of that file whose construction arguments fit `args`")])
+    return report.diagnostics
 
 
 def _folders(project: Project, paths: tuple[str, ...]) -> tuple[str, ...]:

@@ -3,14 +3,15 @@
 Each module wraps the pure functions of ``tribuild.lang`` in memoized queries at the
 granularity the incremental build needs (see each module's docstring):
 ``inputs`` (what the driver sets), ``syntax`` (lex, items, parse), ``names`` (imports and
-scopes), ``semantic`` (signatures, checks, instances), ``report`` (every diagnostic of a file).
+scopes), ``semantic`` (signatures, checks, instances), ``targets`` (what a target
+reaches), ``report`` (every diagnostic of a file).
 Importing this package registers every value type those queries return with the engine's
 codec, so the persistent store can hold them.
 """
 from tribuild import diagnostics
-from tribuild.lang import ast, dims, env, items, signature, tokens, types, values
-from tribuild.queries import inputs, names, report, semantic, syntax
-from tribuild.queries.values import register_values
+from tribuild.lang import ast, check, dims, env, items, signature, tokens, types, values
+from tribuild.queries import inputs, names, report, semantic, syntax, targets
+from tribuild.queries.registry import register_values
 
-register_values((diagnostics, ast, dims, env, items, signature, tokens, types, values,
-                 inputs, names, report, semantic, syntax))
+register_values((diagnostics, ast, check, dims, env, items, signature, tokens, types, values,
+                 inputs, names, report, semantic, syntax, targets))

@@ -3,7 +3,8 @@
 Terms:
 - *file diagnostics*: what ``tribuild check`` reports for one file: a read error, or the syntax
   errors of each item, the name-resolution errors of the file, and the checker's findings for
-  each item. In item order; the driver sorts by position when printing.
+  each item, and the instance reports of the file's layers that can be instantiated with
+  their defaults. In item order; the driver sorts by position when printing.
 - *QuerySources*: the renderer's ``Source`` backed by the database, so locating a diagnostic
   reuses the memoized tokens instead of lexing again.
 """
@@ -15,6 +16,7 @@ from tribuild.lang.locate import char_range
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import scope
 from tribuild.queries.semantic import item_diagnostics
+from tribuild.queries.targets import default_instances_report
 from tribuild.queries.syntax import item_ast, item_index, lexed, read_error
 
 E_UNREADABLE = register("E0001", "a source file cannot be read")
@@ -32,6 +34,7 @@ def file_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
     out.extend(scope(db, path).diagnostics)
     for entry in item_index(db, path):
         out.extend(item_diagnostics(db, path, entry.id))
+    out.extend(default_instances_report(db, path))
     return tuple(out)
 
 

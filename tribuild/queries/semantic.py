@@ -1,4 +1,4 @@
-"""Signatures, checks and instances as queries.
+"""Signatures, constants, checks and instances as queries.
 
 Terms:
 - *signature(path, item_id)*: what other items may see of an item (``lang.signature``). It
@@ -6,8 +6,12 @@ Terms:
   that only names the item stays green.
 - *QueryEnv*: the checker's ``Env`` answered by queries, so each name lookup, signature and
   constant the checker asks for becomes a recorded dependency.
-- *item_diagnostics(path, item_id)*: everything the checker says about one item outside any
-  build target (construction parameters symbolic).
+- *item_diagnostics(path, item_id)*: what the checker says about one item outside any build
+  target (construction parameters symbolic), signature problems included.
+- *checked_instance(key)*: one concrete instantiation (``InstanceKey``: layer + construction
+  values), checked with those values. Its ``children`` are the user-layer instances it builds.
+- *default instance*: a layer whose construction parameters all have defaults; ``tribuild
+  check`` instantiates it even outside a target.
 """
 from __future__ import annotations
 
@@ -15,8 +19,11 @@ from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
+from tribuild.lang import ast
+from tribuild.lang.check import CheckedInstance, check_instance, check_item, const_value_of, instance_key
 from tribuild.lang.env import ItemRef
 from tribuild.lang.signature import Signature, signature_of
+from tribuild.lang.values import InstanceKey, Value
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import item_ast
 
@@ -52,6 +59,9 @@ class QueryEnv:
     def signature(self, ref: ItemRef) -> Signature:
         return signature(self.db, ref.path, ref.item_id).signature
 
+    def const_value(self, ref: ItemRef) -> Value:
+        return const_value(self.db, ref.path, ref.item_id)
+
     def scope_of(self, ref: ItemRef) -> "QueryEnv":
         return QueryEnv(self.db, ref.path)
 
@@ -60,5 +70,53 @@ class QueryEnv:
 
 
 @derived
+def const_value(db, path: str, item_id: str) -> Value:
+    item = item_ast(db, path, item_id).item
+    return const_value_of(item, signature(db, path, item_id).signature, path, item_id,
+                          QueryEnv(db, path))
+
+
+@derived
 def item_diagnostics(db, path: str, item_id: str) -> tuple[Diagnostic, ...]:
-    return signature(db, path, item_id).diagnostics
+    sig = signature(db, path, item_id)
+    item = item_ast(db, path, item_id).item
+    return sig.diagnostics + check_item(item, sig.signature, path, item_id, QueryEnv(db, path))
+
+
+@derived
+def checked_instance(db, key: InstanceKey) -> CheckedInstance:
+    item = item_ast(db, key.path, key.item_id).item
+    sig = signature(db, key.path, key.item_id).signature
+    return check_instance(item, sig, key, QueryEnv(db, key.path))
+
+
+@derived
+def instance_children(db, key: InstanceKey) -> tuple[tuple[str, InstanceKey], ...]:
+    """Only the children of an instance: equal after any edit that keeps its structure, so the
+    walk over a target's instances stays green when a forward body changes."""
+    return checked_instance(db, key).children
+
+
+@derived
+def instance_diagnostics(db, key: InstanceKey) -> tuple[Diagnostic, ...]:
+    """An instance's own findings, less those the generic check of its item already reports."""
+    generic = {(d.code, d.primary.loc) for d in item_diagnostics(db, key.path, key.item_id)}
+    return tuple(d for d in checked_instance(db, key).diagnostics
+                 if (d.code, d.primary.loc) not in generic)
+
+
+@derived
+def layer_instance(db, path: str, item_id: str, args: tuple[tuple[str, object], ...]) -> InstanceKey | str:
+    """The key of ``item_id`` instantiated with ``args`` (defaults filled in), or why not."""
+    item = item_ast(db, path, item_id).item
+    if not isinstance(item, ast.Layer):
+        return f"`{item_id}` is not a layer"
+    try:
+        return instance_key(path, item_id, signature(db, path, item_id).signature, dict(args),
+                            QueryEnv(db, path))
+    except ValueError as err:
+        return str(err)
+
+
+def has_defaults(sig: Signature) -> bool:
+    return sig.kind == "layer" and all(p.default is not None for p in sig.params)
