@@ -35,6 +35,8 @@ CPU_BENCH_REPEATS = 3
 
 @dataclass(frozen=True, slots=True)
 class KernelConfig:
+    """Block sizes as sorted ``(name, value)`` pairs, and the launch's warps and stages."""
+
     meta: tuple[tuple[str, int], ...]
     num_warps: int = 4
     num_stages: int = 2
