@@ -74,3 +74,8 @@ def set_inputs(db, texts=TEXTS):
 def run_all(db):
     """Read the derived queries whose keys can be stored, returning their values."""
     return (summary(db), via_opaque(db, "a"))
+
+
+@derived
+def keyed_by_words(db, key):
+    return (count(db, "a"), repr(key))

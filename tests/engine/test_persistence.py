@@ -107,3 +107,16 @@ def test_saving_again_replaces_the_store(tmp_path):
     again.set(text, "a", "changed")
     assert run(again, words, "a")[1] == []
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_keys_with_structured_args_round_trip(tmp_path):
+    from .store_queries import Words, keyed_by_words
+    db = Database()
+    set_inputs(db)
+    keys = [Words("a", ("x", "y")), (1, ("b", None)), frozenset({2, 3})]
+    values = [keyed_by_words(db, key) for key in keys]
+    db.save(tmp_path, SALT)
+    loaded = Database.load(tmp_path, SALT)
+    with loaded.log() as log:
+        assert [keyed_by_words(loaded, key) for key in keys] == values
+    assert log.executed == []

@@ -36,20 +36,22 @@ class Memo:
     __slots__ = ("id", "query", "args", "value", "changed_at", "verified_at", "durability",
                  "deps", "busy", "cause", "cause_rev", "executed_at", "blob")
 
-    def __init__(self, key_id: int, query, args: tuple):
+    def __init__(self, key_id: int, query, args: tuple, changed_at: int = 0,
+                 verified_at: int = -1, durability: int = 0,
+                 deps: tuple[int, ...] | None = None, blob: tuple[bytes, str] | None = None):
         self.id = key_id
         self.query = query
         self.args = args
         self.value = NO_VALUE
-        self.changed_at = 0
-        self.verified_at = ALWAYS if query.is_input else -1
-        self.durability = 0
-        self.deps: tuple[int, ...] | None = None
+        self.changed_at = changed_at
+        self.verified_at = ALWAYS if query.is_input else verified_at
+        self.durability = durability
+        self.deps = deps
         self.busy = False
         self.cause = FIRST_RUN
         self.cause_rev = 0
         self.executed_at = 0
-        self.blob: tuple[bytes, str] | None = None
+        self.blob = blob
 
     def label(self) -> str:
         return key_label(self.query.name, self.args)

@@ -4,34 +4,38 @@ Terms:
 - *salt*: the caller's digest of tribuild's source and options. Its hash (with the format
   version) names every file, and the full salt is checked inside the graph file, so stores of
   other versions or options are never read.
-- *graph file* ``graph-<salt id>.json``: a header line ``TRIBUILD-ENGINE <format> <digest>``
-  and a JSON body holding the revision, the per-durability clock, the query idents and one row
-  per key: query index, encoded args, changed_at, verified_at, durability, deps (null for
-  inputs) and the value's entry (null when not stored).
+- *graph file* ``graph-<salt id>.json``: a header line ``TRIBUILD-ENGINE <format> <digest>``,
+  then the 8-byte length of a JSON part (revision, per-durability clock, query idents, each
+  key's encoded args, the column layout) and the integer columns (see ``columns``), one
+  entry per key: query index, changed_at, verified_at, durability, deps (flattened) and
+  the index of the value's entry (-1: not stored), then the entries' offsets, lengths and
+  checksums.
 - *pack* ``values-<salt id>-<pack digest>.pack``: the encoded values, one *entry* per distinct
-  content (content-addressed: equal values share it), each referenced as
-  ``[offset, length, digest]``. An entry is checked against its digest when first decoded.
+  content (content-addressed: equal values share it), listed in the graph file by offset,
+  length and checksum. An entry is checked against its checksum when first decoded.
 - *lazy value*: after a load, a memo holds its entry's bytes (``memo.blob``) and decodes them
-  on first use. An entry that fails its digest or does not decode is dropped (the memo
+  on first use. An entry that fails its checksum or does not decode is dropped (the memo
   forgets its value and re-runs when the value is needed) and reported once.
 Files are written to a temporary file, fsynced and renamed into place, pack first.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
 import os
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import codec
+from . import codec, columns
 from .durability import DurabilityClock
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"TRIBUILD-ENGINE"
 log = logging.getLogger("tribuild.engine")
 
@@ -60,7 +64,13 @@ class SaveReport:
 
 
 def digest(data: bytes) -> str:
+    """Names files and checks the graph file."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def checksum(data: bytes) -> int:
+    """Checks one pack entry (entries are deduplicated by their bytes, not by this)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
 
 
 def salt_id(salt: str) -> str:
@@ -73,36 +83,21 @@ def save(db, path, salt: str) -> SaveReport:
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     sid = salt_id(salt)
-    memos = db._memos
-    args = [_encode_args(m) for m in memos]
-    dropped = _with_dependents([m.deps for m in memos],
-                               {i for i, a in enumerate(args) if a is None})
-    kept = [m for m in memos if m.id not in dropped]
-    new_id = {m.id: i for i, m in enumerate(kept)}
-    queries = {m.query: None for m in kept}
-    query_index = {q: i for i, q in enumerate(queries)}
-    entries: dict[str, list] = {}
-    chunks: list[bytes] = []
-    unencodable: dict[str, int] = {}
-    offset = 0
-    rows = []
-    for m in kept:
-        entry = None
-        data = _blob(m, unencodable)
-        if data is not None:
-            entry = entries.get(data[1])
-            if entry is None:
-                entry = entries[data[1]] = [offset, len(data[0]), data[1]]
-                chunks.append(data[0])
-                offset += len(data[0])
-        deps = None if m.deps is None else [new_id[d] for d in m.deps]
-        rows.append([query_index[m.query], args[m.id], m.changed_at, m.verified_at,
-                     int(m.durability), deps, entry])
-    pack = b"".join(chunks)
-    pack_name = f"values-{sid}-{digest(pack)}.pack"
-    body = json.dumps({"salt": salt, "revision": db._revision, "clock": db._clock.changed,
-                       "queries": [q.ident for q in queries], "pack": pack_name,
-                       "keys": rows}, separators=(",", ":")).encode()
+    with _gc_paused():
+        memos = db._memos
+        args = [_encode_args(m) for m in memos]
+        dropped = _with_dependents([m.deps for m in memos],
+                                   {i for i, a in enumerate(args) if a is None})
+        kept = [m for m in memos if m.id not in dropped] if dropped else memos
+        pack, values, entries, unencodable = _pack_values(kept)
+        pack_name = f"values-{sid}-{digest(pack)}.pack"
+        meta, ints = _columns(db, kept, args, dropped)
+        ints |= {"value": values, "entry_offset": entries[0], "entry_length": entries[1],
+                 "entry_checksum": entries[2]}
+        layout, int_bytes = columns.pack(ints)
+        meta = json.dumps(meta | {"salt": salt, "pack": pack_name, "layout": layout},
+                          separators=(",", ":")).encode()
+        body = len(meta).to_bytes(8, "little") + meta + int_bytes
     if not (root / pack_name).exists():
         write_atomic(root / pack_name, pack)
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
@@ -110,16 +105,86 @@ def save(db, path, salt: str) -> SaveReport:
     for old in root.glob(f"values-{sid}-*.pack"):
         if old.name != pack_name:
             old.unlink(missing_ok=True)
-    return SaveReport(len(kept), len(entries), len(pack) + len(graph), unencodable, len(dropped))
+    return SaveReport(len(kept), len(entries[0]), len(pack) + len(graph), unencodable,
+                      len(dropped))
+
+
+def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict, dict]:
+    """The graph of the kept memos, with key ids renumbered: the JSON part (revision, clock,
+    query idents, args) and the integer columns. ``deps`` are flattened: ``deps_len`` is -1
+    for a key without a dependency record (inputs, queries that never completed)."""
+    queries = {m.query: None for m in kept}
+    query_index = {q: i for i, q in enumerate(queries)}
+    new_id = {m.id: i for i, m in enumerate(kept)} if dropped else None
+    flat: list[int] = []
+    for m in kept:
+        if m.deps:
+            flat.extend(m.deps if new_id is None else [new_id[d] for d in m.deps])
+    meta = {"revision": db._revision, "clock": db._clock.changed,
+            "queries": [q.ident for q in queries], "args": [args[m.id] for m in kept]}
+    ints = {
+        "query": [query_index[m.query] for m in kept],
+        "changed": [m.changed_at for m in kept],
+        "verified": [-1 if m.query.is_input else m.verified_at for m in kept],
+        "durability": [int(m.durability) for m in kept],
+        "deps_len": [-1 if m.deps is None else len(m.deps) for m in kept],
+        "deps": flat,
+    }
+    return meta, ints
+
+
+def _pack_values(kept: list[Memo]):
+    """The pack of the kept memos' values: its bytes, each memo's entry index (-1: none),
+    the entries' offsets, lengths and digests, and the count of unencodable values."""
+    index: dict[bytes, int] = {}
+    checksums: list[int] = []
+    offsets: list[int] = []
+    lengths: list[int] = []
+    unencodable: dict[str, int] = {}
+    values = []
+    offset = 0
+    for m in kept:
+        blob = _blob(m, unencodable)
+        if blob is None:
+            values.append(-1)
+            continue
+        data, check = blob
+        entry = index.get(data)
+        if entry is None:
+            entry = index[data] = len(checksums)
+            checksums.append(check)
+            offsets.append(offset)
+            lengths.append(len(data))
+            offset += len(data)
+        values.append(entry)
+    return b"".join(index), values, (offsets, lengths, checksums), unencodable
+
+
+@contextmanager
+def _gc_paused():
+    """Building or parsing 100k small objects triggers many useless full collections."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _encode_args(memo: Memo):
+    """The key's args as a JSON list when they are all plain scalars (decoded by ``tuple``
+    alone: the common case, kept fast for loading), else ``{"$a": encoding}``; None when the
+    key cannot be stored."""
     if REGISTRY.get(memo.query.ident) is not memo.query:
         return None
     try:
-        return codec.to_json(memo.args)
+        encoded = codec.to_json(memo.args)
     except codec.NotEncodable:
         return None
+    if any(type(v) is list or type(v) is dict for v in encoded):
+        return {"$a": encoded}
+    return encoded
 
 
 def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
@@ -141,7 +206,7 @@ def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
 
 
 def _blob(memo: Memo, unencodable: dict[str, int]):
-    """The memo's encoded value and its digest (cached on the memo), or None."""
+    """The memo's encoded value and its checksum (cached on the memo), or None."""
     if memo.blob is None and memo.value is not NO_VALUE:
         try:
             data = codec.encode(memo.value)
@@ -149,7 +214,7 @@ def _blob(memo: Memo, unencodable: dict[str, int]):
             name = memo.query.name
             unencodable[name] = unencodable.get(name, 0) + 1
             return None
-        memo.blob = (data, digest(data))
+        memo.blob = (data, checksum(data))
     return memo.blob
 
 
@@ -188,7 +253,8 @@ def load(db, path, salt: str) -> None:
                                      else f"no store at {root}")
         return
     try:
-        body = _check_header(raw)
+        with _gc_paused():
+            body = _check_header(raw)
         if body.get("salt") != salt:
             db.store_report = LoadReport("other-salt", "the graph file is for another salt")
             return
@@ -197,7 +263,8 @@ def load(db, path, salt: str) -> None:
                 and "/" not in pack_name and "\\" not in pack_name):
             raise ValueError(f"bad pack name {pack_name!r}")
         pack = _read_pack(root / pack_name)
-        unknown = _fill(db, body, pack)
+        with _gc_paused():
+            unknown = _fill(db, body, pack)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         db.store_report = LoadReport("corrupt", f"corrupt graph file {graph_path.name}: {exc}")
         log.warning("engine store: %s", db.store_report.reason)
@@ -212,13 +279,16 @@ def load(db, path, salt: str) -> None:
 
 
 def _check_header(raw: bytes) -> dict:
+    """The graph file's JSON part with its integer columns merged in."""
     header, _, body = raw.partition(b"\n")
     parts = header.split(b" ")
     if len(parts) != 3 or parts[0] != _MAGIC or parts[1] != str(FORMAT).encode():
         raise ValueError("bad header")
     if parts[2].decode() != digest(body):
         raise ValueError("checksum mismatch")
-    return json.loads(body)
+    meta_len = int.from_bytes(body[:8], "little")
+    meta = json.loads(body[8:8 + meta_len])
+    return meta | columns.unpack(meta["layout"], memoryview(body)[8 + meta_len:])
 
 
 def _read_pack(path: Path) -> bytes | None:
@@ -228,33 +298,59 @@ def _read_pack(path: Path) -> bytes | None:
         return None
 
 
+_COLUMNS = ("query", "args", "changed", "verified", "durability", "deps_len", "value")
+
+
 def _fill(db, body: dict, pack: bytes | None) -> int:
     """Build the memos of ``body`` into ``db``; returns how many keys were dropped because
     their query (or one they depend on) is not declared in this process."""
     queries = [REGISTRY.get(ident) for ident in body["queries"]]
-    rows = body["keys"]
-    unknown = _with_dependents([row[5] for row in rows],
-                               {i for i, row in enumerate(rows) if queries[row[0]] is None})
-    new_id = _renumber(len(rows), unknown)
+    table = [body[name] for name in _COLUMNS]
+    if len({len(column) for column in table}) != 1:
+        raise ValueError("graph columns differ in length")
+    deps_of = _split_deps(body["deps_len"], body["deps"])
+    unknown = _with_dependents(deps_of, {i for i, qi in enumerate(body["query"])
+                                         if queries[qi] is None})
+    new_id = _renumber(len(deps_of), unknown)
+    blobs = _entries(body, pack)
     memos: list[Memo] = []
-    tables: dict = {}
-    for i, (qi, args, changed_at, verified_at, durability, deps, entry) in enumerate(rows):
-        if i in unknown:
+    tables = {q: {} for q in queries if q is not None}
+    table_of = [tables.get(q) for q in queries]
+    for i, (qi, args, changed_at, verified_at, durability, _, value) in enumerate(zip(*table)):
+        if unknown and i in unknown:
             continue
-        query = queries[qi]
-        memo = Memo(len(memos), query, codec.from_json(args))
-        memo.changed_at = changed_at
-        memo.durability = durability
-        if deps is not None:
-            memo.verified_at = verified_at
-            memo.deps = tuple(deps) if new_id is None else tuple(new_id[d] for d in deps)
-        if entry is not None and pack is not None:
-            memo.blob = (pack[entry[0]:entry[0] + entry[1]], entry[2])
+        deps = deps_of[i]
+        if deps is not None and new_id is not None:
+            deps = tuple(new_id[d] for d in deps)
+        memo = Memo(len(memos), queries[qi],
+                    tuple(args) if type(args) is list else codec.from_json(args["$a"]),
+                    changed_at, verified_at, durability, deps,
+                    blobs[value] if value >= 0 and blobs is not None else None)
         memos.append(memo)
-        tables.setdefault(query, {})[memo.args] = memo
+        table_of[qi][memo.args] = memo
     clock = DurabilityClock(body["clock"])
     db._memos, db._tables, db._revision, db._clock = memos, tables, body["revision"], clock
     return len(unknown)
+
+
+def _split_deps(lengths: list[int], flat: list[int]) -> list[tuple[int, ...] | None]:
+    out, pos = [], 0
+    for n in lengths:
+        if n < 0:
+            out.append(None)
+        else:
+            out.append(tuple(flat[pos:pos + n]))
+            pos += n
+    if pos != len(flat):
+        raise ValueError("dependency column length mismatch")
+    return out
+
+
+def _entries(body: dict, pack: bytes | None) -> list[tuple[bytes, int]] | None:
+    if pack is None:
+        return None
+    return [(pack[offset:offset + length], key) for offset, length, key
+            in zip(body["entry_offset"], body["entry_length"], body["entry_checksum"], strict=True)]
 
 
 def _renumber(count: int, dropped: set[int]) -> list[int] | None:
@@ -274,7 +370,7 @@ def restore(db, memo: Memo, admit: bool) -> bool:
         return False
     data, expected = memo.blob
     try:
-        if digest(data) != expected:
+        if checksum(data) != expected:
             raise codec.CodecError("checksum mismatch")
         memo.value = codec.decode(data)
     except codec.CodecError as exc:
