@@ -87,25 +87,29 @@ def verify(db, local, root) -> None:
     each memo whose dependency changed."""
     rev = db._revision
     level_changed = db._clock.changed
+    memos = db._memos
+    validated = db._counters.validated
     stack = local.stack
     base = len(stack)
-    _push_verify(stack, root)
+    root.busy = True
+    stack.append(Frame(root, None))
     try:
         while len(stack) > base:
             frame = stack[-1]
             memo = frame.memo
             if frame.pos == 0 and level_changed[memo.durability] <= memo.verified_at:
-                _green(db, stack, rev)
-                continue
-            cause = _scan(frame, db._memos, rev, stack)
-            if cause is _DESCEND:
-                continue
-            if cause is None:
-                _green(db, stack, rev)
-                continue
+                cause = None
+            else:
+                cause = _scan(frame, memos, rev, stack)
+                if cause is _DESCEND:
+                    continue
             stack.pop()
             memo.busy = False
-            _execute_in_verify(db, local, memo, cause, base)
+            if cause is None:
+                memo.verified_at = rev
+                validated(memo)
+            else:
+                _execute_in_verify(db, local, memo, cause, base)
     finally:
         for frame in stack[base:]:
             frame.memo.busy = False
@@ -130,23 +134,12 @@ def _scan(frame, memos, rev, stack):
             if dep.busy:
                 raise cycle_error(stack, dep)
             frame.pos = i
-            _push_verify(stack, dep)
+            dep.busy = True
+            stack.append(Frame(dep, None))
             return _DESCEND
         if dep.changed_at > verified_at:
             return dep
     return None
-
-
-def _push_verify(stack, memo) -> None:
-    memo.busy = True
-    stack.append(Frame(memo, None))
-
-
-def _green(db, stack, rev) -> None:
-    memo = stack.pop().memo
-    memo.busy = False
-    memo.verified_at = rev
-    db._counters.validated(memo)
 
 
 def _execute_in_verify(db, local, memo, cause, base) -> None:

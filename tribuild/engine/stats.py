@@ -34,28 +34,28 @@ class Counters:
     """Executions and validations (updated under the database lock) and per-thread hit
     tables (each updated only by its own thread)."""
 
-    __slots__ = ("work", "hit_tables", "logs")
+    __slots__ = ("work", "validations", "hit_tables", "logs")
 
     def __init__(self):
-        self.work: dict = {}  # Query -> [executed, validated, seconds]
+        self.work: dict = {}  # Query -> [executed, seconds]
+        self.validations: dict = {}
         self.hit_tables: list[dict] = []
         self.logs: tuple[Log, ...] = ()
 
-    def _row(self, query) -> list:
-        row = self.work.get(query)
-        if row is None:
-            row = self.work[query] = [0, 0, 0.0]
-        return row
-
     def executed(self, memo, seconds: float) -> None:
-        row = self._row(memo.query)
+        row = self.work.get(memo.query)
+        if row is None:
+            row = self.work[memo.query] = [0, 0.0]
         row[0] += 1
-        row[2] += seconds
-        self.event("executed", memo)
+        row[1] += seconds
+        if self.logs:
+            self.event("executed", memo)
 
     def validated(self, memo) -> None:
-        self._row(memo.query)[1] += 1
-        self.event("validated", memo)
+        counts = self.validations
+        counts[memo.query] = counts.get(memo.query, 0) + 1
+        if self.logs:
+            self.event("validated", memo)
 
     def event(self, kind: str, memo) -> None:
         for log in self.logs:
@@ -67,7 +67,8 @@ class Counters:
             for query, count in dict(table).items():
                 hits[query] = hits.get(query, 0) + count
         out = {}
-        for query in set(self.work) | set(hits):
-            executed, validated, seconds = self.work.get(query, (0, 0, 0.0))
-            out[query.name] = QueryStats(executed, validated, hits.get(query, 0), seconds)
+        for query in set(self.work) | set(self.validations) | set(hits):
+            executed, seconds = self.work.get(query, (0, 0.0))
+            out[query.name] = QueryStats(executed, self.validations.get(query, 0),
+                                         hits.get(query, 0), seconds)
         return out
