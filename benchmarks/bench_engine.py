@@ -144,7 +144,9 @@ def markdown(report: dict) -> str:
         "# Engine benchmark",
         "",
         f"{f['derived_queries']} derived queries over {INPUTS} inputs; medians of "
-        f"{report['repeats']} runs; Python {report['python']} on {report['machine']}.",
+        f"{report['repeats']} runs; Python {report['python']} on {report['machine']}; "
+        f"load average {report['load_average']:.2f} when it started (a shared machine: "
+        "figures near a goal may land on either side of it from run to run).",
         "",
         "| figure | goal | measured | met |",
         "|---|---|---|---|",
@@ -172,8 +174,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     leaves, repeats, hits = (5_000, 3, 20_000) if args.quick else (50_000, args.repeats, 200_000)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    load_average = os.getloadavg()[0]
     figures = measure(leaves, repeats, hits)
     report = {"figures": figures, "goals": goal_rows(figures), "repeats": repeats,
+              "load_average": load_average,
               "python": platform.python_version(),
               "machine": f"{platform.machine()} {platform.processor() or ''} "
                          f"{os.cpu_count()} CPUs, {platform.platform()}".replace("  ", " ")}
