@@ -59,7 +59,7 @@ def statement(p: ParserState) -> ast.Stmt:
         return let(p) or ast.ExprStmt(ast.ErrorExpr((start, p.pos)), (start, p.pos))
     if kind == "return":
         p.pos += 1
-        value = None if p.kinds[p.pos] in _VALUE_END else expr(p)
+        value = None if p.kinds[p.pos] in _VALUE_END else _value(p)
         return ast.Return(value, (start, p.pos))
     if kind == "for":
         p.pos += 1
@@ -82,8 +82,15 @@ def let(p: ParserState) -> ast.Let | None:
         return None
     name_span = (p.pos - 1, p.pos)
     annotation = type_expr(p) if p.accept(":") else None
-    value = expr(p) if p.expect("=") else ast.ErrorExpr(p.here())
+    value = _value(p) if p.expect("=") else ast.ErrorExpr(p.here())
     return ast.Let(name, annotation, value, (start, p.pos), name_span)
+
+
+def _value(p: ParserState) -> ast.Expr:
+    """The value a statement binds or returns; an ErrorExpr when reading it hit a syntax
+    error, so the checker does not report the half-read value again (no cascades)."""
+    value = expr(p)
+    return ast.ErrorExpr(value.span) if p.panic else value
 
 
 def _if(p: ParserState) -> ast.If:
@@ -111,7 +118,7 @@ def _expr_or_assign(p: ParserState) -> ast.Stmt:
                  target.span, label="not a name", hard=False,
                  help="bind a new name with `let`")
     p.pos += 1
-    value = expr(p)
+    value = _value(p)
     if isinstance(target, ast.Name):
         return ast.Assign(target.id, value, (start, p.pos))
     return ast.ExprStmt(value, (start, p.pos))
