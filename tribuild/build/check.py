@@ -18,6 +18,7 @@ from tribuild.config import Target
 from tribuild.config_locate import Locator
 from tribuild.config_problems import ConfigError, Problem
 from tribuild.queries.report import QuerySources, file_diagnostics
+from tribuild.queries.syntax import read_error
 from tribuild.queries.targets import target_report
 
 
@@ -46,7 +47,8 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
     targets = project.config.targets if project.config and not paths else ()
     with db.log() as log:
         closure = load_sources(db, project.root, files + tuple(t.entry_path for t in targets))
-        diags = [d for path in closure for d in file_diagnostics(db, path)]
+        reported = [p for p in closure if p in files or read_error(db, p) is None]
+        diags = [d for path in reported for d in file_diagnostics(db, path)]
         diags += [d for t in targets for d in _target_diagnostics(db, project, t)]
     sources = QuerySources(db)
     result = CheckResult(_sorted(diags, sources), closure, len(targets), sources,

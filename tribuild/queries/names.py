@@ -8,7 +8,8 @@ Terms:
 - *exports(path)*: name -> ItemRef of a file's public items (first definition of a name).
 - *scope(path)*: every user name visible in a file, defined or imported, plus the
   diagnostics of name resolution (duplicates, unknown imported names, missing files,
-  cycles). It depends on other files only through their ``exports``, which stay equal
+  cycles). A name promised by a failing import stays in scope, marked unresolved, so it
+  is not reported again as unknown. It depends on other files only through their ``exports``, which stay equal
   when a body changes, so body edits elsewhere never re-resolve this file.
 """
 from __future__ import annotations
@@ -155,12 +156,14 @@ def scope(db, path: str) -> Scope:
 def _bring_in(db, path: str, imp: ResolvedImport, names: dict) -> list[Diagnostic]:
     here = Loc(path, imp.item_id, imp.span)
     if imp.target is None:
+        _promise(imp, names, here)
         return [Diagnostic(E_OUTSIDE_ROOT, "this import leaves the project root",
                            Label(here, "outside the project"),
                            help="imports are resolved relative to the importing file and may "
                                 "not reach above the folder holding Tribuild.toml")]
     error = read_error(db, imp.target)
     if error is not None:
+        _promise(imp, names, here)
         return [Diagnostic(E_MISSING_FILE, f"cannot read imported file `{imp.target}`: {error}",
                            Label(here, error))]
     public = dict(exports(db, imp.target))
@@ -172,12 +175,20 @@ def _bring_in(db, path: str, imp: ResolvedImport, names: dict) -> list[Diagnosti
     for name, loc in wanted:
         ref = public.get(name)
         if ref is None:
+            names.setdefault(name, (ItemRef(imp.target, name, "unresolved"), loc))
             diags.append(_unknown_import(name, imp.target, loc, public))
         elif name in names and names[name][0] != ref:
             diags.append(_twice(name, loc, names[name][1], E_IMPORT_CONFLICT, "imported"))
         else:
             names.setdefault(name, (ref, loc))
     return diags
+
+
+def _promise(imp: ResolvedImport, names: dict, loc: Loc) -> None:
+    """Names a failing ``from`` import promised stay in scope as *unresolved*: the checker
+    uses them silently, so the one import error is not followed by unknown-name errors."""
+    for n in imp.names or ():
+        names.setdefault(n.name, (ItemRef(imp.target or "", n.name, "unresolved"), loc))
 
 
 def _twice(name: str, loc: Loc, first: Loc, code: str, verb: str) -> Diagnostic:
