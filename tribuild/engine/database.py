@@ -12,6 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from . import explain, store
+from . import merge as merging
 from .durability import Durability, DurabilityClock
 from .fetch import equal
 from .lru import Lru
@@ -116,6 +117,22 @@ class Database:
 
     def graph(self):
         return explain.graph(self)
+
+    # -- worker processes ---------------------------------------------------------------
+
+    def export(self, keys) -> bytes:
+        """The records of derived keys ``(query, args)`` computed at the current revision and
+        of what they read, for ``merge`` into the database this one was forked from."""
+        with self._gate.cond:
+            return merging.export(self, keys)
+
+    def merge(self, payload: bytes) -> merging.MergeReport:
+        """Install the records of an ``export`` payload this database does not already hold
+        valid; stale payloads and records that read other input values are skipped."""
+        if self._local.stack:
+            raise RuntimeError("payloads cannot be merged from inside a query")
+        with self._gate.cond:
+            return merging.merge(self, payload)
 
     # -- persistence --------------------------------------------------------------------
 

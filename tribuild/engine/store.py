@@ -85,7 +85,7 @@ def save(db, path, salt: str) -> SaveReport:
     sid = salt_id(salt)
     with _gc_paused():
         memos = db._memos
-        args = [_encode_args(m) for m in memos]
+        args = [encode_args(m) for m in memos]
         dropped = _with_dependents([m.deps for m in memos],
                                    {i for i, a in enumerate(args) if a is None})
         kept = [m for m in memos if m.id not in dropped] if dropped else memos
@@ -144,7 +144,7 @@ def _pack_values(kept: list[Memo]):
     values = []
     offset = 0
     for m in kept:
-        blob = _blob(m, unencodable)
+        blob = blob_of(m, unencodable)
         if blob is None:
             values.append(-1)
             continue
@@ -172,7 +172,7 @@ def _gc_paused():
             gc.enable()
 
 
-def _encode_args(memo: Memo):
+def encode_args(memo: Memo):
     """The key's args as a JSON list when they are all plain scalars (decoded by ``tuple``
     alone: the common case, kept fast for loading), else ``{"$a": encoding}``; None when the
     key cannot be stored."""
@@ -185,6 +185,11 @@ def _encode_args(memo: Memo):
     if any(type(v) is list or type(v) is dict for v in encoded):
         return {"$a": encoded}
     return encoded
+
+
+def decode_args(encoded) -> tuple:
+    """The inverse of ``encode_args``."""
+    return tuple(encoded) if type(encoded) is list else codec.from_json(encoded["$a"])
 
 
 def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
@@ -205,7 +210,7 @@ def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
     return out
 
 
-def _blob(memo: Memo, unencodable: dict[str, int]):
+def blob_of(memo: Memo, unencodable: dict[str, int]):
     """The memo's encoded value and its checksum (cached on the memo), or None."""
     if memo.blob is None and memo.value is not NO_VALUE:
         try:
@@ -322,10 +327,8 @@ def _fill(db, body: dict, pack: bytes | None) -> int:
         deps = deps_of[i]
         if deps is not None and new_id is not None:
             deps = tuple(new_id[d] for d in deps)
-        memo = Memo(len(memos), queries[qi],
-                    tuple(args) if type(args) is list else codec.from_json(args["$a"]),
-                    changed_at, verified_at, durability, deps,
-                    blobs[value] if value >= 0 and blobs is not None else None)
+        memo = Memo(len(memos), queries[qi], decode_args(args), changed_at, verified_at,
+                    durability, deps, blobs[value] if value >= 0 and blobs is not None else None)
         memos.append(memo)
         table_of[qi][memo.args] = memo
     clock = DurabilityClock(body["clock"])

@@ -1,0 +1,242 @@
+"""Exporting memos from a copy of a database and merging them into the original, for pools
+of forked worker processes.
+
+Terms:
+- *record*: one derived memo verified at the exporting database's current revision: its key,
+  value, ``changed_at``, durability, dependencies (as keys, in read order) and why-record
+  (``cause``, ``cause_rev``, ``executed_at``). ``export(keys)`` writes the records of the
+  keys asked for and, transitively, of every derived dependency verified at the same revision
+  (one verified earlier was skipped by the durability shortcut: the receiver holds it too).
+  Records come dependencies first.
+- *input fingerprint*: for each input a record read, the checksum of its value's codec
+  encoding (None: unset) and its durability.
+- *left out*: a record is not exported when a key it names cannot be encoded (arguments the
+  codec does not know, a query not declared under its ident, an input value the codec does
+  not know), nor is any record that depends on it; the receiver recomputes them on demand.
+- *payload*: ``TRIBUILD-MERGE <format>`` and a newline, the 8-byte length of a JSON part
+  (revision, durability clock, key table ``[ident, encoded args]`` referenced by index,
+  input fingerprints, records, left-out count), then the values' encodings back to back
+  (a record names its value by offset, length and checksum, or null when the value cannot be
+  encoded or is not held). No pickle: values and arguments use ``codec``.
+- *merge*: each record, in payload order, is installed in the receiver or skipped for a
+  *reason*: ``other revision`` (the payload's revision or clock is not the receiver's: the
+  payload is stale), ``input differs`` (it read, here or through a record it depends on, an
+  input whose fingerprint differs from the receiver's), ``unknown query``, ``other history``
+  (its ``changed_at`` is neither the current revision nor that of the receiver's own memo:
+  the exporter did not start from a copy of this database), ``already valid`` (the receiver
+  holds the key verified at the current revision; not passed on to dependents). An installed
+  record replaces the receiver's memo: its value is decoded lazily on first read, like a
+  loaded store's, and a record without a value re-runs on first read (as ``VALUE_LOST``,
+  keeping its ``changed_at``).
+Workers forked from one state compute equal records for a key (queries are pure), so the
+first payload holding a key installs it and later ones skip it as already valid: the memo
+states after merging do not depend on the order payloads arrive in.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from . import store
+from .memo import FIRST_RUN, NO_VALUE, key_label
+from .query import REGISTRY
+
+FORMAT = 1
+_MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
+
+
+@dataclass(frozen=True, slots=True)
+class MergeReport:
+    installed: int
+    skipped: int
+    reasons: dict[str, int]   # reason -> records skipped for it
+    left_out: int = 0         # records the exporter could not encode (recomputed on demand)
+    without_value: int = 0    # installed records whose value re-runs on first read
+
+
+# -- export ------------------------------------------------------------------------------
+
+def export(db, keys) -> bytes:
+    rev = db._revision
+    roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
+    table = _KeyTable()
+    records, chunks, left, offset = [], [], set(), 0
+    memos = db._memos
+    for memo in _closure(roots, memos, rev):
+        own = table.ref(memo)
+        deps = [table.ref(memos[d]) for d in memo.deps]
+        if own is None or None in deps or any(d in left for d in memo.deps):
+            left.add(memo.id)
+            continue
+        blob = store.blob_of(memo, {})
+        value = None
+        if blob is not None:
+            value = [offset, len(blob[0]), blob[1]]
+            chunks.append(blob[0])
+            offset += len(blob[0])
+        cause = memo.cause if memo.cause < 0 else table.ref(memos[memo.cause])
+        records.append([own, value, memo.changed_at, int(memo.durability), deps,
+                        FIRST_RUN if cause is None else cause, memo.cause_rev, memo.executed_at])
+    meta = {"revision": rev, "clock": db._clock.changed, "keys": table.keys,
+            "inputs": table.inputs, "records": records, "left_out": len(left)}
+    meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
+    return _MAGIC + len(meta_bytes).to_bytes(8, "little") + meta_bytes + b"".join(chunks)
+
+
+def _computed(db, query, args: tuple, rev: int):
+    memo = db._tables.get(query, {}).get(args)
+    if query.is_input or memo is None or memo.deps is None or memo.verified_at < rev:
+        raise ValueError(f"{key_label(query.name, args)} is not a derived key computed at "
+                         "the current revision")
+    return memo
+
+
+def _closure(roots: list, memos: list, rev: int) -> list:
+    """``roots`` and the derived memos they read transitively that are verified at ``rev``,
+    dependencies first (an explicit stack: chains may be deeper than Python's recursion)."""
+    order, seen = [], set()
+    for root in roots:
+        if root.id in seen:
+            continue
+        seen.add(root.id)
+        stack = [(root, 0)]
+        while stack:
+            memo, pos = stack.pop()
+            deps = memo.deps
+            while pos < len(deps):
+                dep = memos[deps[pos]]
+                pos += 1
+                if dep.id not in seen and dep.deps is not None and dep.verified_at >= rev:
+                    seen.add(dep.id)
+                    stack.append((memo, pos))
+                    stack.append((dep, 0))
+                    break
+            else:
+                order.append(memo)
+    return order
+
+
+class _KeyTable:
+    """The payload's keys, by memo id; inputs also get a fingerprint."""
+
+    def __init__(self):
+        self.keys: list = []
+        self.inputs: list = []
+        self._index: dict[int, int | None] = {}
+
+    def ref(self, memo) -> int | None:
+        """The key's index in the table, or None if it cannot be encoded."""
+        if memo.id in self._index:
+            return self._index[memo.id]
+        args = store.encode_args(memo)
+        index = None
+        if args is not None:
+            fingerprint = fingerprint_of(memo) if memo.query.is_input else None
+            if fingerprint != "unencodable":
+                index = len(self.keys)
+                self.keys.append([memo.query.ident, args])
+                if memo.query.is_input:
+                    self.inputs.append([index, fingerprint, int(memo.durability)])
+        self._index[memo.id] = index
+        return index
+
+
+def fingerprint_of(memo):
+    """An input's value as a checksum of its encoding; None when unset, ``"unencodable"``
+    when the codec does not know it."""
+    if memo.value is NO_VALUE and memo.blob is None:
+        return None
+    blob = store.blob_of(memo, {})
+    return "unencodable" if blob is None else blob[1]
+
+
+# -- merge -------------------------------------------------------------------------------
+
+def merge(db, payload: bytes) -> MergeReport:
+    meta, values = _parse(payload)
+    records = meta["records"]
+    if meta["revision"] != db._revision or meta["clock"] != db._clock.changed:
+        return MergeReport(0, len(records), {"other revision": len(records)} if records else {},
+                           meta["left_out"])
+    keys = _Keys(db, meta["keys"])
+    bad = dict(keys.unknown)
+    for k, fingerprint, durability in meta["inputs"]:
+        if k not in bad and not _same_input(keys.find(k, is_input=True), fingerprint,
+                                            durability):
+            bad[k] = "input differs"
+    reasons: dict[str, int] = {}
+    installed = without_value = 0
+    for k, value, changed_at, durability, deps, cause, cause_rev, executed_at in records:
+        reason = bad.get(k) or next((bad[d] for d in deps if d in bad), None) \
+            or _conflict(keys.find(k, is_input=False), changed_at, db._revision)
+        if reason is not None:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            if reason != "already valid":
+                bad[k] = reason
+            continue
+        memo = keys.memo(k)
+        memo.value = NO_VALUE
+        memo.blob = None if value is None else _blob(values, *value)
+        memo.deps = tuple(keys.memo(d).id for d in deps)
+        memo.changed_at, memo.durability, memo.executed_at = changed_at, durability, executed_at
+        memo.cause = cause if cause < 0 or cause in keys.unknown else keys.memo(cause).id
+        memo.cause_rev = cause_rev
+        memo.verified_at = db._revision
+        installed += 1
+        without_value += value is None
+    return MergeReport(installed, len(records) - installed, reasons, meta["left_out"],
+                       without_value)
+
+
+def _same_input(memo, fingerprint, durability: int) -> bool:
+    if memo is None:
+        return fingerprint is None
+    return fingerprint_of(memo) == fingerprint and memo.durability == durability
+
+
+def _conflict(memo, changed_at: int, rev: int) -> str | None:
+    ran = memo is not None and memo.deps is not None
+    if ran and memo.verified_at >= rev:
+        return "already valid"
+    if changed_at != rev and not (ran and changed_at == memo.changed_at):
+        return "other history"
+    return None
+
+
+def _parse(payload: bytes) -> tuple[dict, memoryview]:
+    if not payload.startswith(_MAGIC):
+        raise ValueError("not an engine merge payload of this format")
+    start = len(_MAGIC) + 8
+    meta_len = int.from_bytes(payload[len(_MAGIC):start], "little")
+    try:
+        meta = json.loads(payload[start:start + meta_len])
+    except ValueError as exc:
+        raise ValueError(f"corrupt merge payload: {exc}") from None
+    return meta, memoryview(payload)[start + meta_len:]
+
+
+def _blob(values: memoryview, offset: int, length: int, checksum: int) -> tuple[bytes, int]:
+    if offset < 0 or offset + length > len(values):
+        raise ValueError("corrupt merge payload: value out of range")
+    return bytes(values[offset:offset + length]), checksum
+
+
+class _Keys:
+    """The payload's key table resolved against the receiving database; memos are created
+    only for keys that an installed record names."""
+
+    def __init__(self, db, keys: list):
+        self._db = db
+        self._keys = [(REGISTRY.get(ident), store.decode_args(args)) for ident, args in keys]
+        self.unknown = {k: "unknown query" for k, (query, _) in enumerate(self._keys)
+                        if query is None}
+
+    def find(self, k: int, is_input: bool):
+        query, args = self._keys[k]
+        if query.is_input != is_input:
+            raise ValueError(f"corrupt merge payload: {query.name} is not "
+                             f"{'an input' if is_input else 'a derived'} query")
+        return self._db._tables.get(query, {}).get(args)
+
+    def memo(self, k: int):
+        return self._db._memo(*self._keys[k])
