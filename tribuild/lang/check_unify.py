@@ -37,17 +37,19 @@ class Unifier:
         self.subst: dict[str, DimLike] = {}
 
     def apply(self, d: DimLike) -> DimLike:
+        if not self.subst:
+            return d
         out = dims.substitute(d, self.subst)
         return ANY if out is None else out
 
     def resolve(self, d: DimLike) -> DimLike:
         """``d`` with bindings applied; a dim still mentioning a flexible symbol becomes `?`."""
         out = self.apply(d)
-        return ANY if dims.symbols(out) & self.flexible else out
+        return ANY if self.flexible and dims.symbols(out) & self.flexible else out
 
     def dim(self, expected: DimLike, found: DimLike) -> bool:
         e, f = self.apply(expected), self.apply(found)
-        if isinstance(e, AnyDim) or isinstance(f, AnyDim):
+        if e == f or isinstance(e, AnyDim) or isinstance(f, AnyDim):
             return True
         diff = dims.sub(f, e)
         unbound = sorted(dims.symbols(diff) & self.flexible)

@@ -9,6 +9,10 @@ Terms:
   and ``H`` build the same ``Dim``.
 - *exact division*: ``a // b`` simplifies when ``b`` is one term that divides every term of
   ``a`` (always so for concrete numbers); otherwise it stays a ``Quot`` atom.
+- *fast paths*: operations return an operand unchanged when the result is known to equal it
+  (adding zero, scaling by one, substituting no symbol the dim mentions), and constants,
+  symbols and monomial sort keys are memoised in bounded tables (``_memo``); both give the
+  same values as the general code, only sooner.
 
 Every operation returns ``None`` for a division or remainder by zero; callers report it.
 """
@@ -53,6 +57,33 @@ def _atom_key(atom: Atom) -> tuple[int, str]:
     return (0, atom) if isinstance(atom, str) else (1, str(atom))
 
 
+_MEMO_LIMIT = 1 << 16
+_MISSING = object()
+_MONOMIAL_KEYS: dict[Monomial, tuple] = {}
+_CONSTS: dict[int, "Dim"] = {}
+_SYMS: dict[str, "Dim"] = {}
+_SYMBOLS: dict["Dim", tuple[str, ...]] = {}
+_SUBSTITUTED: dict[tuple, "DimLike | None"] = {}
+
+
+def _memo(table: dict, key, make: Callable):
+    """``table[key]``, computed by ``make(key)`` on a miss; a full table starts over."""
+    value = table.get(key, _MISSING)
+    if value is _MISSING:
+        if len(table) >= _MEMO_LIMIT:
+            table.clear()
+        value = table[key] = make(key)
+    return value
+
+
+def _monomial_key(m: Monomial) -> tuple:
+    return (len(m), tuple(_atom_key(a) for a in m))
+
+
+def _term_key(term: tuple[Monomial, int]) -> tuple:
+    return _memo(_MONOMIAL_KEYS, term[0], _monomial_key)
+
+
 @dataclass(frozen=True, slots=True)
 class Dim:
     terms: tuple[tuple[Monomial, int], ...]  # normal form: sorted by monomial, no zero coefficient
@@ -66,42 +97,70 @@ DimLike = Union[Dim, AnyDim]
 
 def _make(coeffs: Mapping[Monomial, int]) -> Dim:
     items = [(m, c) for m, c in coeffs.items() if c != 0]
-    items.sort(key=lambda mc: (len(mc[0]), [_atom_key(a) for a in mc[0]]))
+    if len(items) > 1:
+        items.sort(key=_term_key)
     return Dim(tuple(items))
 
 
+def _const(n: int) -> Dim:
+    return Dim((((), n),) if n != 0 else ())
+
+
 def const(n: int) -> Dim:
-    return _make({(): n})
+    return _memo(_CONSTS, n, _const) if type(n) is int else _make({(): n})
 
 
 def sym(name: str) -> Dim:
-    return _make({(name,): 1})
+    return _memo(_SYMS, name, lambda s: Dim((((s,), 1),)))
+
+
+def _const_value(d: Dim) -> int | None:
+    """``as_int`` for a ``Dim``."""
+    terms = d.terms
+    if not terms:
+        return 0
+    return terms[0][1] if len(terms) == 1 and not terms[0][0] else None
 
 
 def as_int(d: DimLike) -> int | None:
     """The value of a constant dim, else None."""
-    if isinstance(d, AnyDim):
-        return None
-    if not d.terms:
-        return 0
-    if len(d.terms) == 1 and d.terms[0][0] == ():
-        return d.terms[0][1]
-    return None
+    return None if isinstance(d, AnyDim) else _const_value(d)
 
 
 def add(a: DimLike, b: DimLike) -> DimLike:
     if isinstance(a, AnyDim) or isinstance(b, AnyDim):
         return ANY
+    kb = _const_value(b)
+    if kb is not None:
+        return _add_const(a, kb)
+    ka = _const_value(a)
+    if ka is not None:
+        return _add_const(b, ka)
     coeffs = dict(a.terms)
     for m, c in b.terms:
         coeffs[m] = coeffs.get(m, 0) + c
     return _make(coeffs)
 
 
+def _add_const(a: Dim, k: int) -> Dim:
+    """``a + k``: the constant monomial sorts first, so only the first term changes."""
+    if k == 0:
+        return a
+    terms = a.terms
+    if terms and not terms[0][0]:
+        c = terms[0][1] + k
+        return Dim(((((), c),) if c != 0 else ()) + terms[1:])
+    return Dim((((), k),) + terms)
+
+
 def scale(a: DimLike, k: int) -> DimLike:
     if isinstance(a, AnyDim):
         return ANY
-    return _make({m: c * k for m, c in a.terms})
+    if k == 1:
+        return a
+    if k == 0:
+        return const(0)
+    return Dim(tuple((m, c * k) for m, c in a.terms))  # same monomials: still sorted
 
 
 def sub(a: DimLike, b: DimLike) -> DimLike:
@@ -111,6 +170,12 @@ def sub(a: DimLike, b: DimLike) -> DimLike:
 def mul(a: DimLike, b: DimLike) -> DimLike:
     if isinstance(a, AnyDim) or isinstance(b, AnyDim):
         return ANY
+    ka = _const_value(a)
+    if ka is not None:
+        return scale(b, ka)
+    kb = _const_value(b)
+    if kb is not None:
+        return scale(a, kb)
     coeffs: dict[Monomial, int] = {}
     for ma, ca in a.terms:
         for mb, cb in b.terms:
@@ -154,7 +219,7 @@ def floordiv(a: DimLike, b: DimLike) -> DimLike | None:
     exact = _exact_quotient(a, b)
     if exact is not None:
         return exact
-    return _make({(Quot("//", a, b),): 1})
+    return Dim((((Quot("//", a, b),), 1),))
 
 
 def mod(a: DimLike, b: DimLike) -> DimLike | None:
@@ -168,7 +233,7 @@ def mod(a: DimLike, b: DimLike) -> DimLike | None:
         return const(ia % ib)
     if _exact_quotient(a, b) is not None:
         return const(0)
-    return _make({(Quot("%", a, b),): 1})
+    return Dim((((Quot("%", a, b),), 1),))
 
 
 BINARY_OPS: dict[str, Callable[[DimLike, DimLike], DimLike | None]] = {
@@ -178,7 +243,9 @@ BINARY_OPS: dict[str, Callable[[DimLike, DimLike], DimLike | None]] = {
 
 
 def _rebuild(d: Dim, atom_value: Callable[[Atom], DimLike]) -> DimLike | None:
-    total: DimLike = const(0)
+    """The sum of ``d``'s terms with every atom replaced by its value (None if one is None)."""
+    coeffs: dict[Monomial, int] = {}
+    unknown = False
     for m, c in d.terms:
         term: DimLike = const(c)
         for atom in m:
@@ -186,14 +253,33 @@ def _rebuild(d: Dim, atom_value: Callable[[Atom], DimLike]) -> DimLike | None:
             if value is None:
                 return None
             term = mul(term, value)
-        total = add(total, term)
-    return total
+        if isinstance(term, AnyDim):
+            unknown = True
+            continue
+        for tm, tc in term.terms:
+            coeffs[tm] = coeffs.get(tm, 0) + tc
+    return ANY if unknown else _make(coeffs)
 
 
 def substitute(d: DimLike, mapping: Mapping[str, DimLike]) -> DimLike | None:
     """Replace symbols by dims and re-normalise; None if a quotient's divisor becomes 0."""
     if isinstance(d, AnyDim):
         return ANY
+    if not mapping:
+        return d
+    relevant = tuple((name, mapping[name]) for name in _memo(_SYMBOLS, d, _sorted_symbols) if name in mapping)
+    if not relevant:
+        return d  # re-normalising a normal form changes nothing
+    return _memo(_SUBSTITUTED, (d, relevant), _substitute)
+
+
+def _sorted_symbols(d: Dim) -> tuple[str, ...]:
+    return tuple(sorted(symbols(d)))
+
+
+def _substitute(key: tuple[Dim, tuple[tuple[str, DimLike], ...]]) -> DimLike | None:
+    d, relevant = key
+    mapping = dict(relevant)
 
     def atom_value(atom: Atom) -> DimLike | None:
         if isinstance(atom, str):
@@ -213,7 +299,10 @@ def symbols(d: DimLike) -> frozenset[str]:
     out: set[str] = set()
     for m, _ in d.terms:
         for atom in m:
-            out |= {atom} if isinstance(atom, str) else symbols(atom.num) | symbols(atom.den)
+            if isinstance(atom, str):
+                out.add(atom)
+            else:
+                out |= symbols(atom.num) | symbols(atom.den)
     return frozenset(out)
 
 

@@ -1,0 +1,216 @@
+"""The front end (lex + parse + names + check) on every zoo target, in process.
+
+Terms:
+- *cold*: a fresh ``Database``: ``load_sources`` (reads the entry's import closure, lexes
+  each file to find its imports) then ``target_report``.
+- *no-op*: the same database, files read again and found unchanged, ``target_report`` again.
+- *comment edit*: a comment line added at the top of the *edit file*; the body edit: a
+  ``let unused_k = 0`` statement added before the first ``return`` of the *edit layer*'s
+  ``fn forward`` (a block the model instantiates many times; the program stays valid).
+  Edits toggle between the edited and the original text, so every repeat is a real change
+  of one input (``db.set(source_text, ...)``) followed by ``target_report``.
+- *stage*: a group of queries (``STAGES``); a stage's time is the sum of its queries' own
+  ``seconds`` from ``db.stats()`` (nested queries excluded). *engine + I/O* is the rest of
+  the wall time: reading files, memo lookups and dependency validation.
+- *whole zoo*: a fresh database, every source file's diagnostics and every target's report.
+Figures are medians of ``--repeats`` runs. Writes ``results/frontend.json`` and
+``frontend.md``; ``--quick`` (a few seconds, two targets, writes nothing) is the CI smoke run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+from pathlib import Path
+from time import perf_counter
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tribuild.build.sources import load_sources, scan  # noqa: E402
+from tribuild.config import load_config  # noqa: E402
+from tribuild.engine import Database  # noqa: E402
+from tribuild.queries.inputs import SourceText, source_text  # noqa: E402
+from tribuild.queries.report import file_diagnostics  # noqa: E402
+from tribuild.queries.targets import target_report  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STAGES = {
+    "lex": ("read_error", "lexed", "item_index", "item_tokens"),
+    "parse": ("item_ast",),
+    "names": ("imports", "exports", "scope", "import_cycle"),
+    "check": ("signature", "const_value", "item_diagnostics", "checked_instance",
+              "instance_children", "instance_diagnostics", "layer_instance"),
+    "instances": ("reached_instances", "instance_report", "target_report"),
+}
+BLOCKS = "models/blocks/"
+EDIT_LAYER = {  # target -> (file, layer) whose forward body the body edit changes
+    "mnist_mlp": ("models/mlp.tri", "MnistMLP"),
+    "lenet5": ("models/lenet.tri", "LeNet5"),
+    "vgg16": ("models/vgg.tri", "VGGStage"),
+    "resnet18": (BLOCKS + "resnet_blocks.tri", "BasicBlock"),
+    "resnet34": (BLOCKS + "resnet_blocks.tri", "BasicBlock"),
+    "resnet50": (BLOCKS + "resnet_blocks.tri", "Bottleneck"),
+    "resnet101": (BLOCKS + "resnet_blocks.tri", "Bottleneck"),
+    "resnet152": (BLOCKS + "resnet_blocks.tri", "Bottleneck"),
+    "mobilenet_v2": (BLOCKS + "inverted_residual.tri", "InvertedResidual"),
+    "efficientnet_b0": (BLOCKS + "inverted_residual.tri", "InvertedResidual"),
+    "densenet121": (BLOCKS + "dense_blocks.tri", "DenseLayer"),
+    "vit": (BLOCKS + "transformer.tri", "EncoderBlock"),
+    "bitnet_block": (BLOCKS + "bitnet_blocks.tri", "BitAttention"),
+}
+GOALS = {  # goal name -> (figure path, bound in ms)
+    "cold front end of ResNet-50": (("resnet50", "cold", "total_ms"), 30.0),
+    "body edit re-check, ResNet-18": (("resnet18", "body_edit", "total_ms"), 3.0),
+    "body edit re-check, ResNet-152": (("resnet152", "body_edit", "total_ms"), 3.0),
+}
+QUICK_TARGETS = ("resnet18", "resnet50")
+
+
+def body_edit(text: str, layer: str) -> str:
+    """``text`` with ``let unused_k = 0`` before the first return of ``layer``'s forward."""
+    start = text.index(f"layer {layer}(")
+    forward = text.index("fn forward", start)
+    ret = re.compile(r"\n([ \t]+)return ").search(text, forward)
+    return text[:ret.start()] + f"\n{ret.group(1)}let unused_k = 0" + text[ret.start():]
+
+
+def stage_seconds(before: dict, after: dict) -> dict[str, float]:
+    """Per-stage own time (ms) executed between two ``db.stats()`` snapshots."""
+    def own(name: str) -> float:
+        old = before.get(name)
+        return after[name].seconds - (old.seconds if old else 0.0) if name in after else 0.0
+    return {stage: sum(own(q) for q in queries) * 1e3 for stage, queries in STAGES.items()}
+
+
+def timed(db, action) -> dict:
+    """Run ``action``; its wall time, stage times and the queries it executed."""
+    before = db.stats()
+    with db.log() as log:
+        start = perf_counter()
+        action()
+        total = (perf_counter() - start) * 1e3
+    stages = stage_seconds(before, db.stats())
+    stages["engine + I/O"] = total - sum(stages.values())
+    return {"total_ms": total, "stages_ms": stages, "executed": len(log.executed)}
+
+
+def median_run(runs: list[dict]) -> dict:
+    """Medians of every figure across runs."""
+    return {"total_ms": statistics.median(r["total_ms"] for r in runs),
+            "stages_ms": {s: statistics.median(r["stages_ms"][s] for r in runs) for s in runs[0]["stages_ms"]},
+            "executed": statistics.median(r["executed"] for r in runs)}
+
+
+def measure_target(root: str, target, repeats: int) -> dict:
+    def check(db):
+        report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
+        assert report.problem is None and not report.diagnostics, (target.name, report)
+
+    def cold():
+        db = Database()
+        run = timed(db, lambda: (load_sources(db, root, (target.entry_path,)), check(db)))
+        return db, run
+
+    colds = [cold() for _ in range(repeats)]
+    db = colds[-1][0]
+    out = {"cold": median_run([run for _, run in colds]),
+           "noop": median_run([timed(db, lambda: (load_sources(db, root, (target.entry_path,)), check(db)))
+                               for _ in range(repeats)])}
+    path, layer = EDIT_LAYER[target.name]
+    original = source_text(db, path).text
+    for figure, edited in (("comment_edit", "# an edit\n" + original), ("body_edit", body_edit(original, layer))):
+        runs = []
+        for i in range(repeats * 2):
+            text = edited if i % 2 == 0 else original
+            runs.append(timed(db, lambda: (db.set(source_text, path, SourceText(text)), check(db))))
+        out[figure] = median_run(runs)
+        out[figure]["edit"] = f"{path}:{layer}"
+    return out
+
+
+def whole_zoo(config, repeats: int) -> float:
+    """Median ms of a cold check of every file and every target in one fresh database."""
+    files = scan(config.root, config.sources)
+    times = []
+    for _ in range(repeats):
+        db = Database()
+        start = perf_counter()
+        closure = load_sources(db, config.root, files + tuple(t.entry_path for t in config.targets))
+        for path in closure:
+            file_diagnostics(db, path)
+        for t in config.targets:
+            target_report(db, t.entry_path, t.entry_layer, t.args, t.input)
+        times.append((perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def goal_rows(models: dict) -> list[dict]:
+    rows = []
+    for name, ((target, figure, key), bound) in GOALS.items():
+        if target in models:
+            measured = models[target][figure][key]
+            rows.append({"goal": name, "bound_ms": bound, "measured_ms": measured, "met": measured <= bound})
+    return rows
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Front-end benchmark", "",
+             f"Medians of {report['repeats']} runs (edits: {2 * report['repeats']} toggles); Python "
+             f"{report['python']} on {report['machine']}; load average {report['load_average']:.2f} "
+             "when it started (a shared machine: figures near a goal may land either side of it).", "",
+             "| goal | bound | measured | met |", "|---|---|---|---|"]
+    lines += [f"| {r['goal']} | <= {r['bound_ms']:g} ms | {r['measured_ms']:.2f} ms | "
+              f"{'yes' if r['met'] else 'NO'} |" for r in report["goals"]]
+    if report.get("whole_zoo_cold_ms") is not None:
+        lines += ["", f"Whole zoo, cold (every file's diagnostics and every target, one fresh "
+                      f"database): {report['whole_zoo_cold_ms']:.0f} ms."]
+    models = report["models"]
+    if "resnet18" in models and "resnet152" in models:
+        lines += ["", "Body edit of one block, ResNet-18 vs ResNet-152 (flat with model size is the goal):", "",
+                  "| | ResNet-18 | ResNet-152 |", "|---|---|---|"]
+        a, b = models["resnet18"]["body_edit"], models["resnet152"]["body_edit"]
+        lines.append(f"| total | {a['total_ms']:.2f} ms | {b['total_ms']:.2f} ms |")
+        lines.append(f"| queries executed | {a['executed']:g} | {b['executed']:g} |")
+        lines += [f"| {s} | {a['stages_ms'][s]:.2f} ms | {b['stages_ms'][s]:.2f} ms |" for s in a["stages_ms"]]
+    stages = list(STAGES) + ["engine + I/O"]
+    for name, figures in models.items():
+        edit = figures["body_edit"]["edit"]
+        lines += ["", f"## {name}", "", f"Edits in `{edit}`.", "",
+                  "| run | total | executed | " + " | ".join(stages) + " |",
+                  "|---" * (3 + len(stages)) + "|"]
+        for run in ("cold", "noop", "comment_edit", "body_edit"):
+            f = figures[run]
+            lines.append(f"| {run.replace('_', ' ')} | {f['total_ms']:.2f} ms | {f['executed']:g} | "
+                         + " | ".join(f"{f['stages_ms'][s]:.2f}" for s in stages) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="two targets, a few seconds; writes nothing")
+    p.add_argument("--repeats", type=int, default=9)
+    args = p.parse_args(argv)
+    repeats = 3 if args.quick else args.repeats
+    config = load_config(ROOT / "Tribuild.toml")
+    load_average = os.getloadavg()[0]
+    targets = [t for t in config.targets if not args.quick or t.name in QUICK_TARGETS]
+    models = {t.name: measure_target(config.root, t, repeats) for t in targets}
+    report = {"models": models, "goals": goal_rows(models), "repeats": repeats,
+              "whole_zoo_cold_ms": None if args.quick else whole_zoo(config, repeats),
+              "load_average": load_average, "python": platform.python_version(),
+              "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}"}
+    text = markdown(report)
+    print(text)
+    if not args.quick:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "frontend.json").write_text(json.dumps(report, indent=2) + "\n")
+        (RESULTS / "frontend.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
