@@ -11,7 +11,11 @@ codec, so the persistent store can hold them.
 from tribuild import diagnostics
 from tribuild.lang import ast, check, dims, env, items, signature, tokens, types, values
 from tribuild.queries import inputs, names, report, semantic, syntax, targets
+from tribuild.queries import codegen, lower
+from tribuild.codegen import kernels as codegen_kernels
+from tribuild.ir import graph as ir_graph
 from tribuild.queries.registry import register_values
 
 register_values((diagnostics, ast, check, dims, env, items, signature, tokens, types, values,
-                 inputs, names, report, semantic, syntax, targets))
+                 inputs, names, report, semantic, syntax, targets,
+                 ir_graph, codegen_kernels, lower, codegen))

@@ -1,0 +1,77 @@
+"""Line wrapping for generated Python: a statement longer than ``WIDTH`` is split at the
+top-level commas of its first bracket, one item per line, recursively; a bracket holding a
+single bracketed item hugs it (``nn.ModuleList([`` ... ``])``)."""
+from __future__ import annotations
+
+WIDTH = 99
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+def _matching(text: str, start: int) -> int:
+    depth, quote = 0, None
+    for i in range(start, len(text)):
+        c = text[i]
+        if quote:
+            quote = None if c == quote and text[i - 1] != "\\" else quote
+        elif c in "'\"":
+            quote = c
+        elif c in _CLOSE:
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _split(inner: str) -> list[str]:
+    items, depth, quote, start = [], 0, None, 0
+    for i, c in enumerate(inner):
+        if quote:
+            quote = None if c == quote and inner[i - 1] != "\\" else quote
+        elif c in "'\"":
+            quote = c
+        elif c in _CLOSE:
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(inner[start:i].strip())
+            start = i + 1
+    last = inner[start:].strip()
+    return items + ([last] if last else [])
+
+
+def wrap(line: str, indent: str) -> list[str]:
+    """``line`` (without indent) as one or more lines, each prefixed by ``indent``."""
+    if len(indent) + len(line) <= WIDTH:
+        return [indent + line]
+    opens = [i for i, c in enumerate(line) if c in _CLOSE]
+    for start in opens:
+        end = _matching(line, start)
+        if end == -1 or end - start < 2:
+            continue
+        head, inner, tail = line[:start + 1], line[start + 1:end], line[end:]
+        items = _split(inner)
+        if len(items) == 1 and items[0][:1] in _CLOSE and _matching(items[0], 0) == len(items[0]) - 1:
+            body = wrap(items[0], indent)
+            return [indent + head + body[0][len(indent):]] + body[1:-1] + [body[-1] + tail]
+        inner_lines = [ln for item in items for ln in _with_comma(wrap(item, indent + "    "))]
+        return [indent + head] + inner_lines + [indent + tail]
+    return [indent + line]
+
+
+def _with_comma(lines: list[str]) -> list[str]:
+    return lines[:-1] + [lines[-1] + ","]
+
+
+def wrap_text(text: str, width: int = 92) -> str:
+    """Prose (a docstring paragraph) filled to ``width`` columns."""
+    out, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            out.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join(out + [line])

@@ -1,0 +1,159 @@
+"""Kernel files: one small Python module per distinct ternary computation.
+
+Terms:
+- *KernelSpec*: what a kernel computes, and its key: the *family* (``linear``: GEMM, or GEMV
+  for a few rows; ``conv2d``: implicit GEMM; ``depthwise``; ``act_quant``: per-token int8
+  activation quantization), the *shape* (the weight's: features, channels, window), the
+  *dtype* of the activations, the *epilogue* (``channel_scale``, ``bias``, ``act``,
+  ``residual``) and *options* (``tuned``: -O3 autotune configs). Two layers with equal specs
+  share one file, across targets too.
+- *key*: ``<family>_<short shape>_<hash>``, the hash (10 hex digits of SHA-256) over the whole
+  spec; the file is ``kernels/<key>.py``.
+- *kernel file*: a docstring saying what it computes, the spec as constants, the launch
+  configs, and ``run(...)``, which calls the generic Triton kernel of ``tribuild.gpu.kernels``
+  through ``tribuild.gpu.launch`` with the constants filled in (on the CPU the launcher runs
+  the same arithmetic in PyTorch). At -O3 the configs are the tuned set, except under the
+  Triton interpreter, which runs the one default config.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from tribuild.codegen.fmt import wrap_text
+from tribuild.codegen.pyname import literal
+from tribuild.ir.graph import Node
+from tribuild.lang import dims
+
+FAMILIES = ("linear", "conv2d", "depthwise", "act_quant")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    family: str
+    shape: tuple[tuple[str, int], ...]
+    dtype: str
+    epilogue: tuple[tuple[str, object], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256(repr((self.family, self.shape, self.dtype, self.epilogue,
+                                      self.options)).encode()).hexdigest()[:10]
+        return f"{self.family}_{_short(self)}_{digest}"
+
+
+def _short(spec: KernelSpec) -> str:
+    s = dict(spec.shape)
+    if spec.family == "linear":
+        return f"{s['out_features']}x{s['in_features']}"
+    if spec.family == "act_quant":
+        return f"k{s['features']}"
+    return f"{s['out_channels']}x{s['in_channels']}_k{s['kernel']}s{s['stride']}p{s['padding']}"
+
+
+def epilogue(act: str = "none", bias: bool = False, channel_scale: bool = False,
+             residual: bool = False) -> tuple[tuple[str, object], ...]:
+    return (("act", act), ("bias", bias), ("channel_scale", channel_scale), ("residual", residual))
+
+
+def linear_spec(layer_args: dict, dtype: str, epi: tuple, tuned: bool) -> KernelSpec:
+    shape = (("in_features", layer_args["in_features"]), ("out_features", layer_args["out_features"]))
+    return KernelSpec("linear", shape, dtype, epi, (("tuned", tuned),))
+
+
+def conv_spec(layer_args: dict, dtype: str, epi: tuple, tuned: bool) -> KernelSpec:
+    a = layer_args
+    family = "depthwise" if a["groups"] == a["in_channels"] > 1 else "conv2d"
+    shape = tuple((k, a[k]) for k in ("in_channels", "out_channels", "kernel", "stride", "padding", "groups"))
+    return KernelSpec(family, shape, dtype, epi, (("tuned", tuned),))
+
+
+def act_quant_spec(features: int, dtype: str, tuned: bool) -> KernelSpec:
+    return KernelSpec("act_quant", (("features", features),), dtype, (), (("tuned", tuned),))
+
+
+def _describe(spec: KernelSpec) -> str:
+    s, e = dict(spec.shape), dict(spec.epilogue)
+    if spec.family == "act_quant":
+        return (f"Per-token int8 absmax quantization of {spec.dtype} activations with {s['features']} "
+                "features (tribuild.gpu.kernels.act_quant).")
+    if spec.family == "linear":
+        what = (f"Ternary linear layer, {s['in_features']} -> {s['out_features']} features: GEMV for up "
+                "to launch.GEMV_MAX_ROWS rows, GEMM otherwise (tribuild.gpu.kernels.ternary_gemv, ternary_gemm).")
+    else:
+        how = ("depthwise convolution", "ternary_depthwise") if spec.family == "depthwise" else \
+              ("convolution as an implicit GEMM", "ternary_conv2d")
+        what = (f"Ternary {s['kernel']}x{s['kernel']} {how[0]}, {s['in_channels']} -> {s['out_channels']} "
+                f"channels, stride {s['stride']}, padding {s['padding']}, groups {s['groups']} "
+                f"(tribuild.gpu.kernels.{how[1]}).")
+    parts = ["per-channel scale" if e.get("channel_scale") else "per-tensor scale"]
+    parts += ["bias"] if e.get("bias") else []
+    parts += [f"{e['act']} activation"] if e.get("act", "none") != "none" else []
+    parts += ["residual add"] if e.get("residual") else []
+    return f"{what}\n{spec.dtype} activations, float32 accumulation; epilogue: {', '.join(parts)}."
+
+
+def kernel_source(spec: KernelSpec) -> str:
+    """The text of ``kernels/<spec.key>.py``."""
+    doc = "\n".join(wrap_text(p) for p in _describe(spec).split("\n"))
+    tuned = dict(spec.options).get("tuned", False)
+    level = "2 if autotune.interpreted() else 3" if tuned else "2"
+    consts = "".join(f"{name.upper()} = {literal(value)}\n" for name, value in spec.shape)
+    consts += "".join(f"{name.upper()} = {literal(value)}\n" for name, value in spec.epilogue)
+    head = f'"""Kernel {spec.key}, generated by tribuild.\n\n{doc}\n"""\nfrom tribuild.gpu import autotune, launch\n\n'
+    head += f"{consts}LEVEL = {level}\n"
+    return head + _BODIES[spec.family]
+
+
+_BODIES = {
+    "linear": '''GEMV_CONFIGS = autotune.configs("gemv", LEVEL)
+GEMM_CONFIGS = autotune.configs("gemm", LEVEL)
+
+
+def run(x, packed, scale, bias=None, residual=None):
+    rows = x.numel() // IN_FEATURES
+    configs = GEMV_CONFIGS if rows <= launch.GEMV_MAX_ROWS else GEMM_CONFIGS
+    return launch.ternary_linear(x, packed, scale, bias, ACT, residual, configs=configs)
+''',
+    "conv2d": '''CONFIGS = autotune.configs("conv2d", LEVEL)
+
+
+def run(x, packed, scale, bias=None, residual=None):
+    return launch.ternary_conv2d(x, packed, scale, bias, kernel_size=KERNEL, stride=STRIDE,
+                                 padding=PADDING, groups=GROUPS, act=ACT, residual=residual,
+                                 configs=CONFIGS)
+''',
+    "act_quant": '''CONFIGS = autotune.configs("act_quant", LEVEL)
+
+
+def run(x):
+    return launch.quantize_activations(x, configs=CONFIGS)
+''',
+}
+_BODIES["depthwise"] = _BODIES["conv2d"].replace('"conv2d"', '"depthwise"')
+
+
+def node_kernels(n: Node, level: str) -> tuple[KernelSpec, ...]:
+    """The kernels an IR node runs: a ternary layer applied or fused, attention's two
+    projections, an activation quantization of a known width; () for everything else."""
+    tuned = level == "3"
+    dtype = n.type.dtype
+    if n.op == "call" and n.attr("fn") == "quantize_activations":
+        k = dims.as_int(n.type.dims[-1]) if n.type.dims else None
+        return (act_quant_spec(k, dtype, tuned),) if k is not None else ()
+    if n.op not in ("apply", "ternary"):
+        return ()
+    layer = n.attr("layer")
+    a = dict(layer.args)
+    if layer.name == "MultiHeadAttention":
+        d = a["d"]
+        return (linear_spec({"in_features": d, "out_features": 3 * d}, dtype, epilogue(bias=True), tuned),
+                linear_spec({"in_features": d, "out_features": d}, dtype, epilogue(bias=True), tuned))
+    if layer.name not in ("TernaryLinear", "TernaryConv2d"):
+        return ()
+    folded = n.op == "ternary" and n.attr("bn") is not None
+    epi = epilogue(n.attr("act", "none"), a["bias"] or folded, a["scale"] == "channel" or folded,
+                   bool(n.attr("residual", False)))
+    make = linear_spec if layer.name == "TernaryLinear" else conv_spec
+    return (make(a, dtype, epi, tuned),)

@@ -1,0 +1,100 @@
+"""Members of a generated class: how each construction-time member becomes Python in
+``__init__``.
+
+Terms:
+- *module member*: a member whose value is a layer (built-in or user instance), or a list of
+  them (``nn.ModuleList``); ``Sequential`` becomes ``nn.Sequential``. Other members (ints,
+  lists of ints...) are construction-time constants: the IR already folded them into
+  `forward`, so they are not emitted.
+- Built-in layers map to PyTorch modules with PyTorch's parameter names, ternary ones to
+  ``tribuild.gpu.nn`` (imported as ``ternary``); arguments equal to the constructor's
+  default are left out; a pooling ``stride`` left out in the source is the kernel size.
+- *kernel argument*: a ternary member applied on its own (not fused) is built with the
+  ``run`` of its kernel file, ``kernel=K.<key>``; ``kernels`` maps member paths to keys.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from tribuild.codegen.pyname import attr, literal
+from tribuild.lang.values import InstanceKey, LayerV, Value
+
+ClassOf = Callable[[InstanceKey], str]
+
+
+def _kernel_kw(path: tuple, kernels: dict[tuple, tuple[str, ...]], name: str = "kernel") -> str:
+    keys = kernels.get(path)
+    if not keys:
+        return ""
+    if len(keys) == 1:
+        return f", {name}=K.{keys[0]}"
+    return f", {name}=(" + ", ".join("None" if k is None else f"K.{k}" for k in keys) + ")"
+
+
+def _scale(a: dict) -> str:
+    return "" if a["scale"] == "tensor" else f", scale={literal(a['scale'])}"
+
+
+def _pool(torch_name: str, a: dict) -> str:
+    stride = a["stride"] if a["stride"] is not None else a["kernel"]
+    return f"nn.{torch_name}({a['kernel']}, stride={stride}, padding={a['padding']})"
+
+
+def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str:
+    a = dict(layer.args)
+    match layer.name:
+        case "TernaryLinear":
+            bias = ", bias=True" if a["bias"] else ""
+            return f"ternary.TernaryLinear({a['in_features']}, {a['out_features']}{bias}{_scale(a)}{_kernel_kw(path, kernels)})"
+        case "Linear":
+            bias = "" if a["bias"] else ", bias=False"
+            return f"nn.Linear({a['in_features']}, {a['out_features']}{bias})"
+        case "TernaryConv2d" | "Conv2d":
+            ternary = layer.name == "TernaryConv2d"
+            head = "ternary.TernaryConv2d" if ternary else "nn.Conv2d"
+            options = "".join(f", {k}={a[k]}" for k, default in (("stride", 1), ("padding", 0), ("groups", 1))
+                              if a[k] != default)
+            options += f", bias={a['bias']}" if a["bias"] != (not ternary) else ""
+            tail = _scale(a) + _kernel_kw(path, kernels) if ternary else ""
+            return f"{head}({a['in_channels']}, {a['out_channels']}, {a['kernel']}{options}{tail})"
+        case "BatchNorm2d" | "LayerNorm" | "RMSNorm":
+            return f"nn.{layer.name}({a['features']}, eps={literal(float(a['eps']))})"
+        case "Dropout":
+            return f"nn.Dropout({literal(float(a['p']))})"
+        case "MaxPool2d" | "AvgPool2d":
+            return _pool(layer.name, a)
+        case "Sequential":
+            inner = ", ".join(construct(v, path + (i,), kernels, class_of) or "nn.Identity()"
+                              for i, v in enumerate(a["layers"]))
+            return f"nn.Sequential({inner})"
+        case "MultiHeadAttention":
+            return f"ternary.MultiHeadAttention({a['d']}, {a['heads']}{_kernel_kw(path, kernels, 'kernels')})"
+        case "ReLU" | "ReLU6" | "GELU" | "SiLU" | "Sigmoid" | "Tanh" | "Identity":
+            return f"nn.{layer.name}()"
+    raise ValueError(f"no PyTorch module for built-in layer {layer.name}")
+
+
+def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> str | None:
+    """Python that builds the member at ``path``, or None when it is not a module."""
+    if isinstance(value, LayerV) and value.ref is not None:
+        return f"{class_of(InstanceKey(value.ref.path, value.ref.item_id, value.name, value.args))}()"
+    if isinstance(value, LayerV):
+        return builtin(value, path, kernels, class_of)
+    if isinstance(value, tuple) and value:
+        items = [construct(v, path + (i,), kernels, class_of) for i, v in enumerate(value)]
+        if all(i is not None for i in items):
+            return "nn.ModuleList([" + ", ".join(items) + "])"
+    return None
+
+
+def init_lines(members: tuple[tuple[str, Value], ...], kernels: dict, class_of: ClassOf) -> list[str]:
+    """The statements of ``__init__`` after ``super().__init__()``."""
+    out = []
+    for name, value in members:
+        code = construct(value, (name,), kernels, class_of)
+        if code is None:
+            continue
+        target = attr("self", name)
+        out.append(f"{target} = {code}" if target.startswith("self.") else
+                   f"setattr(self, {literal(name)}, {code})")
+    return out

@@ -1,0 +1,89 @@
+"""The base class of generated modules, and how they find their kernel files.
+
+Terms:
+- *float state_dict*: the state_dict of a plain PyTorch module with the same member
+  structure, ternary layers holding float weights (``layer1.0.conv1.weight``).
+- ``Module.from_float(state_dict, **args)``: a new instance (``args``, if given, must be the
+  construction arguments it was generated for, ``ARGS``) whose ternary weights are the BitNet
+  b1.58 ternarization of the float ones, packed; every other entry loads as is.
+- ``qat(state_dict=None)``: quantization-aware training: each ternary weight gets a float
+  ``latent_<name>`` parameter (from the float ``state_dict`` when given, else the current
+  ``scale · codes``) that training mode ternarizes on the fly; ``freeze()`` packs the latent
+  weights back into the packed buffers and drops them.
+- ``load_kernels(module_file, keys)``: the ``run`` functions of the generated kernel files
+  ``kernels/<key>.py`` beside the generated module, as attributes of a namespace.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from tribuild.gpu.nn import TernaryLayer
+from tribuild.gpu.packing import pack, pack_ternary, unpack
+from tribuild.gpu.ternarize import dequantize, ternarize
+
+
+def _ternary_entries(model: nn.Module):
+    """``(state_dict key, layer, weight name)`` of every ternary weight of ``model``."""
+    for prefix, module in model.named_modules():
+        if isinstance(module, TernaryLayer):
+            for name, _ in module.TERNARY:
+                yield (f"{prefix}.{name}" if prefix else name), module, name
+
+
+class Module(nn.Module):
+    ARGS: dict = {}
+
+    @classmethod
+    def from_float(cls, state_dict: dict[str, torch.Tensor], **args) -> "Module":
+        if args and args != cls.ARGS:
+            raise ValueError(f"{cls.__name__} was generated for {cls.ARGS}, not {args}")
+        model = cls()
+        converted = dict(state_dict)
+        for key, layer, _ in _ternary_entries(model):
+            packed, scale = pack_ternary(converted[key], layer.scale_mode)
+            converted[key], converted[f"{key}_scale"] = packed, scale
+        model.load_state_dict(converted)
+        return model
+
+    def qat(self, state_dict: dict[str, torch.Tensor] | None = None) -> "Module":
+        for key, layer, name in _ternary_entries(self):
+            shape = dict(layer.TERNARY)[name]
+            if state_dict is not None:
+                latent = state_dict[key].detach().float().clone()
+            else:
+                latent = dequantize(unpack(getattr(layer, name), shape), getattr(layer, f"{name}_scale"))
+            layer.register_parameter(f"latent_{name}", nn.Parameter(latent.to(getattr(layer, f"{name}_scale").device)))
+        return self
+
+    def freeze(self) -> "Module":
+        for _, layer, name in _ternary_entries(self):
+            latent = getattr(layer, f"latent_{name}", None)
+            if latent is None:
+                continue
+            codes, scale = ternarize(latent.detach(), layer.scale_mode)
+            getattr(layer, name).copy_(pack(codes))
+            getattr(layer, f"{name}_scale").copy_(scale)
+            delattr(layer, f"latent_{name}")
+        return self
+
+
+def load_kernels(module_file: str, keys: tuple[str, ...]) -> SimpleNamespace:
+    folder = Path(module_file).resolve().parent / "kernels"
+    runs = {}
+    for key in keys:
+        path = folder / f"{key}.py"
+        name = f"tribuild_kernels.{key}"
+        module = sys.modules.get(name)
+        if module is None or Path(module.__file__).resolve() != path:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+        runs[key] = module.run
+    return SimpleNamespace(**runs)

@@ -1,0 +1,89 @@
+"""The IR: a typed graph of one `forward` (or `fn`) body, in SSA form.
+
+Terms:
+- *node*: ``Node(op, inputs, attrs, type, name)``. Node ``i`` of ``Graph.nodes`` has id ``i``;
+  its ``inputs`` are ids of earlier nodes, so the tuple is in topological order. ``type`` is
+  the checker's semantic type of the value it yields (``TensorT`` with a shape, dims symbolic
+  where the shape depends on the input, or ``ScalarT``); every value has one.
+  ``name`` is the source name the value was bound to (`let y = ...`), a hint for codegen.
+- *ops* (``OPS``): ``param`` (a forward input; attr ``index``), ``const`` (a scalar; attr
+  ``value``), ``apply`` (a member layer applied to ``inputs[0]``; attrs ``path``, the member
+  path such as ``("layer1", 0)``, and ``layer``, its ``LayerV``), ``call`` (a built-in function;
+  attrs ``fn`` and ``args``, every argument by parameter name with tensors as ``In``/``InList``
+  references into ``inputs``), ``unary`` and ``binary`` (attr ``op``, a `.tri` operator),
+  ``fn_call`` (a user `fn`; attrs ``fn`` and ``body``, its own Graph, called on ``inputs``),
+  and ``ternary``, a ternary layer with a fused epilogue, made by the passes (attrs ``path``,
+  ``layer``, ``bn`` (the folded BatchNorm's path or None), ``act``, ``residual`` (bool: the
+  last input is added before ``act``), ``zero_skip`` (bool)).
+- *symbols*: where each dim name of the inputs can be read at run time: ``(name, param id,
+  axis)``; a `reshape` to ``[N, T, d]`` needs ``N`` and ``T``.
+- *attrs*: sorted ``(key, value)`` pairs of plain or codec-registered values, so graphs compare
+  by value, hash, and persist in the query store.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tribuild.lang.types import ScalarT, TensorT
+
+OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary")
+
+Type = TensorT | ScalarT
+
+
+@dataclass(frozen=True, slots=True)
+class In:
+    """Argument ``index`` of a call's ``inputs``."""
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    """A list argument whose elements are ``inputs[i]`` for ``i`` in ``indices``."""
+    indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    op: str
+    inputs: tuple[int, ...]
+    attrs: tuple[tuple[str, object], ...]
+    type: Type
+    name: str = ""
+
+    def attr(self, key: str, default: object = None) -> object:
+        return next((v for k, v in self.attrs if k == key), default)
+
+    def with_attrs(self, **changes: object) -> Node:
+        merged = dict(self.attrs)
+        merged.update(changes)
+        return replace(self, attrs=tuple(sorted(merged.items())))
+
+
+def node(op: str, inputs: tuple[int, ...], type: Type, name: str = "", /, **attrs: object) -> Node:
+    assert op in OPS, op
+    return Node(op, tuple(inputs), tuple(sorted(attrs.items())), type, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    nodes: tuple[Node, ...]
+    output: int
+    symbols: tuple[tuple[str, int, int], ...] = ()
+    channels_last: bool = False   # set by the layout pass: run convolutions channels-last on CPU
+
+    def params(self) -> tuple[int, ...]:
+        return tuple(i for i, n in enumerate(self.nodes) if n.op == "param")
+
+    def uses(self) -> list[list[int]]:
+        """For each node, the ids of the nodes that read it (the output counts as a use by -1)."""
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for i, n in enumerate(self.nodes):
+            for j in n.inputs:
+                out[j].append(i)
+        out[self.output].append(-1)
+        return out
+
+
+def is_tensor(n: Node) -> bool:
+    return isinstance(n.type, TensorT)

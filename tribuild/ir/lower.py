@@ -1,0 +1,297 @@
+"""Lowering a checked layer instance's `forward` (or a `fn` body) to the graph IR.
+
+Terms:
+- *lowering*: walking the body once, in the checker's own terms: construction-time
+  expressions are evaluated by ``consteval.evaluate``, and every tensor operation gets its
+  result type from the checker's rules (``consteval.arith``/``unary``, ``check_calls.call``)
+  applied to the operands' types, so the IR's shapes are exactly the checker's. `for` loops
+  over construction-time lists are unrolled and `if`s on construction-time values resolved.
+- *Lowered*: what an expression lowers to: its checker value (``TensorV`` for tensors), the
+  node id(s) holding it (None for a construction-time value; a tuple for a list of tensors),
+  and, for a layer value, its *member path* (``("stages", 3)``).
+- *Unsupported*: a construct the checker accepts but codegen cannot express (a layer built
+  inside `forward`, a non-tensor `forward` input, a stateful layer's functional root...);
+  it carries a message and a span, and becomes a build problem, never a crash.
+- *fn bodies*: a user `fn` (or functional layer) called from a body is lowered in place, on
+  the argument types of that call, as a ``fn_call`` node holding its own graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from tribuild.ir.builder import Builder
+from tribuild.ir.graph import Graph, In, InList, node
+from tribuild.lang import ast, dims
+from tribuild.lang.builtins_fns import FUNCTIONS
+from tribuild.lang.builtins_layers import REQUIRED
+from tribuild.lang.check_body import bind_dim_names, resolve
+from tribuild.lang.check_calls import CallArgs, bind, call
+from tribuild.lang.check_codes import Sink
+from tribuild.lang.consteval import Ctx, arith, elements, evaluate, unary
+from tribuild.lang.env import Env, ItemRef
+from tribuild.lang.signature import ParamSig, Signature, forward_of
+from tribuild.lang.types import ScalarT, TensorT
+from tribuild.diagnostics import register
+from tribuild.lang.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
+
+UNSUPPORTED = register("E0601", "a construct that code generation cannot express")
+FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]
+
+
+class Unsupported(Exception):
+    def __init__(self, message: str, span: ast.Span):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+
+@dataclass(frozen=True)
+class Lowered:
+    value: Value
+    ref: int | tuple[int, ...] | None = None
+    path: tuple | None = None
+
+
+def lower_instance(item: ast.Layer, sig: Signature, key: InstanceKey,
+                   members: tuple[tuple[str, Value], ...], env: Env, fn_item: FnItem) -> Graph:
+    """The graph of one stateful layer instance's `forward`; raises Unsupported."""
+    forward = forward_of(item)
+    if item.body is not None or forward is None:
+        raise Unsupported(f"`{item.name}` is a functional layer; build a stateful layer", item.name_span)
+    body = _Body(Ctx(Sink(key.path, key.item_id), env), fn_item)
+    body.scope.update(key.args)
+    for name, value in members:
+        body.scope[name] = value
+        body.paths[name] = (name,)
+    for p in sig.inputs:
+        if not isinstance(p.type, TensorT):
+            raise Unsupported(f"`forward` input `{p.name}` is not a tensor", forward.name_span)
+        body.param(p, TensorV(resolve(p.type, body.scope, body.ctx)))
+    return body.run_all(forward.body, forward.name_span)
+
+
+def lower_fn(item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], env: Env,
+             fn_item: FnItem) -> Graph:
+    """The graph of a `fn` body called with ``args`` (tensors as ``TensorV``, others as values)."""
+    body = _Body(Ctx(Sink("", item.name), env), fn_item)
+    for p in sig.inputs:
+        if p.name not in args:
+            raise Unsupported(f"a call of `{sig.name}` that leaves `{p.name}` to its default", item.name_span)
+        value = args[p.name]
+        if isinstance(value, TensorV):
+            body.param(p, value)
+        else:
+            body.scope[p.name] = value
+    return body.run_all(item.body or (), item.name_span)
+
+
+def _single_symbol(d: dims.DimLike) -> str | None:
+    if isinstance(d, dims.Dim) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
+        atom = d.terms[0][0][0]
+        return atom if isinstance(atom, str) else None
+    return None
+
+
+class _Body:
+    def __init__(self, ctx: Ctx, fn_item: FnItem):
+        self.ctx = ctx
+        self.fn_item = fn_item
+        self.b = Builder()
+        self.scope: dict[str, Value] = {}
+        self.refs: dict[str, int | tuple[int, ...]] = {}
+        self.paths: dict[str, tuple | None] = {}
+        self.symbols: dict[str, tuple[int, int]] = {}
+        self.output: int | None = None
+
+    def param(self, p: ParamSig, value: TensorV) -> None:
+        index = len(self.b.nodes)
+        self.refs[p.name] = self.b.add(node("param", (), value.type, p.name, index=index))
+        self.scope[p.name] = value
+        for axis, d in enumerate(value.type.dims or ()):
+            name = _single_symbol(d)
+            if name is not None and name not in self.symbols:
+                self.symbols[name] = (self.refs[p.name], axis)
+        declared = resolve(p.type, self.scope, self.ctx)
+        bind_dim_names(declared, self.scope)
+        for axis, d in enumerate(declared.dims or () if isinstance(declared, TensorT) else ()):
+            name = _single_symbol(d)
+            if name is not None and name not in self.symbols:
+                self.symbols[name] = (self.refs[p.name], axis)
+
+    def run_all(self, stmts: tuple[ast.Stmt, ...], span: ast.Span) -> Graph:
+        self.run(stmts)
+        if self.output is None:
+            raise Unsupported("the body returns no tensor", span)
+        symbols = tuple((name, p, axis) for name, (p, axis) in sorted(self.symbols.items()))
+        return Graph(tuple(self.b.nodes), self.output, symbols)
+
+    # -- statements ---------------------------------------------------------------------
+
+    def run(self, stmts: tuple[ast.Stmt, ...]) -> None:
+        for stmt in stmts:
+            if self.output is not None:
+                return
+            self.statement(stmt)
+
+    def statement(self, stmt: ast.Stmt) -> None:
+        match stmt:
+            case ast.Let(name=name, value=e) | ast.Assign(name=name, value=e):
+                self.bind(name, self.expr(e))
+            case ast.Return(value=e):
+                out = self.expr(e) if e is not None else Lowered(None)
+                if not isinstance(out.ref, int):
+                    raise Unsupported("`return` of a value that is not a tensor", stmt.span)
+                self.output = out.ref
+            case ast.ExprStmt(value=e):
+                self.expr(e)
+            case ast.For(var=var, iterable=it, body=body):
+                self._for(var, it, body)
+            case ast.If(cond=cond, then=then, otherwise=otherwise):
+                self.run(then if self.const_bool(cond) else otherwise or ())
+
+    def bind(self, name: str, value: Lowered) -> None:
+        self.scope[name] = value.value
+        self.paths[name] = value.path
+        self.refs.pop(name, None)
+        if value.ref is not None:
+            self.refs[name] = value.ref
+        if isinstance(value.ref, int) and not self.b.nodes[value.ref].name:
+            self.b.nodes[value.ref] = replace(self.b.nodes[value.ref], name=name)
+
+    def _for(self, var: str, iterable: ast.Expr, body: tuple[ast.Stmt, ...]) -> None:
+        source = self.expr(iterable)
+        items = elements(source.value, iterable.span, self.ctx)
+        if source.ref is not None or not isinstance(items, tuple):
+            raise Unsupported("`for` over something other than a construction-time list", iterable.span)
+        for i, item in enumerate(items):
+            self.bind(var, Lowered(item, None, source.path + (i,) if source.path else None))
+            self.run(body)
+            if self.output is not None:
+                return
+
+    def const_bool(self, cond: ast.Expr) -> bool:
+        value = self.expr(cond).value
+        if type(value) is not bool:
+            raise Unsupported("a condition that is not a construction-time bool", cond.span)
+        return value
+
+    # -- expressions --------------------------------------------------------------------
+
+    def mentions_tensor(self, e: object) -> bool:
+        if isinstance(e, ast.Name):
+            return e.id in self.refs
+        if isinstance(e, tuple):
+            return any(self.mentions_tensor(x) for x in e)
+        if hasattr(e, "__dataclass_fields__"):
+            return any(self.mentions_tensor(getattr(e, f)) for f in e.__dataclass_fields__ if f != "span")
+        return False
+
+    def expr(self, e: ast.Expr) -> Lowered:
+        if not self.mentions_tensor(e):
+            return Lowered(evaluate(e, self.scope, self.ctx), None, self.path_of(e))
+        match e:
+            case ast.Name(id=name):
+                return Lowered(self.scope[name], self.refs[name])
+            case ast.Unary(op=op, operand=inner):
+                x = self.expr(inner)
+                return self.emit("unary", (x,), unary(op, x.value, e, self.ctx), op=op)
+            case ast.Binary(op=op, left=left, right=right):
+                a, b = self.expr(left), self.expr(right)
+                return self.emit("binary", (a, b), arith(op, a.value, b.value, e, self.ctx), op=op)
+            case ast.Conditional(cond=cond, then=then, otherwise=otherwise):
+                return self.expr(then if self.const_bool(cond) else otherwise)
+            case ast.ListLit(elems=elems):
+                items = [self.expr(x) for x in elems]
+                if not all(isinstance(x.ref, int) for x in items):
+                    raise Unsupported("a list mixing tensors and other values", e.span)
+                return Lowered(tuple(x.value for x in items), tuple(x.ref for x in items))
+            case ast.Call():
+                return self.call(e)
+        raise Unsupported(f"{type(e).__name__.lower()} on a tensor", e.span)
+
+    def path_of(self, e: ast.Expr) -> tuple | None:
+        """The member path of a layer-valued expression: a member, a loop variable, `m[i]`."""
+        if isinstance(e, ast.Name):
+            return self.paths.get(e.id)
+        if isinstance(e, ast.Index):
+            base, i = self.path_of(e.value), evaluate(e.index, self.scope, self.ctx)
+            value = evaluate(e.value, self.scope, self.ctx)
+            if base is not None and type(i) is int and isinstance(value, tuple):
+                return base + (i % len(value),)
+        return None
+
+    def operand(self, x: Lowered) -> int:
+        if isinstance(x.ref, int):
+            return x.ref
+        value = x.value.value if isinstance(x.value, Trit) else x.value
+        if isinstance(value, Sym) or not isinstance(value, (int, float, bool)):
+            raise Unsupported(f"a {type(value).__name__} operand of a tensor operation", (0, 0))
+        return self.b.const(value)
+
+    def emit(self, kind: str, operands: tuple[Lowered, ...], value: Value, **attrs: object) -> Lowered:
+        if not isinstance(value, TensorV):
+            raise Unsupported(f"`{kind}` whose result is not a tensor", (0, 0))
+        inputs = tuple(self.operand(x) for x in operands)
+        return Lowered(value, self.b.add(node(kind, inputs, value.type, **attrs)))
+
+    def call(self, e: ast.Call) -> Lowered:
+        func = self.expr(e.func)
+        lowered = {a.span: self.expr(a) for a in e.args}
+        lowered.update({k.span: self.expr(k.value) for k in e.kwargs})
+        args = CallArgs(tuple((lowered[a.span].value, a.span) for a in e.args),
+                        tuple((k.name, lowered[k.span].value, k.span) for k in e.kwargs))
+        what = e.func.id if isinstance(e.func, ast.Name) else "call"
+        value = call(func.value, args, e.span, self.ctx, what)
+        match func.value:
+            case LayerV() as layer:
+                if func.path is None:
+                    raise Unsupported("a layer applied in `forward` must be a member", e.func.span)
+                return self.emit("apply", (lowered[e.args[0].span],), value, path=func.path, layer=layer)
+            case Callee(name=name, ref=None) if name in FUNCTIONS:
+                names = tuple(p for p, _ in FUNCTIONS[name].params)
+                defaults = dict(FUNCTIONS[name].params)
+                return self.builtin_call(name, names, defaults, args, lowered, value, e.span)
+            case Callee(ref=ref) if ref is not None and ref.kind in ("fn", "functional"):
+                return self.fn_call(ref, args, lowered, value, e.span)
+        raise Unsupported(f"calling `{what}` on tensors", e.span)
+
+    def bound(self, names: tuple[str, ...], args: CallArgs, span: ast.Span, what: str):
+        out = bind(names, frozenset(), args, span, self.ctx, what)
+        if out is None:
+            raise Unsupported(f"the arguments of `{what}`", span)
+        return out
+
+    def builtin_call(self, name: str, names: tuple[str, ...], defaults: dict, args: CallArgs,
+                     lowered: dict, value: Value, span: ast.Span) -> Lowered:
+        bound = self.bound(names, args, span, name)
+        inputs: list[int] = []
+        spec: dict[str, object] = {}
+        for pname in names:
+            if pname not in bound:
+                spec[pname] = None if defaults[pname] is REQUIRED else defaults[pname]
+                continue
+            arg = lowered[bound[pname][1]]
+            if isinstance(arg.ref, int):
+                spec[pname] = In(len(inputs))
+                inputs.append(arg.ref)
+            elif isinstance(arg.ref, tuple):
+                spec[pname] = InList(tuple(range(len(inputs), len(inputs) + len(arg.ref))))
+                inputs.extend(arg.ref)
+            else:
+                spec[pname] = arg.value
+        if not isinstance(value, TensorV):
+            raise Unsupported(f"`{name}` whose result is not a tensor", span)
+        return Lowered(value, self.b.add(node("call", tuple(inputs), value.type, fn=name,
+                                              args=tuple(spec.items()))))
+
+    def fn_call(self, ref: ItemRef, args: CallArgs, lowered: dict, value: Value, span: ast.Span) -> Lowered:
+        item, sig = self.fn_item(ref)
+        bound = self.bound(tuple(p.name for p in sig.inputs), args, span, sig.name)
+        values = {p: bound[p][0] for p in bound}
+        body = lower_fn(item, sig, values, self.ctx.env.scope_of(ref), self.fn_item)
+        inputs = tuple(lowered[bound[p.name][1]].ref for p in sig.inputs
+                       if isinstance(values.get(p.name), TensorV))
+        if not isinstance(value, TensorV) or not all(isinstance(i, int) for i in inputs):
+            raise Unsupported(f"calling `{sig.name}`", span)
+        return Lowered(value, self.b.add(node("fn_call", inputs, value.type, fn=sig.name, body=body)))
