@@ -6,11 +6,10 @@ Exit codes: 0 success, 1 errors in the user's program (diagnostics printed on st
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
+OPT_LEVELS = ("0", "1", "2", "3", "s")
 
 
 def _check_args(p: argparse.ArgumentParser) -> None:
@@ -21,6 +20,8 @@ def _check_args(p: argparse.ArgumentParser) -> None:
 
 
 def _check(args) -> int:
+    import json
+
     from tribuild.build.check import check
     from tribuild.diagnostics_render import render_text, to_json
 
@@ -55,12 +56,51 @@ def _project():
     return Project.discover(os.getcwd())
 
 
+def _build_args(p) -> None:
+    p.add_argument("targets", nargs="*", help="targets of Tribuild.toml (default: all)")
+    p.add_argument("-j", "--jobs", type=_positive, help="worker processes (default: [project] jobs)")
+    p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL",
+                   help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level)")
+    p.add_argument("--timing", action="store_true", help="print time per stage, hit rates, memory")
+    p.add_argument("--profile", metavar="FILE", nargs="?", const="tribuild.prof",
+                   help="run under cProfile, write FILE and print the top functions")
+    p.add_argument("--stop-after", choices=("parse", "check", "codegen"),
+                   help="stop after this stage; write nothing")
+    dump = p.add_mutually_exclusive_group()
+    dump.add_argument("--dump-ast", action="store_true", help="print the AST of every input")
+    dump.add_argument("--dump-code", action="store_true", help="print the generated files")
+    p.add_argument("--explain", action="store_true", help="say why each output was rebuilt")
+    p.add_argument("-k", "--keep-going", action="store_true",
+                   help="report every failing target in full (default: the first)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress, only problems")
+
+
+def _build(args) -> int:
+    from tribuild.build import buildcmd
+    return buildcmd.run(_project(), args)
+
+
 COMMANDS = {
+    "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
     "check": ("report diagnostics for .tri files; exit 1 if any error", _check_args, _check),
 }
 
 
+def _positive(text: str) -> int:
+    import argparse
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["build"]:
+        from tribuild.build.quick import quick_build
+        code = quick_build(argv[1:])
+        if code is not None:
+            return code
+    import argparse
     parser = argparse.ArgumentParser(prog="tribuild", description=__doc__.splitlines()[0])
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():

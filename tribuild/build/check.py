@@ -61,12 +61,17 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
 def _target_diagnostics(db, project: Project, target: Target) -> tuple[Diagnostic, ...]:
     report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
     if report.problem is not None:
-        text = Path(project.config.path).read_text(encoding="utf-8")
-        line, col = Locator(text).value(("targets", target.name, "entry"))
-        raise ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.entry",
-                                   f"target `{target.name}` cannot be built: {report.problem}",
-                                   "a layer of that file whose construction arguments fit `args`")])
+        raise target_problem(project, target, report.problem)
     return report.diagnostics
+
+
+def target_problem(project: Project, target: Target, problem: str) -> ConfigError:
+    """The configuration error for a target that cannot be instantiated, at its entry line."""
+    text = Path(project.config.path).read_text(encoding="utf-8")
+    line, col = Locator(text).value(("targets", target.name, "entry"))
+    return ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.entry",
+                                f"target `{target.name}` cannot be built: {problem}",
+                                "a layer of that file whose construction arguments fit `args`")])
 
 
 def _folders(project: Project, paths: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,0 +1,164 @@
+"""`tribuild build` against the stand-in code generator: outputs, depfiles, the record of
+what was written, stale outputs, failures and exit codes."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.build.conftest import mtimes, snapshot
+from tribuild.build import outputs
+
+
+def test_clean_build_writes_modules_kernels_and_depfiles(mini, cli):
+    code, _, err = cli(["build"], mini)
+    assert code == 0, err
+    files = snapshot(mini / "out")
+    assert {"net.py", "wide.py", "mlp.py", "twin.py", "net.d", "mlp.d"} <= set(files)
+    assert files["net.d"].decode() == ("out/net.py: \\\n models/lib/blocks.tri \\\n"
+                                       " models/net.tri \\\n Tribuild.toml\n")
+    assert files["mlp.d"].decode() == "out/mlp.py: \\\n models/mlp.tri \\\n Tribuild.toml\n"
+    kernels = [f for f in files if f.startswith("kernels/")]
+    assert kernels and all(f"from .kernels import {Path(k).stem}".encode() in
+                           files["net.py"] + files["wide.py"] for k in kernels)
+    assert files["net.py"].replace(b"net:", b"twin:") == files["twin.py"]
+    assert "built 4 targets: 12 written, 0 unchanged" in err
+    assert oct(os.stat(mini / "out" / "net.py").st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_second_build_is_a_no_op_and_touch_rebuilds_nothing(mini, cli):
+    cli(["build"], mini)
+    before = mtimes(mini / "out")
+    code, _, err = cli(["build"], mini)
+    assert (code, err) == (0, "tribuild: no work to do\n")
+    os.utime(mini / "models" / "net.tri", ns=(1, 1))         # a branch switch: same bytes
+    code, _, err = cli(["build"], mini)
+    assert (code, err) == (0, "tribuild: no work to do\n")
+    assert mtimes(mini / "out") == before
+
+
+def test_comment_edit_writes_nothing_body_edit_rewrites_its_users(mini, cli):
+    cli(["build"], mini)
+    before = snapshot(mini / "out")
+    blocks = mini / "models" / "lib" / "blocks.tri"
+    blocks.write_text("# a new comment\n" + blocks.read_text())
+    code, _, err = cli(["build"], mini)
+    assert code == 0 and "0 written, 12 unchanged" in err
+    blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return fc(x)"))
+    code, _, err = cli(["build", "--explain"], mini)
+    assert code == 0 and "0 written" in err   # the stand-in's text does not show bodies
+    assert snapshot(mini / "out") == before
+
+
+def test_signature_edit_rewrites_only_the_targets_that_use_it(mini, cli):
+    cli(["build"], mini)
+    before = mtimes(mini / "out")
+    net = mini / "models" / "net.tri"
+    net.write_text(net.read_text().replace("width: int = 32", "width: int = 24"))
+    code, _, err = cli(["build", "--explain"], mini)
+    after = mtimes(mini / "out")
+    changed = {f for f in after if after[f] != before.get(f)}
+    assert code == 0
+    assert "net.py" in changed and "net.d" not in changed
+    assert not {"twin.py", "mlp.py", "wide.py"} & changed    # twin pins width=32
+    assert "net.py of target net:" in err and "source_text" in err
+
+
+def test_removed_target_outputs_are_deleted_but_edited_ones_kept(mini, cli):
+    cli(["build"], mini)
+    toml = mini / "Tribuild.toml"
+    text = toml.read_text()
+    toml.write_text(text[:text.index("[targets.mlp]")] + text[text.index("# The same"):])
+    (mini / "out" / "wide.py").write_text("# edited by hand\n")
+    mine = mini / "out" / "notes.txt"
+    mine.write_text("not tribuild's")
+    toml.write_text(toml.read_text().replace("[targets.wide]", "[targets.wider]"))
+    code, _, err = cli(["build"], mini)
+    files = snapshot(mini / "out")
+    assert code == 0
+    assert "mlp.py" not in files and "mlp.d" not in files and "wide.d" not in files
+    assert files["wide.py"] == b"# edited by hand\n" and mine.exists()
+    assert "stale kept" in err
+
+
+def test_a_failing_target_keeps_its_outputs_and_others_build(mini, cli):
+    cli(["build"], mini)
+    mlp = mini / "models" / "mlp.tri"
+    old = (mini / "out" / "mlp.py").read_bytes()
+    mlp.write_text(mlp.read_text().replace("fc2(relu(fc1(x)))", "fc2(relu(fc1(y)))"))
+    net = mini / "models" / "net.tri"
+    net.write_text(net.read_text().replace("width: int = 32", "width: int = 20"))
+    code, _, err = cli(["build"], mini)
+    assert code == 1
+    assert "mlp.tri:" in err and "build failed: 1 of 4 targets failed (mlp)" in err
+    assert (mini / "out" / "mlp.py").read_bytes() == old
+    assert b"width=20" in (mini / "out" / "net.py").read_bytes()
+    code, _, err = cli(["build"], mini)                 # no manifest after a failure
+    assert code == 1 and "no work to do" not in err
+
+
+def test_only_the_first_failure_is_shown_unless_keep_going(mini, cli):
+    for name in ("mlp.tri", "net.tri"):
+        path = mini / "models" / name
+        path.write_text(path.read_text().replace("(x)))", "(y)))"))
+    code, _, err = cli(["build", "-q"], mini)
+    assert code == 1 and "also failed: wide, mlp, twin (--keep-going" in err
+    assert err.count("error[") == 1
+    code, _, err = cli(["build", "-q", "--keep-going"], mini)
+    assert code == 1 and err.count("error[") == 4
+
+
+def test_selected_targets_and_usage_errors(mini, cli):
+    code, _, err = cli(["build", "mlp"], mini)
+    assert code == 0 and sorted(snapshot(mini / "out")) == [
+        ".tribuild-outputs.json", "mlp.d", "mlp.py"]
+    code, _, err = cli(["build", "nope"], mini)
+    assert code == 2 and "no target named `nope`" in err and "net, wide, mlp, twin" in err
+    code, _, err = cli(["build", "--jobs", "0"], mini)
+    assert code == 2
+    (mini / "Tribuild.toml").unlink()
+    code, _, err = cli(["build"], mini)
+    assert code == 2 and "no Tribuild.toml" in err
+
+
+def test_a_target_that_cannot_be_built_is_a_configuration_error(mini, cli):
+    toml = mini / "Tribuild.toml"
+    toml.write_text(toml.read_text().replace("models/mlp.tri:MLP", "models/mlp.tri:Nope"))
+    code, _, err = cli(["build"], mini)
+    assert code == 2 and "Tribuild.toml:" in err and "defines no layer `Nope`" in err
+
+
+def test_stop_after_and_dumps_write_nothing(mini, cli):
+    code, out, err = cli(["build", "--stop-after", "check"], mini)
+    assert code == 0 and not (mini / "out").exists()
+    code, out, _ = cli(["build", "--dump-code", "net"], mini)
+    assert code == 0 and "# ==> net.py <==\n# net: Net at -O2" in out
+    code, out, _ = cli(["build", "--dump-ast", "mlp"], mini)
+    assert code == 0 and "models/mlp.tri:" in out and "LayerDef" in out or "Layer" in out
+    code, out, err = cli(["build", "-O3", "--timing"], mini)
+    assert code == 0 and "-O3" in (mini / "out" / "net.py").read_text()
+    assert "query stages" in err and "peak memory" in err and "slowest units" in err
+
+
+def test_paths_outside_the_output_folder_are_refused(tmp_path):
+    for bad in ("../x.py", "/etc/x", "a/../../x", "", "."):
+        try:
+            outputs.resolve(str(tmp_path), bad)
+        except outputs.OutsideOutput:
+            continue
+        raise AssertionError(bad)
+    assert outputs.resolve(str(tmp_path), "k/a.py") == str(tmp_path / "k" / "a.py")
+
+
+def test_write_if_changed_leaves_equal_files_alone(tmp_path):
+    path = str(tmp_path / "a" / "f.py")
+    assert outputs.write_if_changed(path, b"x") is True
+    os.utime(path, ns=(5, 5))
+    assert outputs.write_if_changed(path, b"x") is False and os.stat(path).st_mtime_ns == 5
+    assert outputs.write_if_changed(path, b"y") is True and Path(path).read_bytes() == b"y"
+    assert not [p for p in os.listdir(tmp_path / "a") if p.endswith(".tmp")]

@@ -1,0 +1,231 @@
+"""`tribuild build`: build the targets of a project into its output folder.
+
+Terms:
+- *request*: what the command line asked for: target names (empty: all), ``jobs``, an
+  ``-O`` override, ``stop_after`` (``parse``, ``check`` or ``codegen``: stop after that
+  stage, write nothing), ``keep_going`` (report every failing target in full, not just the
+  first) and ``timing``.
+- *target result*: per target, the files it produced (relative to the output folder), its
+  diagnostics and, for a bug in tribuild, the traceback. A target with errors produces
+  nothing, and its previous outputs stay as they were.
+- A failure never stops the other targets: each is its own unit (DESIGN invariant 4).
+
+The build holds the project lock throughout. It forgets the manifest first and writes it
+again only when every requested target built, so a failed or killed build is never taken
+for an up-to-date one.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from tribuild.build import depfile, manifest, outputs, progress as progress_mod, timing
+from tribuild.build.check import target_problem
+from tribuild.build.lock import project_lock
+from tribuild.build.scheduler import run_units
+from tribuild.build.session import Project, open_database, save_database
+from tribuild.build.sources import load_sources, scan
+from tribuild.build.units import Outcome, Unit
+from tribuild.config import Target
+from tribuild.config_problems import ConfigError, Problem
+from tribuild.queries.report import QuerySources
+from tribuild.queries.syntax import item_ast, item_index
+from tribuild.queries.targets import target_report
+
+STAGES = ("parse", "check", "codegen")
+
+
+def target_build_query():
+    """The codegen contract's ``target_build`` query (interfaces.md)."""
+    from tribuild.queries.codegen import target_build
+    return target_build
+
+
+@dataclass(frozen=True)
+class Request:
+    targets: tuple[str, ...] = ()
+    jobs: int | None = None
+    opt_level: str | None = None
+    stop_after: str | None = None
+    keep_going: bool = False
+    timing: bool = False
+
+
+@dataclass
+class TargetResult:
+    name: str
+    files: tuple[str, ...] = ()
+    diagnostics: tuple = ()
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(d.severity == "error" for d in self.diagnostics)
+
+
+@dataclass
+class BuildResult:
+    targets: list[TargetResult]
+    out_dir: str
+    sources: QuerySources | None = None
+    report: outputs.WriteReport | None = None
+    generated: dict[str, bytes] = field(default_factory=dict)
+    timing: timing.Report | None = None
+    executed: int = 0
+    explain: list[str] = field(default_factory=list)
+    inputs: tuple[str, ...] = ()       # the .tri files the targets were made from
+
+    @property
+    def failed(self) -> list[TargetResult]:
+        return [t for t in self.targets if t.failed]
+
+
+def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
+    """The configured targets named (all of them for no names); ConfigError otherwise."""
+    config = project.config
+    if config is None:
+        raise ConfigError([Problem(os.path.join(project.root, manifest.CONFIG), None, None, "",
+                                   "no Tribuild.toml here or in any parent folder",
+                                   help="`tribuild init` writes a starter project")])
+    known = {t.name: t for t in config.targets}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError([Problem(config.path, None, None, "targets",
+                                   f"no target named `{unknown[0]}`",
+                                   help="targets: " + ", ".join(known) if known else None)])
+    return tuple(known[n] for n in dict.fromkeys(names)) if names else config.targets
+
+
+def build(project: Project, request: Request = Request(), show=None, on_wait=None) -> BuildResult:
+    """Build ``request`` in ``project`` (ConfigError for configuration mistakes)."""
+    targets = select(project, request.targets)
+    show = show or progress_mod.Quiet()
+    clock = timing.Clock(request.timing)
+    config = project.config
+    with project_lock(project.cache_dir, on_wait):
+        manifest.forget(project.cache_dir)
+        toml_digest = manifest.file_digest(config.path)
+        with clock.stage("load cache"):
+            db = open_database(project)
+        with db.log() as log:
+            with clock.stage("read sources"):
+                entries = tuple(t.entry_path for t in targets)
+                load_sources(db, project.root, scan(project.root, config.sources) + entries)
+            result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
+            opt = request.opt_level or config.opt_level
+            units = _units(targets, request, opt)
+            outcomes = _run(db, units, request, show, clock)
+            with clock.stage("write outputs"):
+                _collect(db, project, targets, outcomes, result, request)
+        result.executed = len(log.executed)
+        if result.report is not None:
+            keys = {u.name: (u.query, u.args) for u in units}
+            result.explain = _explain(db, keys, result, log.executed)
+        with clock.stage("save cache"):
+            save_database(db, project)
+            if not result.failed and request.stop_after is None:
+                _write_manifest(db, project, request, targets, result, toml_digest)
+    result.timing = clock.report(db, outcomes)
+    return result
+
+
+def _units(targets, request: Request, opt: str) -> list[Unit]:
+    """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
+    the check; none when stopping after parsing)."""
+    if request.stop_after == "parse":
+        return []
+    if request.stop_after == "check":
+        return [Unit(t.name, target_report, (t.entry_path, t.entry_layer, t.args, t.input))
+                for t in targets]
+    query = target_build_query()
+    return [Unit(t.name, query, (t.name, t.entry_path, t.entry_layer, t.args, t.input, opt))
+            for t in targets]
+
+
+def _run(db, units: list[Unit], request: Request, show, clock) -> dict[str, Outcome]:
+    if not units:
+        return {}
+    with clock.stage("build units"):
+        show.start(len(units))
+        try:
+            return run_units(db, units, request.jobs or 1, show)
+        finally:
+            show.stop()
+
+
+def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
+             result: BuildResult, request: Request) -> None:
+    """Fill ``result`` from the outcomes and, unless stopping early, write the outputs."""
+    out_dir = result.out_dir
+    config_name = os.path.relpath(project.config.path, project.root)
+    files: dict[str, bytes] = {}
+    produced: dict[str, tuple[str, ...]] = {}
+    result.inputs = tuple(sorted({p for t in targets
+                                  for p in depfile.import_closure(db, t.entry_path)}))
+    for t in targets:
+        got = outcomes.get(t.name)
+        if request.stop_after == "parse":
+            result.targets.append(TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)))
+            continue
+        if got.error is not None:
+            result.targets.append(TargetResult(t.name, error=got.error))
+            continue
+        if got.value.problem is not None:
+            raise target_problem(project, t, got.value.problem)
+        target = TargetResult(t.name, diagnostics=got.value.diagnostics)
+        result.targets.append(target)
+        if request.stop_after == "check" or target.failed:
+            continue
+        mine = {f.relpath: f.text.encode("utf-8") for f in got.value.files}
+        module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
+        mine[f"{t.name}.d"] = depfile.render(
+            module, depfile.import_closure(db, t.entry_path) + (config_name,)).encode()
+        for rel, data in mine.items():
+            if files.setdefault(rel, data) != data:
+                raise RuntimeError(f"two targets generate different `{rel}`")
+        produced[t.name] = tuple(sorted(mine))
+        target.files = produced[t.name]
+    result.generated = files
+    if request.stop_after is None:
+        record = outputs.Record.load(out_dir)
+        known = {t.name for t in project.config.targets}
+        result.report = outputs.write_outputs(out_dir, files, record, produced, known)
+        record.save(out_dir)
+
+
+def _explain(db, keys: dict, result: BuildResult, executed: list) -> list[str]:
+    """Why each output written by this build was written, like ``ninja -d explain``."""
+    ran = set(executed)
+    lines = []
+    for target in result.targets:
+        written = [rel for rel in target.files if rel in result.report.written]
+        if not written or target.name not in keys:
+            continue
+        query, args = keys[target.name]
+        lines.append(f"{', '.join(written)} of target {target.name}:")
+        if (query.name, args) in ran:
+            lines += ["  " + line for line in db.explain(query, *args).splitlines()]
+        else:
+            lines.append("  its queries were up to date; the files on disk were missing "
+                         "or held other bytes")
+    return lines
+
+
+def _syntax(db, entry_path: str) -> tuple:
+    return tuple(d for path in depfile.import_closure(db, entry_path)
+                 for e in item_index(db, path) for d in item_ast(db, path, e.id).diagnostics)
+
+
+def _write_manifest(db, project: Project, request: Request, targets, result: BuildResult,
+                    toml_digest: str) -> None:
+    from tribuild.queries.inputs import source_text
+    root = project.root
+    inputs = {os.path.relpath(project.config.path, root): toml_digest}
+    for t in targets:
+        for path in depfile.import_closure(db, t.entry_path):
+            inputs[path] = manifest.digest(source_text(db, path).text.encode("utf-8"))
+    outs = [os.path.relpath(os.path.join(result.out_dir, rel), root)
+            for t in result.targets for rel in t.files]
+    manifest.write(root, project.cache_dir, manifest.request_key(request.targets,
+                   request.opt_level), inputs, tuple(outs))

@@ -1,0 +1,49 @@
+"""The project lock: one `tribuild build` at a time writes a project's outputs and cache.
+
+Terms:
+- *lock file*: ``<cache dir>/lock``, held with ``fcntl.flock`` (released by the kernel when
+  the process dies, so a killed build never leaves it stuck). It holds the pid of the
+  holder, for the waiting message.
+- A second process first tries without blocking; if the lock is taken it says so once
+  (``waiting for another tribuild (pid N) ...``) and then waits, or, with ``wait=False``,
+  raises ``Busy``.
+
+This module imports only the standard library: the no-op path uses it.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+
+
+class Busy(RuntimeError):
+    """The lock is held by another process and the caller chose not to wait."""
+
+
+@contextmanager
+def project_lock(cache_dir: str, on_wait=None, wait: bool = True):
+    """Hold the lock of the project whose cache folder is ``cache_dir`` while the block runs.
+    ``on_wait(message)`` is called once if another process holds it."""
+    os.makedirs(cache_dir, exist_ok=True)
+    fd = os.open(os.path.join(cache_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            message = f"waiting for another tribuild ({_holder(fd)}) to finish with {cache_dir}"
+            if not wait:
+                raise Busy(message.replace("waiting for", "busy:")) from None
+            if on_wait is not None:
+                on_wait(message)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return f"pid {text}" if text.isdigit() else "another process"

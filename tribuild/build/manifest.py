@@ -1,0 +1,156 @@
+"""The build manifest: answers "nothing to do" without the engine or the compiler.
+
+Terms:
+- *manifest*: ``<cache dir>/build-manifest.json``, written at the end of a build that
+  succeeded for every target it was asked for. It holds the *request key*, the *tool stamp*,
+  every *input* (Tribuild.toml and each target's import closure) as ``[path, size,
+  mtime_ns, digest]`` and every *output* as ``[path, size, mtime_ns]``, paths relative to
+  the project root.
+- *request key*: what on the command line changes outputs (the targets asked for, an
+  ``-O`` override). ``--jobs`` does not: outputs are the same whatever it is.
+- *tool stamp*: the size and mtime of every source file of tribuild itself, and Python's
+  version: a different tribuild never trusts a manifest written by another.
+- *up to date*: the manifest exists, its key and stamp match, every input has its recorded
+  size and mtime, or, when only the mtime moved (a branch switched back and forth, a
+  ``touch``), its recorded digest; and every output has its recorded size and mtime.
+  Inputs whose mtime moved but not their bytes are re-stamped, so the next check is stats
+  only again.
+
+A build deletes the manifest before it writes anything, so a failed or killed build never
+leaves one behind. This module imports only the standard library (no engine, no
+compiler): ``python -c pass`` plus reading one JSON file and a few dozen ``stat`` calls.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tomllib
+import zlib
+
+NAME = "build-manifest.json"
+CONFIG = "Tribuild.toml"
+DEFAULT_CACHE = ".tribuild-cache"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def request_key(targets: tuple[str, ...], opt_level: str | None) -> str:
+    return json.dumps([sorted(set(targets)), opt_level])
+
+
+def tool_stamp() -> str:
+    entries = [sys.version]
+    for folder, dirs, files in os.walk(_PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                entries.append(f"{os.path.relpath(folder, _PACKAGE)}/{name}:{st.st_size}:{st.st_mtime_ns}")
+    return f"{zlib.crc32(chr(0).join(entries).encode()):08x}:{len(entries)}"
+
+
+def digest(data: bytes) -> str:
+    import hashlib
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as file:
+        return digest(file.read())
+
+
+def locate(start: str) -> tuple[str, str] | None:
+    """(project root, cache folder) of the project around ``start``, from a plain parse of
+    its Tribuild.toml; None when there is none or it does not parse (the full build path
+    then reports why). The upward search mirrors ``config.find_project_root``, which is not
+    imported here because ``tribuild.config`` brings in the whole validator."""
+    folder = os.path.abspath(start)
+    while not os.path.isfile(os.path.join(folder, CONFIG)):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    try:
+        with open(os.path.join(folder, CONFIG), "rb") as file:
+            table = tomllib.load(file)
+        cache = table.get("cache", {}).get("dir", DEFAULT_CACHE)
+        return folder, os.path.join(folder, os.path.normpath(cache.replace("\\", "/")))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def up_to_date(root: str, cache_dir: str, key: str) -> bool:
+    """Whether the manifest in ``cache_dir`` says a build of ``key`` has nothing to do."""
+    path = os.path.join(cache_dir, NAME)
+    try:
+        with open(path, "rb") as file:
+            data = json.load(file)
+        if data["key"] != key or data["tool"] != tool_stamp():
+            return False
+        restamped = _check_inputs(root, data["inputs"])
+        if restamped is None or not _outputs_unchanged(root, data["outputs"]):
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if restamped:
+        _write(path, data)
+    return True
+
+
+def _check_inputs(root: str, inputs: list) -> bool | None:
+    """None if an input changed; else whether an entry was re-stamped (in place)."""
+    restamped = False
+    for entry in inputs:
+        full = os.path.join(root, entry[0])
+        st = os.stat(full)
+        if st.st_size != entry[1]:
+            return None
+        if st.st_mtime_ns != entry[2]:
+            if file_digest(full) != entry[3]:
+                return None
+            entry[2] = st.st_mtime_ns
+            restamped = True
+    return restamped
+
+
+def _outputs_unchanged(root: str, outputs: list) -> bool:
+    for rel, size, mtime in outputs:
+        st = os.stat(os.path.join(root, rel))
+        if st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+    return True
+
+
+def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
+          outputs: tuple[str, ...]) -> None:
+    """Record a build of ``key`` made from ``inputs`` (root-relative path -> digest of the
+    bytes the build used) that left ``outputs`` (root-relative). An input whose file no
+    longer holds those bytes is recorded with size -1, so the next check rebuilds."""
+    def entry(rel: str) -> list:
+        st = os.stat(os.path.join(root, rel))
+        return [rel, st.st_size, st.st_mtime_ns]
+
+    def input_entry(rel: str) -> list:
+        row = entry(rel) + [inputs[rel]]
+        if file_digest(os.path.join(root, rel)) != inputs[rel]:
+            row[1] = -1
+        return row
+    data = {"version": 1, "key": key, "tool": tool_stamp(),
+            "inputs": [input_entry(rel) for rel in sorted(inputs)],
+            "outputs": [entry(rel) for rel in sorted(outputs)]}
+    _write(os.path.join(cache_dir, NAME), data)
+
+
+def forget(cache_dir: str) -> None:
+    try:
+        os.unlink(os.path.join(cache_dir, NAME))
+    except FileNotFoundError:
+        pass
+
+
+def _write(path: str, data: dict) -> None:
+    from pathlib import Path
+
+    from tribuild.engine.store import write_atomic
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomic(Path(path), json.dumps(data, separators=(",", ":")).encode())

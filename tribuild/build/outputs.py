@@ -1,0 +1,139 @@
+"""Writing outputs: atomically, only when their bytes change, and only inside the output folder.
+
+Terms:
+- *output folder*: ``out`` of Tribuild.toml (or the folder of ``-o`` in one-file mode). Every
+  path written is checked to stay inside it.
+- *write if changed*: an output whose file already holds the same bytes is left alone, so its
+  mtime does not move (what ninja's ``restat = 1`` and make rely on); otherwise it is written
+  to a temporary file, fsynced and renamed into place.
+- *record*: ``<out>/.tribuild-outputs.json``, what tribuild wrote for each target: relative
+  path -> digest of the bytes written. Only recorded files are ever deleted, and only while
+  they still hold the bytes tribuild wrote: a file a person edited or put there is kept.
+- *stale*: a recorded file that no target of this build produces any more.
+"""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tribuild.build.manifest import digest
+from tribuild.engine.store import write_atomic
+
+RECORD = ".tribuild-outputs.json"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+class OutsideOutput(ValueError):
+    """A generated path that would leave the output folder (a bug upstream, never written)."""
+
+
+def resolve(out_dir: str, relpath: str) -> str:
+    """The file ``relpath`` names under ``out_dir``; raises OutsideOutput if it leaves it."""
+    norm = posixpath.normpath(relpath)
+    if not relpath or posixpath.isabs(relpath) or norm == ".." or norm.startswith("../") \
+            or "\\" in relpath or norm == ".":
+        raise OutsideOutput(f"refusing to write `{relpath}` outside the output folder")
+    return os.path.join(out_dir, *norm.split("/"))
+
+
+def write_if_changed(path: str, data: bytes) -> bool:
+    """Write ``data`` to ``path`` unless it already holds exactly those bytes; True if written."""
+    try:
+        if os.path.getsize(path) == len(data) and Path(path).read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    write_atomic(Path(path), data)
+    os.chmod(path, 0o666 & ~_UMASK)   # the temporary file was private; outputs are not
+    return True
+
+
+@dataclass
+class Record:
+    """What tribuild wrote, per target: ``{target: {relpath: digest}}``."""
+    targets: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, out_dir: str) -> "Record":
+        try:
+            data = json.loads(Path(out_dir, RECORD).read_text(encoding="utf-8"))
+            targets = data["targets"]
+            if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
+                return cls({str(k): {str(p): str(d) for p, d in v.items()}
+                            for k, v in targets.items()})
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return cls()
+
+    def save(self, out_dir: str) -> None:
+        text = json.dumps({"version": 1, "targets": self.targets}, indent=1, sort_keys=True)
+        write_if_changed(os.path.join(out_dir, RECORD), text.encode() + b"\n")
+
+    def owned(self) -> dict[str, str]:
+        """Every recorded path with its digest."""
+        return {p: d for files in self.targets.values() for p, d in files.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReport:
+    written: tuple[str, ...]     # relative paths whose bytes changed
+    unchanged: tuple[str, ...]
+    removed: tuple[str, ...]     # stale files deleted
+    kept: tuple[str, ...]        # stale files not deleted: their bytes are not tribuild's
+
+
+def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
+                  produced: dict[str, tuple[str, ...]], targets: set[str]) -> WriteReport:
+    """Write ``files`` (relpath -> bytes) and record them under the targets of ``produced``
+    (target -> its relpaths). Then delete what is stale: what those targets produced before
+    but not now, and what targets no longer in ``targets`` (those of the configuration)
+    produced. A target that failed keeps its previous outputs and record."""
+    paths = {rel: resolve(out_dir, rel) for rel in sorted(files)}
+    changed = [rel for rel, full in paths.items() if write_if_changed(full, files[rel])]
+    before = record.owned()
+    for name in [t for t in record.targets if t not in targets]:
+        del record.targets[name]
+    for target, rels in produced.items():
+        record.targets[target] = {rel: digest(files[rel]) for rel in sorted(rels)}
+    removed, kept = remove_stale(out_dir, before, record.owned())
+    return WriteReport(tuple(changed), tuple(r for r in paths if r not in changed),
+                       removed, kept)
+
+
+def remove_stale(out_dir: str, before: dict[str, str], now: dict[str, str]
+                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Delete the files of ``before`` missing from ``now`` that still hold tribuild's bytes;
+    empty folders they leave are removed too. Returns (removed, kept)."""
+    removed, kept = [], []
+    for rel in sorted(set(before) - set(now)):
+        full = resolve(out_dir, rel)
+        try:
+            data = Path(full).read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            kept.append(rel)
+            continue
+        if digest(data) != before[rel]:
+            kept.append(rel)
+            continue
+        os.unlink(full)
+        removed.append(rel)
+        _remove_empty_parents(out_dir, os.path.dirname(full))
+    return tuple(removed), tuple(kept)
+
+
+def _remove_empty_parents(out_dir: str, folder: str) -> None:
+    top = os.path.abspath(out_dir)
+    folder = os.path.abspath(folder)
+    while folder != top and folder.startswith(top + os.sep):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+        folder = os.path.dirname(folder)

@@ -1,0 +1,107 @@
+"""The ``--timing`` report: where a build spent its time.
+
+Terms:
+- *driver stage*: a phase of the driver itself (load cache, read sources, build units, write
+  outputs, save cache), timed by wall clock.
+- *query stage*: the compiler stage a query belongs to, named after the module that declares
+  it (``syntax`` -> parse, ``names`` -> resolve, ``semantic``/``targets`` -> check, ...).
+  Its time is the sum of its queries' own seconds (``db.stats()``), in this process and in
+  the workers.
+- *hit rate* of a stage: the share of its query reads answered without running the query
+  (validated or hit) among all its reads.
+- *peak memory*: the largest traced allocation of this process (tracemalloc, started only
+  with ``--timing``: it slows Python down).
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+_STAGE_OF_MODULE = {"inputs": "inputs", "syntax": "parse", "names": "resolve",
+                    "semantic": "check", "targets": "check", "report": "check"}
+
+
+@dataclass
+class Report:
+    wall: float
+    driver: dict[str, float]
+    stages: dict[str, tuple[float, int, int, int]]   # stage -> (seconds, executed, validated, hits)
+    units: list[tuple[str, float]]                   # slowest first
+    peak_bytes: int | None
+
+    def text(self) -> str:
+        lines = [f"total {self.wall:.3f}s"]
+        for name, seconds in self.driver.items():
+            lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, self.wall)}")
+        lines.append("query stages (own time, hit rate):")
+        for name, (seconds, executed, validated, hits) in sorted(
+                self.stages.items(), key=lambda kv: -kv[1][0]):
+            reads = executed + validated + hits
+            rate = f"{(validated + hits) / reads:6.1%}" if reads else "     -"
+            lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, self.wall)}  "
+                         f"hits {rate}  ({executed} run, {validated} validated, {hits} hit)")
+        if self.units:
+            lines.append("slowest units:")
+            lines += [f"  {name:<24} {seconds:8.3f}s" for name, seconds in self.units[:5]]
+        if self.peak_bytes is not None:
+            lines.append(f"peak memory {self.peak_bytes / 2**20:.1f} MiB (this process, traced)")
+        return "\n".join(lines)
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:6.1%}" if whole > 0 else "     -"
+
+
+@dataclass
+class Clock:
+    enabled: bool
+    start: float = field(default_factory=time.perf_counter)
+    driver: dict[str, float] = field(default_factory=dict)
+    extra_stats: list[dict] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.enabled:
+            import tracemalloc
+            tracemalloc.start()
+
+    @contextmanager
+    def stage(self, name: str):
+        begin = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.driver[name] = self.driver.get(name, 0.0) + time.perf_counter() - begin
+
+    def report(self, db, outcomes: dict) -> Report | None:
+        if not self.enabled:
+            return None
+        import tracemalloc
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        units = sorted(((name, o.seconds) for name, o in outcomes.items()), key=lambda u: -u[1])
+        return Report(time.perf_counter() - self.start, self.driver,
+                      query_stages([db.stats()] + self.extra_stats), units, peak)
+
+
+def stage_of(query_name: str) -> str:
+    from tribuild.engine.query import REGISTRY
+    for ident, query in REGISTRY.items():
+        if query.name == query_name:
+            module = ident.rsplit(".", 2)[-2] if ident.count(".") >= 2 else ident
+            return _STAGE_OF_MODULE.get(module, module)
+    return query_name
+
+
+def query_stages(snapshots: list[dict]) -> dict[str, tuple[float, int, int, int]]:
+    """Per stage: (own seconds, executed, validated, hits), summed over ``snapshots`` of
+    ``db.stats()`` (name -> QueryStats)."""
+    out: dict[str, list] = {}
+    for snapshot in snapshots:
+        for name, s in snapshot.items():
+            row = out.setdefault(stage_of(name), [0.0, 0, 0, 0])
+            row[0] += s.seconds
+            row[1] += s.executed
+            row[2] += s.validated
+            row[3] += s.hits
+    return {k: tuple(v) for k, v in out.items()}
