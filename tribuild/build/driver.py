@@ -149,7 +149,8 @@ def _run(db, units: list[Unit], request: Request, show, clock) -> dict[str, Outc
     with clock.stage("build units"):
         show.start(len(units))
         try:
-            return run_units(db, units, request.jobs or 1, show)
+            outcomes, clock.extra_stats = run_units(db, units, request.jobs or 1, show)
+            return outcomes
         finally:
             show.stop()
 
