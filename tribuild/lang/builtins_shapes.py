@@ -5,6 +5,8 @@ Terms:
   (primary label of errors) and the span of the tensor argument; every rule reports through it.
 - *window size*: the output length of a convolution or pooling window,
   ``(size + 2*padding - kernel) // stride + 1``; zero or less is an error (E0408).
+- Dims the rules compute are kept *trackable* (``values.trackable``): pooling a symbolic size
+  in a long loop gives `?` rather than an ever deeper quotient.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from tribuild.lang.check_unify import definitely_different
 from tribuild.lang.consteval import POISON, Ctx
 from tribuild.lang.dims import ANY, AnyDim, DimLike
 from tribuild.lang.types import FLOATS, TensorT
-from tribuild.lang.values import TensorV, Value, as_dim, kind_of
+from tribuild.lang.values import TensorV, Value, as_dim, kind_of, trackable
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def window(size: DimLike, kernel: Value, stride: Value, padding: Value, site: Si
                    f"padding {dims.format_dim(as_dim(padding))} and stride {dims.format_dim(as_dim(stride))} "
                    f"gives an output of size {n}", label="expected an output size of 1 or more")
         return ANY
-    return out
+    return trackable(out)
 
 
 def pool2d(t: TensorT, kernel: Value, stride: Value, padding: Value, site: Site) -> Value:
@@ -116,5 +118,5 @@ def pool2d(t: TensorT, kernel: Value, stride: Value, padding: Value, site: Site)
 def product(shape: tuple[DimLike, ...]) -> DimLike:
     out: DimLike = dims.const(1)
     for d in shape:
-        out = dims.mul(out, d)
+        out = trackable(dims.mul(out, d))
     return out

@@ -25,7 +25,7 @@ from tribuild.lang.check_codes import (BUDGET, CONST_TYPE, DATA_DEPENDENT, DIV_Z
 from tribuild.lang.check_unify import join
 from tribuild.lang.env import Env
 from tribuild.lang.types import FLOATS, ListT, NamedT, ScalarT
-from tribuild.lang.values import (Callee, Choice, RangeV, TensorV, Trit, Unk, UnkList, Value,
+from tribuild.lang.values import (INT64_MAX, Callee, Choice, RangeV, TensorV, Trit, Unk, UnkList, Value,
                                   as_dim, from_dim, is_int, kind_of)
 
 POISON = Unk(NamedT("<error>"))
@@ -196,7 +196,7 @@ def arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
             ctx.sink.error(DIV_ZERO, node.span, "division by zero at construction time",
                            label="the divisor is 0")
             return POISON
-        return from_dim(out)
+        return int64(op, from_dim(out), node, ctx)
     if is_number(a) and is_number(b) and op in ("+", "-", "*", "/", "//", "%", "**"):
         return float_arith(op, a, b, node, ctx)
     return type_error(ctx, node.span, f"`{op}` is not defined for {kind_of(a)} and {kind_of(b)}", a, b)
@@ -205,6 +205,8 @@ def arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
 def float_arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         return Unk(INT) if is_int(a) and is_int(b) else Unk(FLOAT)
+    if op == "**" and type(a) is int and type(b) is int and b > 0 and b * (abs(a).bit_length() - 1) >= 63:
+        return type_error(ctx, node.span, "`**` gives an integer beyond int64")  # not computed: 10 ** 10 ** 10
     try:
         out = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
                "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b}[op]()
@@ -214,9 +216,17 @@ def float_arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
         return POISON
     except OverflowError:
         return type_error(ctx, node.span, f"`{op}` overflows a float")
-    if isinstance(out, int) and abs(out) > 2 ** 63:
+    if isinstance(out, complex):
+        return type_error(ctx, node.span, f"`{op}` of a negative number to a fractional power has no real value")
+    return int64(op, out, node, ctx)
+
+
+def int64(op: str, v: Value, node: ast.Expr, ctx: Ctx) -> Value:
+    """``v``, or an error when it is a known integer outside int64 (so no construction-time
+    integer can grow without bound)."""
+    if type(v) is int and not -INT64_MAX - 1 <= v <= INT64_MAX:
         return type_error(ctx, node.span, f"`{op}` gives an integer beyond int64")
-    return out
+    return v
 
 
 def compare(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:

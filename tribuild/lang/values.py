@@ -13,6 +13,10 @@ Terms:
 - *callee*: ``Callee``, a name that can be called: a built-in function or constructor, or a
   user item (``ref``).
 - *InstanceKey*: the canonical, hashable name of one instantiation of a user layer.
+- *trackable dim*: a ``Dim`` of at most ``DIM_SIZE_LIMIT`` atoms (quotients counted with their
+  operands) whose coefficients fit in int64. Repeated squaring or flooring (``k = k * k`` in
+  a loop, pooling 100 times) would otherwise grow symbolic values without bound; past the
+  limit a value is only known to be an integer (``?`` as a dim), which is never wrong.
 """
 from __future__ import annotations
 
@@ -112,11 +116,31 @@ def as_dim(v: Value) -> DimLike:
 
 
 def from_dim(d: DimLike) -> Value:
-    """A dim as an integer value: ``int`` when constant, ``Sym`` or unknown otherwise."""
+    """A dim as an integer value: ``int`` when constant, ``Sym`` when trackable, else unknown."""
     n = dims.as_int(d)
     if n is not None:
         return n
+    d = trackable(d)
     return Unk(ScalarT("int64")) if isinstance(d, dims.AnyDim) else Sym(d)
+
+
+DIM_SIZE_LIMIT = 64
+INT64_MAX = 2 ** 63 - 1
+
+
+def trackable(d: DimLike) -> DimLike:
+    """``d`` if it is a trackable dim (or a constant), else ``?``. Never recurses, so it is safe
+    on a dim of any depth."""
+    if isinstance(d, dims.AnyDim) or dims.as_int(d) is not None:
+        return d
+    size, pending = 0, [d]
+    while pending:
+        for mono, coeff in pending.pop().terms:
+            size += 1 + len(mono)
+            if size > DIM_SIZE_LIMIT or abs(coeff) > INT64_MAX:
+                return dims.ANY
+            pending.extend(x for atom in mono if isinstance(atom, dims.Quot) for x in (atom.num, atom.den))
+    return d
 
 
 def normalise(v: object) -> Value:
