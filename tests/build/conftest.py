@@ -1,5 +1,5 @@
-"""Fixtures of the driver tests: a copy of the mini project or of the zoo, the stand-in
-code generator, and the CLI run in-process."""
+"""Fixtures of the driver tests: a copy of the mini project or of the zoo, and the CLI run
+in-process."""
 from __future__ import annotations
 
 import shutil
@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.build import standin
 from tribuild.cli import main
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-
-@pytest.fixture(autouse=True)
-def codegen(monkeypatch):
-    standin.install(monkeypatch)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tribuild.build.sources import load_sources, scan
 from tribuild.build.units import Outcome, Unit
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
-from tribuild.queries.report import QuerySources
+from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
 
@@ -114,7 +114,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 load_sources(db, project.root, scan(project.root, config.sources) + entries)
             result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
             opt = request.opt_level or config.opt_level
-            units = _units(targets, request, opt)
+            units = _units(db, targets, request, opt)
             outcomes = _run(db, units, request, show, clock)
             with clock.stage("write outputs"):
                 _collect(db, project, targets, outcomes, result, request)
@@ -130,17 +130,27 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     return result
 
 
-def _units(targets, request: Request, opt: str) -> list[Unit]:
-    """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
-    the check; none when stopping after parsing)."""
+def _units(db, targets, request: Request, opt: str) -> list[Unit]:
+    """The file units (``file_diagnostics`` of every file the targets are made from: what
+    `tribuild check` reports, shared by the targets that import the file) and one unit per
+    target depending on the file units of its import closure: its ``target_build`` (its
+    ``target_report`` when stopping after the check). None when stopping after parsing."""
     if request.stop_after == "parse":
         return []
-    if request.stop_after == "check":
-        return [Unit(t.name, target_report, (t.entry_path, t.entry_layer, t.args, t.input))
-                for t in targets]
-    query = target_build_query()
-    return [Unit(t.name, query, (t.name, t.entry_path, t.entry_layer, t.args, t.input, opt))
-            for t in targets]
+    closures = {t.name: depfile.import_closure(db, t.entry_path) for t in targets}
+    paths = sorted({p for closure in closures.values() for p in closure})
+    units = [Unit(_file_unit(p), file_diagnostics, (p,)) for p in paths]
+    query = target_report if request.stop_after == "check" else target_build_query()
+    for t in targets:
+        args = (t.entry_path, t.entry_layer, t.args, t.input)
+        if query is not target_report:
+            args = (t.name,) + args + (opt,)
+        units.append(Unit(t.name, query, args, tuple(_file_unit(p) for p in closures[t.name])))
+    return units
+
+
+def _file_unit(path: str) -> str:
+    return f"check {path}"
 
 
 def _run(db, units: list[Unit], request: Request, show, clock) -> dict[str, Outcome]:
@@ -169,12 +179,16 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
         if request.stop_after == "parse":
             result.targets.append(TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)))
             continue
-        if got.error is not None:
-            result.targets.append(TargetResult(t.name, error=got.error))
+        failed = got.error or (got.skipped and outcomes[got.skipped].error)
+        if failed:
+            result.targets.append(TargetResult(t.name, error=failed))
             continue
         if got.value.problem is not None:
             raise target_problem(project, t, got.value.problem)
-        target = TargetResult(t.name, diagnostics=got.value.diagnostics)
+        files_diags = [d for p in depfile.import_closure(db, t.entry_path)
+                       for d in outcomes[_file_unit(p)].value]
+        target = TargetResult(t.name, diagnostics=tuple(dict.fromkeys(
+            files_diags + list(got.value.diagnostics))))
         result.targets.append(target)
         if request.stop_after == "check" or target.failed:
             continue
