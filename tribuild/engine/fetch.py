@@ -22,7 +22,7 @@ from time import perf_counter
 from .durability import Durability
 from .errors import Cancelled, CycleError, MissingInput
 from .memo import FIRST_RUN, NO_VALUE, VALUE_LOST
-from .runtime import Frame, cycle_error
+from .runtime import DEPS, FAILED, MEMO, POS, cycle_error
 
 
 def fetch(db, query, args: tuple):
@@ -37,7 +37,7 @@ def fetch(db, query, args: tuple):
                 if stack:
                     if db._gate.pending:
                         raise Cancelled("an input was set from another thread")
-                    stack[-1].deps.append(memo.id)
+                    stack[-1][DEPS].append(memo.id)
                 local.hits[query] += 1
                 if db._counters.logs:
                     db._counters.event("hits", memo)
@@ -54,7 +54,7 @@ def _slow_fetch(db, query, args: tuple):
         db._gate.admit_reader(nested=bool(stack))
         memo = db._memo(query, args)
         if stack:
-            stack[-1].deps.append(memo.id)
+            stack[-1][DEPS].append(memo.id)
         if memo.busy:
             raise cycle_error(stack, memo)
         if query.is_input:
@@ -84,62 +84,62 @@ def _hit(db, local, memo) -> None:
 def verify(db, local, root) -> None:
     """Bring ``root`` (a derived memo that ran before, verified at an older revision) up to
     the current revision: mark it and the stale dependencies on the way green, or re-execute
-    each memo whose dependency changed."""
+    each memo whose dependency changed. One loop with everything in locals: it runs once per
+    memo of the graph after an edit."""
     rev = db._revision
     level_changed = db._clock.changed
     memos = db._memos
-    validated = db._counters.validated
+    counters = db._counters
+    counts = counters.validations
     stack = local.stack
     base = len(stack)
     root.busy = True
-    stack.append(Frame(root, None))
+    stack.append([root, None, 0, False])
     try:
         while len(stack) > base:
             frame = stack[-1]
-            memo = frame.memo
-            if frame.pos == 0 and level_changed[memo.durability] <= memo.verified_at:
-                cause = None
-            else:
-                cause = _scan(frame, memos, rev, stack)
+            memo, _, pos, failed = frame
+            cause = None
+            if failed:
+                cause = memos[memo.deps[pos]]
+            elif pos or level_changed[memo.durability] > memo.verified_at:
+                verified_at = memo.verified_at
+                deps = memo.deps
+                for pos in range(pos, len(deps)):
+                    dep = memos[deps[pos]]
+                    if dep.verified_at < rev:
+                        if dep.deps is None:
+                            cause = dep
+                            break
+                        if dep.busy:
+                            raise cycle_error(stack, dep)
+                        frame[POS] = pos
+                        dep.busy = True
+                        stack.append([dep, None, 0, False])
+                        cause = _DESCEND
+                        break
+                    if dep.changed_at > verified_at:
+                        cause = dep
+                        break
                 if cause is _DESCEND:
                     continue
             stack.pop()
             memo.busy = False
             if cause is None:
                 memo.verified_at = rev
-                validated(memo)
+                query = memo.query
+                counts[query] = counts.get(query, 0) + 1
+                if counters.logs:
+                    counters.event("validated", memo)
             else:
                 _execute_in_verify(db, local, memo, cause, base)
     finally:
         for frame in stack[base:]:
-            frame.memo.busy = False
+            frame[MEMO].busy = False
         del stack[base:]
 
 
 _DESCEND = object()
-
-
-def _scan(frame, memos, rev, stack):
-    """Check ``frame``'s dependencies from ``frame.pos`` on. Returns the first changed one,
-    None if all are unchanged, or ``_DESCEND`` after pushing a stale one to verify first."""
-    deps = frame.memo.deps
-    if frame.failed:
-        return memos[deps[frame.pos]]
-    verified_at = frame.memo.verified_at
-    for i in range(frame.pos, len(deps)):
-        dep = memos[deps[i]]
-        if dep.verified_at < rev:
-            if dep.deps is None:
-                return dep
-            if dep.busy:
-                raise cycle_error(stack, dep)
-            frame.pos = i
-            dep.busy = True
-            stack.append(Frame(dep, None))
-            return _DESCEND
-        if dep.changed_at > verified_at:
-            return dep
-    return None
 
 
 def _execute_in_verify(db, local, memo, cause, base) -> None:
@@ -153,7 +153,7 @@ def _execute_in_verify(db, local, memo, cause, base) -> None:
     except Exception:
         if len(stack) == base:
             raise
-        stack[-1].failed = True
+        stack[-1][FAILED] = True
 
 
 def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
@@ -161,7 +161,7 @@ def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
     if db._gate.pending:
         raise Cancelled("an input was set from another thread")
     stack = local.stack
-    frame = Frame(memo, [])
+    frame = [memo, [], 0, False]
     memo.busy = True
     stack.append(frame)
     outer_nested = local.nested_seconds
@@ -175,7 +175,7 @@ def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
         elapsed = perf_counter() - start
         own = elapsed - local.nested_seconds
         local.nested_seconds = outer_nested + elapsed
-    _store(db, memo, value, frame.deps, cause, cause_rev)
+    _store(db, memo, value, frame[DEPS], cause, cause_rev)
     db._counters.executed(memo, own)
 
 

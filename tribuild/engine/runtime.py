@@ -2,10 +2,13 @@
 the read/write gate that implements cancellation.
 
 Terms:
-- *frame*: one entry of a thread's active stack. An *execute frame* (``deps`` is a list) is a
-  query body running; it collects the key ids the body reads. A *verify frame* (``deps`` is
-  None) is a memo whose dependencies are being checked; ``pos`` is the next one to check and
-  ``failed`` says that bringing that dependency up to date raised.
+- *frame*: one entry of a thread's active stack, a list ``[memo, deps, pos, failed]``
+  indexed by ``MEMO``, ``DEPS``, ``POS``, ``FAILED`` (a list: verification pushes one per
+  memo, and a list is several times cheaper to make than an object). An *execute frame*
+  (``deps`` is a list) is a query body running; it collects the key ids the body reads. A
+  *verify frame* (``deps`` is None) is a memo whose dependencies are being checked; ``pos``
+  is the next one to check and ``failed`` says that bringing that dependency up to date
+  raised.
 - *busy*: a memo with a frame on the (single) running stack. Asking for a busy memo is a cycle.
 - *gate*: one re-entrant lock around everything that mutates memos (verify, execute, set).
   Memo hits do not take it. A *writer* (``db.set``/``db.remove``) announces itself in
@@ -24,14 +27,7 @@ from contextlib import contextmanager
 from .errors import Cancelled, CycleError
 
 
-class Frame:
-    __slots__ = ("memo", "deps", "pos", "failed")
-
-    def __init__(self, memo, deps: list[int] | None):
-        self.memo = memo
-        self.deps = deps
-        self.pos = 0
-        self.failed = False
+MEMO, DEPS, POS, FAILED = range(4)
 
 
 class ThreadState(threading.local):
@@ -39,17 +35,17 @@ class ThreadState(threading.local):
     executions (to compute each execution's own time)."""
 
     def __init__(self, hit_tables: list):
-        self.stack: list[Frame] = []
+        self.stack: list[list] = []
         self.hits: defaultdict = defaultdict(int)
         self.nested_seconds = 0.0
         hit_tables.append(self.hits)
 
 
-def cycle_error(stack: list[Frame], memo) -> CycleError:
+def cycle_error(stack: list[list], memo) -> CycleError:
     """The error for asking ``memo`` while it is busy: every key from its frame up to the top
     of the stack, then ``memo`` again."""
-    start = next(i for i, frame in enumerate(stack) if frame.memo is memo)
-    return CycleError([frame.memo.label() for frame in stack[start:]] + [memo.label()])
+    start = next(i for i, frame in enumerate(stack) if frame[MEMO] is memo)
+    return CycleError([frame[MEMO].label() for frame in stack[start:]] + [memo.label()])
 
 
 class Gate:

@@ -31,8 +31,9 @@ class Log:
 
 
 class Counters:
-    """Executions and validations (updated under the database lock) and per-thread hit
-    tables (each updated only by its own thread)."""
+    """Executions and validations (updated under the database lock; ``fetch.verify`` counts
+    validations itself, inline) and per-thread hit tables (each updated only by its own
+    thread)."""
 
     __slots__ = ("work", "validations", "hit_tables", "logs")
 
@@ -50,12 +51,6 @@ class Counters:
         row[1] += seconds
         if self.logs:
             self.event("executed", memo)
-
-    def validated(self, memo) -> None:
-        counts = self.validations
-        counts[memo.query] = counts.get(memo.query, 0) + 1
-        if self.logs:
-            self.event("validated", memo)
 
     def event(self, kind: str, memo) -> None:
         for log in self.logs:
