@@ -46,7 +46,7 @@ def wrap(line: str, indent: str) -> list[str]:
     """``line`` (without indent) as one or more lines, each prefixed by ``indent``."""
     if len(indent) + len(line) <= WIDTH:
         return [indent + line]
-    opens = [i for i, c in enumerate(line) if c in _CLOSE]
+    opens = [i for i, c in enumerate(line) if c in _CLOSE and not _subscript(line, i)]
     for start in opens:
         end = _matching(line, start)
         if end == -1 or end - start < 2:
@@ -54,11 +54,18 @@ def wrap(line: str, indent: str) -> list[str]:
         head, inner, tail = line[:start + 1], line[start + 1:end], line[end:]
         items = _split(inner)
         if len(items) == 1 and items[0][:1] in _CLOSE and _matching(items[0], 0) == len(items[0]) - 1:
-            body = wrap(items[0], indent)
-            return [indent + head + body[0][len(indent):]] + body[1:-1] + [body[-1] + tail]
+            head, tail = head + items[0][0], items[0][-1] + tail
+            items = _split(items[0][1:-1])
+        if len(items) < 2:
+            continue
         inner_lines = [ln for item in items for ln in _with_comma(wrap(item, indent + "    "))]
         return [indent + head] + inner_lines + [indent + tail]
     return [indent + line]
+
+
+def _subscript(line: str, i: int) -> bool:
+    """Whether the ``[`` at ``i`` indexes something (``self.blocks[0]``) rather than opens a list."""
+    return line[i] == "[" and i > 0 and (line[i - 1].isalnum() or line[i - 1] in "_)]")
 
 
 def _with_comma(lines: list[str]) -> list[str]:

@@ -1,7 +1,9 @@
 """Building graphs, and rewriting one into another node by node.
 
 Terms:
-- *Builder*: an append-only list of nodes; ``add`` returns the new node's id.
+- *Builder*: an append-only list of nodes; ``add`` returns the new node's id. During a
+  rewrite, ``origin[j]`` is the id, in the old graph, of the node whose visit added node ``j``
+  (passes read the old graph's use counts through it).
 - *rewrite*: ``rewrite(graph, visit)`` walks the nodes in order; each node, its inputs already
   renamed to the new graph's ids, goes to ``visit(builder, old_id, node)``, which returns the
   id that stands for it in the new graph (usually ``builder.add(node)``; a pass may return an
@@ -20,9 +22,12 @@ from tribuild.lang.types import ScalarT
 class Builder:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
+        self.origin: list[int] = []
+        self.visiting = -1
 
     def add(self, n: Node) -> int:
         self.nodes.append(n)
+        self.origin.append(self.visiting)
         return len(self.nodes) - 1
 
     def const(self, value: object) -> int:
@@ -46,6 +51,7 @@ def rewrite(g: Graph, visit: Visit, channels_last: bool | None = None) -> Graph:
     remap: dict[int, int] = {}
     for i, n in enumerate(g.nodes):
         moved = replace(n, inputs=tuple(remap[j] for j in n.inputs))
+        b.visiting = i
         remap[i] = visit(b, i, moved)
     symbols = tuple((s, remap[p], axis) for s, p, axis in g.symbols)
     return Graph(tuple(b.nodes), remap[g.output], symbols,

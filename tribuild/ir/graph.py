@@ -8,7 +8,8 @@ Terms:
   ``name`` is the source name the value was bound to (`let y = ...`), a hint for codegen.
 - *ops* (``OPS``): ``param`` (a forward input; attr ``index``), ``const`` (a scalar; attr
   ``value``), ``apply`` (a member layer applied to ``inputs[0]``; attrs ``path``, the member
-  path such as ``("layer1", 0)``, and ``layer``, its ``LayerV``), ``call`` (a built-in function;
+  path such as ``("layer1", 0)``, and ``layer``, its ``LayerV``; a ``Sequential`` also has
+  ``steps``, the type after each of its layers), ``call`` (a built-in function;
   attrs ``fn`` and ``args``, every argument by parameter name with tensors as ``In``/``InList``
   references into ``inputs``), ``unary`` and ``binary`` (attr ``op``, a `.tri` operator),
   ``fn_call`` (a user `fn`; attrs ``fn`` and ``body``, its own Graph, called on ``inputs``),

@@ -247,7 +247,11 @@ class _Body:
             case LayerV() as layer:
                 if func.path is None:
                     raise Unsupported("a layer applied in `forward` must be a member", e.func.span)
-                return self.emit("apply", (lowered[e.args[0].span],), value, path=func.path, layer=layer)
+                x = lowered[e.args[0].span]
+                if layer.name != "Sequential":
+                    return self.emit("apply", (x,), value, path=func.path, layer=layer)
+                steps = self.steps(dict(layer.args)["layers"], x.value, e.span)
+                return self.emit("apply", (x,), value, path=func.path, layer=layer, steps=steps)
             case Callee(name=name, ref=None) if name in FUNCTIONS:
                 names = tuple(p for p, _ in FUNCTIONS[name].params)
                 defaults = dict(FUNCTIONS[name].params)
@@ -255,6 +259,14 @@ class _Body:
             case Callee(ref=ref) if ref is not None and ref.kind in ("fn", "functional"):
                 return self.fn_call(ref, args, lowered, value, e.span)
         raise Unsupported(f"calling `{what}` on tensors", e.span)
+
+    def steps(self, layers: tuple, x: Value, span: ast.Span) -> tuple:
+        """The type after each layer of a Sequential applied to ``x``."""
+        out = []
+        for layer in layers:
+            x = call(layer, CallArgs(((x, span),)), span, self.ctx, layer.name)
+            out.append(x.type)
+        return tuple(out)
 
     def bound(self, names: tuple[str, ...], args: CallArgs, span: ast.Span, what: str):
         out = bind(names, frozenset(), args, span, self.ctx, what)

@@ -12,15 +12,28 @@ from __future__ import annotations
 from typing import Callable
 
 from tribuild.ir.graph import Graph
+from tribuild.ir.passes.bn_fold import bn_fold
+from tribuild.ir.passes.cse import cse
+from tribuild.ir.passes.dce import dce
+from tribuild.ir.passes.fold import fold
+from tribuild.ir.passes.fusion import fusion
+from tribuild.ir.passes.inline import inline
+from tribuild.ir.passes.simplify import simplify
 
 Pass = Callable[[Graph], Graph]
 LEVELS = ("0", "1", "2", "3", "s")
+_BASIC = (fold, cse, fusion(full=False), dce)
+_FULL = (simplify, fold, cse, dce, bn_fold, fusion(full=True), dce)
 
 
 def passes(level: str) -> tuple[Pass, ...]:
     if level not in LEVELS:
         raise ValueError(f"unknown optimization level {level!r}; expected one of {LEVELS}")
-    return ()
+    if level == "0":
+        return ()
+    if level == "1":
+        return (dce,) + _BASIC
+    return ((inline,) if level != "s" else ()) + _FULL
 
 
 def optimize(graph: Graph, level: str) -> Graph:
