@@ -80,10 +80,75 @@ def _build(args) -> int:
     return buildcmd.run(_project(), args)
 
 
+def _compile_args(p) -> None:
+    p.add_argument("source", metavar="IN.tri")
+    p.add_argument("-o", dest="output", metavar="OUT.py", required=True)
+    p.add_argument("--target", metavar="LAYER", help="the layer to compile (default: the only one)")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", type=_arg,
+                   help="a construction argument (a TOML value); others take their defaults")
+    p.add_argument("--depfile", metavar="OUT.d", help="write a Makefile-syntax depfile")
+    p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL")
+
+
+def _compile(args) -> int:
+    from tribuild.build.buildcmd import show_target
+    from tribuild.build.compile import compile_file
+    result = compile_file(args.source, args.output, args.target, tuple(args.arg), args.depfile,
+                          args.opt_level)
+    show_target(result.target, result.sources)
+    return EXIT_USER if result.target.failed else EXIT_OK
+
+
+def _init_args(p) -> None:
+    p.add_argument("folder", nargs="?", default=".", help="where to create the project")
+    p.add_argument("--name", help="the project's name (default: the folder's)")
+
+
+def _init(args) -> int:
+    from tribuild.build.starter import init_project
+    try:
+        written = init_project(args.folder, args.name)
+    except FileExistsError as err:
+        print(f"tribuild init: {err} exists; nothing written", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(f"wrote {path}" for path in written), file=sys.stderr)
+    return EXIT_OK
+
+
+def _clean(args) -> int:
+    import os
+
+    from tribuild.build import manifest
+    from tribuild.build.driver import select
+    from tribuild.build.outputs import clean
+    project = _project()
+    select(project, ())
+    manifest.forget(project.cache_dir)
+    removed, kept = clean(os.path.join(project.root, project.config.out))
+    print(f"removed {len(removed)} files", file=sys.stderr)
+    for rel in kept:
+        print(f"kept {rel}: edited since tribuild wrote it", file=sys.stderr)
+    return EXIT_OK
+
+
 COMMANDS = {
     "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
+    "compile": ("compile one layer of one file into a module (a make or ninja rule)",
+                _compile_args, _compile),
     "check": ("report diagnostics for .tri files; exit 1 if any error", _check_args, _check),
+    "clean": ("delete the outputs tribuild wrote (not the cache)", lambda p: None, _clean),
+    "init": ("write a starter Tribuild.toml and models/mlp.tri", _init_args, _init),
 }
+
+
+def _arg(text: str):
+    import argparse
+
+    from tribuild.build.compile import parse_arg
+    try:
+        return parse_arg(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _positive(text: str) -> int:

@@ -53,18 +53,22 @@ def _say(text: str) -> None:
 
 
 def _print_failures(result, keep_going: bool) -> None:
-    from tribuild.diagnostics_render import render_text
-    color = sys.stderr.isatty()
     failed = result.failed
     for target in failed if keep_going else failed[:1]:
-        if target.error is not None:
-            _say(f"error: internal error while building `{target.name}` (a bug in tribuild):")
-            _say(target.error.rstrip())
-        for diag in target.diagnostics:
-            _say(render_text(diag, result.sources, color=color))
+        show_target(target, result.sources)
     if not keep_going and len(failed) > 1:
         others = ", ".join(t.name for t in failed[1:])
         _say(f"also failed: {others} (--keep-going shows every failure)")
+
+
+def show_target(target, sources) -> None:
+    """A target's diagnostics (with source excerpts), or the traceback of a bug, on stderr."""
+    from tribuild.diagnostics_render import render_text
+    if target.error is not None:
+        _say(f"error: internal error while building `{target.name}` (a bug in tribuild):")
+        _say(target.error.rstrip())
+    for diag in target.diagnostics:
+        _say(render_text(diag, sources, color=sys.stderr.isatty()))
 
 
 def summary(result) -> str:

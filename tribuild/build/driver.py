@@ -114,8 +114,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 load_sources(db, project.root, scan(project.root, config.sources) + entries)
             result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
             opt = request.opt_level or config.opt_level
-            units = _units(db, targets, request, opt)
-            outcomes = _run(db, units, request, show, clock)
+            units, outcomes = run(db, targets, request, opt, show, clock)
             with clock.stage("write outputs"):
                 _collect(db, project, targets, outcomes, result, request)
         result.executed = len(log.executed)
@@ -153,16 +152,18 @@ def _file_unit(path: str) -> str:
     return f"check {path}"
 
 
-def _run(db, units: list[Unit], request: Request, show, clock) -> dict[str, Outcome]:
+def run(db, targets, request: Request, opt: str, show, clock) -> tuple[list[Unit], dict]:
+    """The units of ``targets`` and their outcomes (sources must be loaded)."""
+    units = _units(db, targets, request, opt)
     if not units:
-        return {}
+        return units, {}
     with clock.stage("build units"):
         show.start(len(units))
         try:
-            outcomes, clock.extra_stats = run_units(db, units, request.jobs or 1, show)
-            return outcomes
+            outcomes, clock.extra_stats, clock.workers = run_units(db, units, request.jobs or 1, show)
         finally:
             show.stop()
+    return units, outcomes
 
 
 def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
@@ -175,24 +176,13 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
     result.inputs = tuple(sorted({p for t in targets
                                   for p in depfile.import_closure(db, t.entry_path)}))
     for t in targets:
-        got = outcomes.get(t.name)
-        if request.stop_after == "parse":
-            result.targets.append(TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)))
-            continue
-        failed = got.error or (got.skipped and outcomes[got.skipped].error)
-        if failed:
-            result.targets.append(TargetResult(t.name, error=failed))
-            continue
-        if got.value.problem is not None:
-            raise target_problem(project, t, got.value.problem)
-        files_diags = [d for p in depfile.import_closure(db, t.entry_path)
-                       for d in outcomes[_file_unit(p)].value]
-        target = TargetResult(t.name, diagnostics=tuple(dict.fromkeys(
-            files_diags + list(got.value.diagnostics))))
+        target, value = target_result(db, t, outcomes, request.stop_after)
         result.targets.append(target)
-        if request.stop_after == "check" or target.failed:
+        if value is not None and value.problem is not None:
+            raise target_problem(project, t, value.problem)
+        if request.stop_after in ("parse", "check") or target.failed:
             continue
-        mine = {f.relpath: f.text.encode("utf-8") for f in got.value.files}
+        mine = generated(value)
         module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
         mine[f"{t.name}.d"] = depfile.render(
             module, depfile.import_closure(db, t.entry_path) + (config_name,)).encode()
@@ -207,6 +197,26 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
         known = {t.name for t in project.config.targets}
         result.report = outputs.write_outputs(out_dir, files, record, produced, known)
         record.save(out_dir)
+
+
+def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str | None):
+    """(TargetResult, the value of its unit or None) of target ``t`` after ``run``. Its
+    diagnostics are those of the files of its import closure, then its own."""
+    if stop_after == "parse":
+        return TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)), None
+    got = outcomes[t.name]
+    failed = got.error or (got.skipped and outcomes[got.skipped].error)
+    if failed:
+        return TargetResult(t.name, error=failed), None
+    files_diags = [d for p in depfile.import_closure(db, t.entry_path)
+                   for d in outcomes[_file_unit(p)].value]
+    diags = tuple(dict.fromkeys(files_diags + list(got.value.diagnostics)))
+    return TargetResult(t.name, diagnostics=diags), got.value
+
+
+def generated(value) -> dict[str, bytes]:
+    """The files of a ``TargetBuild``: relative path -> bytes."""
+    return {f.relpath: f.text.encode("utf-8") for f in value.files}
 
 
 def _explain(db, keys: dict, result: BuildResult, executed: list) -> list[str]:

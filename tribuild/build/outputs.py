@@ -137,3 +137,13 @@ def _remove_empty_parents(out_dir: str, folder: str) -> None:
         except OSError:
             return
         folder = os.path.dirname(folder)
+
+
+def clean(out_dir: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Delete every recorded output that still holds tribuild's bytes, then the record.
+    Returns (removed, kept)."""
+    removed, kept = remove_stale(out_dir, Record.load(out_dir).owned(), {})
+    if not kept:
+        Path(out_dir, RECORD).unlink(missing_ok=True)
+        _remove_empty_parents(os.path.dirname(os.path.abspath(out_dir)), out_dir)
+    return removed, kept

@@ -31,15 +31,19 @@ from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
 
 
-def run_units(db, units: list[Unit], jobs: int, show) -> tuple[dict[str, Outcome], list[dict]]:
-    """Every unit's outcome, and the query counters of the workers (empty in-process)."""
+def run_units(db, units: list[Unit], jobs: int, show) -> tuple[dict[str, Outcome], list[dict], str]:
+    """Every unit's outcome, the query counters of the workers (empty in-process), and a
+    line saying how many processes ran at most and who granted them."""
     if jobs <= 1 or len(units) < 2 or not hasattr(os, "fork"):
-        return run_serial(db, units, show), []
+        return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
+    pool = _Pool(db, units, slots, show)
     try:
-        return _Pool(db, units, slots, show).run()
+        outcomes, stats = pool.run()
     finally:
         slots.close()
+    source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
+    return outcomes, stats, f"workers: {pool.most} at most at once, of {jobs} ({source})"
 
 
 class _Pool:
@@ -51,6 +55,7 @@ class _Pool:
         self.stats: list[dict] = []
         self.running: dict[int, list] = {}     # pipe fd -> [unit, pid, start, chunks, slot]
         self.selector = selectors.DefaultSelector()
+        self.most = 0
 
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.running:
@@ -80,6 +85,7 @@ class _Pool:
         os.close(write_fd)
         self.show.started(unit.name)
         self.running[read_fd] = [unit, pid, time.perf_counter(), [], slot]
+        self.most = max(self.most, len(self.running))
         self.selector.register(read_fd, selectors.EVENT_READ)
 
     def _read(self, fd: int) -> None:

@@ -29,6 +29,7 @@ class Report:
     stages: dict[str, tuple[float, int, int, int]]   # stage -> (seconds, executed, validated, hits)
     units: list[tuple[str, float]]                   # slowest first
     peak_bytes: int | None
+    workers: str = ""
 
     def text(self) -> str:
         lines = [f"total {self.wall:.3f}s"]
@@ -44,6 +45,8 @@ class Report:
         if self.units:
             lines.append("slowest units:")
             lines += [f"  {name:<24} {seconds:8.3f}s" for name, seconds in self.units[:5]]
+        if self.workers:
+            lines.append(self.workers)
         if self.peak_bytes is not None:
             lines.append(f"peak memory {self.peak_bytes / 2**20:.1f} MiB (this process, traced)")
         return "\n".join(lines)
@@ -59,6 +62,7 @@ class Clock:
     start: float = field(default_factory=time.perf_counter)
     driver: dict[str, float] = field(default_factory=dict)
     extra_stats: list[dict] = field(default_factory=list)
+    workers: str = ""
 
     def __post_init__(self):
         if self.enabled:
@@ -81,7 +85,7 @@ class Clock:
         tracemalloc.stop()
         units = sorted(((name, o.seconds) for name, o in outcomes.items()), key=lambda u: -u[1])
         return Report(time.perf_counter() - self.start, self.driver,
-                      query_stages([db.stats()] + self.extra_stats), units, peak)
+                      query_stages([db.stats()] + self.extra_stats), units, peak, self.workers)
 
 
 def stage_of(query_name: str) -> str:

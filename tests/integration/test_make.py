@@ -1,0 +1,71 @@
+"""tribuild under GNU make: `tribuild compile` pattern rules with included depfiles, and
+`tribuild build` under ``make -j4`` taking its workers from make's jobserver."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from tests.integration.conftest import TRIBUILD, tool
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is missing")
+
+MAKEFILE = f"""\
+TRIBUILD := {TRIBUILD}
+MODULES := gen/net.py gen/mlp.py
+
+all: $(MODULES) $(MODULES:.py=.copy)
+
+gen/%.py: models/%.tri
+\t$(TRIBUILD) compile $< -o $@ --depfile $@.d
+
+gen/%.copy: gen/%.py
+\tcp $< $@
+
+zoo:
+\t+$(TRIBUILD) build --jobs 8 --timing -q
+
+-include $(MODULES:.py=.py.d)
+"""
+
+
+def make(mini, *args):
+    run = tool("make", *args, cwd=mini)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout + run.stderr
+
+
+def test_make_rebuilds_the_modules_an_imported_file_reaches(mini):
+    (mini / "Makefile").write_text(MAKEFILE)
+    first = make(mini, "-j4")
+    assert "compile models/net.tri" in first and "compile models/mlp.tri" in first
+    assert "make: Nothing to be done" in make(mini)
+    blocks = mini / "models" / "lib" / "blocks.tri"
+    blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return fc(x)"))
+    out = make(mini)
+    assert "compile models/net.tri" in out and "cp gen/net.py" in out
+    assert "mlp" not in out
+    assert "make: Nothing to be done" in make(mini)
+
+
+def test_comment_edit_under_make_leaves_the_module_and_its_users_alone(mini):
+    (mini / "Makefile").write_text(MAKEFILE)
+    make(mini)
+    module = mini / "gen" / "net.py"
+    stamp = module.stat().st_mtime_ns
+    blocks = mini / "models" / "lib" / "blocks.tri"
+    blocks.write_text("# a comment\n" + blocks.read_text())
+    out = make(mini)
+    assert "compile models/net.tri" in out and "cp " not in out   # make re-stats the output
+    assert module.stat().st_mtime_ns == stamp
+
+
+def test_build_under_make_j4_takes_its_workers_from_the_jobserver(mini):
+    (mini / "Makefile").write_text(MAKEFILE)
+    out = make(mini, "-j4", "zoo")
+    workers = re.search(r"workers: (\d+) at most at once, of 8 \(make's jobserver\)", out)
+    assert workers, out
+    assert 1 <= int(workers.group(1)) <= 4
+    assert sorted(p.name for p in (mini / "out").glob("*.py")) == [
+        "mlp.py", "net.py", "twin.py", "wide.py"]

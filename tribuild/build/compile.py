@@ -1,0 +1,116 @@
+"""`tribuild compile IN.tri -o OUT.py`: one file, one layer, one module: a make or ninja rule.
+
+Terms:
+- *layer*: ``--target NAME``, or the file's only layer when it defines one.
+- *arguments*: ``--arg name=value``, each value read as a TOML value (``256``, ``true``,
+  ``[2, 2]``, ``"relu"``; a bare word is a string); parameters not given take the layer's
+  defaults.
+- The module is written to OUT and its kernel files to ``kernels/`` beside it, each only
+  when its bytes change (``restat``). The depfile (``--depfile``) names OUT and every
+  ``.tri`` file it was made from, imports included, and the project's Tribuild.toml if there
+  is one; paths are relative to the current folder, as the make or ninja rule wrote them.
+- The database is the project's persistent one (the project around the current folder); the
+  project lock is held only while saving it, so ninja can run many compiles at once.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+
+from tribuild.build import depfile, outputs, timing
+from tribuild.build.driver import Request, TargetResult, generated, run, target_result
+from tribuild.build.lock import project_lock
+from tribuild.build.session import Project, open_database, save_database
+from tribuild.build.sources import load_sources
+from tribuild.build.progress import Quiet
+from tribuild.config import Target
+from tribuild.config_problems import ConfigError, Problem
+from tribuild.queries.report import QuerySources
+from tribuild.queries.syntax import item_index
+
+
+@dataclass
+class CompileResult:
+    target: TargetResult
+    sources: QuerySources
+    written: tuple[str, ...]
+
+
+def parse_arg(text: str) -> tuple[str, object]:
+    """``name=value`` -> (name, value); ValueError when it has no ``=``."""
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise ValueError(f"expected name=value, got {text!r}")
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value
+    return name.strip(), _frozen(parsed)
+
+
+def _frozen(value):
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
+                 depfile_path: str | None = None, opt_level: str | None = None,
+                 cwd: str | None = None) -> CompileResult:
+    """Compile layer ``layer`` of ``src`` into ``out`` (ConfigError for usage mistakes)."""
+    cwd = cwd or os.getcwd()
+    project = Project.discover(cwd)
+    entry = _entry(project, os.path.join(cwd, src))
+    db = open_database(project)
+    load_sources(db, project.root, (entry,))
+    target = Target(os.path.splitext(os.path.basename(out))[0], entry,
+                    layer or _only_layer(db, entry, src), tuple(sorted(args)), None)
+    opt = opt_level or (project.config.opt_level if project.config else "2")
+    _, outcomes = run(db, (target,), Request(), opt, Quiet(), timing.Clock(False))
+    result, value = target_result(db, target, outcomes, None)
+    if value is not None and value.problem is not None:
+        raise _usage(src, f"cannot build `{target.entry_layer}`: {value.problem}")
+    written: tuple[str, ...] = ()
+    if not result.failed:
+        written = _write(os.path.join(cwd, out), generated(value), target.name)
+        if depfile_path:
+            inputs = [os.path.relpath(os.path.join(project.root, p), cwd)
+                      for p in depfile.import_closure(db, entry)]
+            if project.config:
+                inputs.append(os.path.relpath(project.config.path, cwd))
+            outputs.write_if_changed(os.path.join(cwd, depfile_path),
+                                     depfile.render(out, tuple(inputs)).encode())
+    with project_lock(project.cache_dir):
+        save_database(db, project)
+    return CompileResult(result, QuerySources(db), written)
+
+
+def _entry(project: Project, full: str) -> str:
+    rel = os.path.relpath(os.path.abspath(full), project.root)
+    if rel.startswith(".."):
+        raise _usage(full, f"is outside the project at {project.root}")
+    if not os.path.isfile(full):
+        raise _usage(full, "no such file")
+    return rel.replace(os.sep, "/")
+
+
+def _only_layer(db, entry: str, src: str) -> str:
+    layers = [e.name for e in item_index(db, entry) if e.kind == "layer"]
+    if len(layers) != 1:
+        found = ", ".join(layers) if layers else "none"
+        raise _usage(src, f"pick the layer to compile with --target (layers: {found})")
+    return layers[0]
+
+
+def _write(out: str, files: dict[str, bytes], name: str) -> tuple[str, ...]:
+    """Write the module as ``out`` and the kernels beside it; the paths written."""
+    folder = os.path.dirname(out)
+    written = []
+    for rel, data in sorted(files.items()):
+        path = out if rel == f"{name}.py" else outputs.resolve(folder, rel)
+        if outputs.write_if_changed(path, data):
+            written.append(path)
+    return tuple(written)
+
+
+def _usage(path: str, message: str) -> ConfigError:
+    return ConfigError([Problem(path, None, None, "", message)])
