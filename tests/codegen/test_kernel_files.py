@@ -1,0 +1,121 @@
+"""Generated kernel files, one per shape class, imported from disk and run under
+TRITON_INTERPRET=1 against the same file on the torch backend (the launcher's CPU
+arithmetic, itself checked against a float64 oracle in tests/gpu): odd sizes that exercise
+every mask, fp32 and fp16, each epilogue flag, and the -O3 file (tuned configs, which fall
+back to the default under the interpreter)."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from tribuild.codegen.kernels import act_quant_spec, conv_spec, epilogue, kernel_source, linear_spec  # noqa: E402
+from tribuild.gpu.launch import force_backend  # noqa: E402
+from tribuild.gpu.packing import pack  # noqa: E402
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+# (id, spec, input shape)
+LINEAR = [
+    ("gemv-fp32-plain", linear_spec({"in_features": 45, "out_features": 19}, "float32", epilogue(), False), (3, 45)),
+    ("gemv-fp16-all", linear_spec({"in_features": 13, "out_features": 21}, "float16",
+                                  epilogue("relu", True, True, True), False), (2, 13)),
+    ("gemm-fp32-gelu", linear_spec({"in_features": 50, "out_features": 33}, "float32",
+                                   epilogue("gelu", True, True, False), True), (37, 50)),
+    ("gemm-fp16-residual", linear_spec({"in_features": 9, "out_features": 17}, "float16",
+                                       epilogue("silu", False, False, True), False), (2, 5, 9)),
+]
+CONV = [
+    ("conv-fp32-relu-res", {"in_channels": 3, "out_channels": 5, "kernel": 3, "stride": 1, "padding": 1, "groups": 1},
+     "float32", epilogue("relu", True, True, True), (2, 3, 7, 6)),
+    ("conv-fp16-strided", {"in_channels": 4, "out_channels": 6, "kernel": 3, "stride": 2, "padding": 0, "groups": 2},
+     "float16", epilogue("relu6", False, False, False), (1, 4, 9, 9)),
+    ("conv-1x1-tuned", {"in_channels": 6, "out_channels": 7, "kernel": 1, "stride": 1, "padding": 0, "groups": 1},
+     "float32", epilogue("none", True, False, False), (2, 6, 5, 5)),
+    ("depthwise-fp32", {"in_channels": 5, "out_channels": 5, "kernel": 3, "stride": 2, "padding": 1, "groups": 5},
+     "float32", epilogue("silu", True, True, True), (2, 5, 7, 7)),
+    ("depthwise-fp16", {"in_channels": 3, "out_channels": 3, "kernel": 5, "stride": 1, "padding": 2, "groups": 3},
+     "float16", epilogue("sigmoid", False, True, False), (1, 3, 6, 5)),
+]
+
+
+def load(spec, tmp_path):
+    path = tmp_path / f"{spec.key}.py"
+    path.write_text(kernel_source(spec))
+    module_spec = importlib.util.spec_from_file_location(f"kernel_{spec.key}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def operands(n: int, k_shape: tuple, e: dict, out_shape: tuple, dtype, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    codes = torch.randint(-1, 2, (n, *k_shape), generator=gen)
+    scale = torch.rand(n if e["channel_scale"] else 1, generator=gen) + 0.5
+    bias = torch.randn(n, generator=gen) if e["bias"] else None
+    residual = torch.randn(out_shape, generator=gen).to(dtype) if e["residual"] else None
+    return pack(codes), scale, bias, residual
+
+
+def both_backends(run, *args):
+    with torch.no_grad():
+        with force_backend("triton"):
+            got = run(*args)
+        with force_backend("torch"):
+            want = run(*args)
+    return got, want
+
+
+def assert_close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 2e-2 if dtype == torch.float16 else 1e-4
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", LINEAR, ids=[c[0] for c in LINEAR])
+def test_linear_kernel_file(case, tmp_path):
+    _, spec, shape = case
+    s, e, dtype = dict(spec.shape), dict(spec.epilogue), DTYPES[spec.dtype]
+    kernel = load(spec, tmp_path)
+    assert (kernel.IN_FEATURES, kernel.OUT_FEATURES, kernel.ACT) == (s["in_features"], s["out_features"], e["act"])
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2)).to(dtype)
+    packed, scale, bias, residual = operands(s["out_features"], (s["in_features"],), e,
+                                             (*shape[:-1], s["out_features"]), dtype)
+    assert_close(*both_backends(kernel.run, x, packed, scale, bias, residual), dtype)
+
+
+@pytest.mark.parametrize("case", CONV, ids=[c[0] for c in CONV])
+def test_conv_kernel_file(case, tmp_path):
+    name, args, dtype_name, epi, shape = case
+    spec = conv_spec(args, dtype_name, epi, tuned=name.endswith("tuned"))
+    assert spec.family == ("depthwise" if name.startswith("depthwise") else "conv2d")
+    e, dtype, k = dict(epi), DTYPES[dtype_name], args["kernel"]
+    kernel = load(spec, tmp_path)
+    b, _, h, w = shape
+    oh, ow = ((d + 2 * args["padding"] - k) // args["stride"] + 1 for d in (h, w))
+    n = args["out_channels"]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    packed, scale, bias, residual = operands(n, (args["in_channels"] // args["groups"], k, k), e, (b, n, oh, ow), dtype)
+    assert_close(*both_backends(kernel.run, x, packed, scale, bias, residual), dtype)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float16"])
+def test_act_quant_kernel_file(dtype_name, tmp_path):
+    dtype = DTYPES[dtype_name]
+    kernel = load(act_quant_spec(37, dtype_name, tuned=True), tmp_path)
+    assert kernel.FEATURES == 37
+    x = (torch.randn(3, 5, 37, generator=torch.Generator().manual_seed(4)) * 3).to(dtype)
+    got, want = both_backends(kernel.run, x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_identical_specs_share_a_key_and_different_ones_do_not():
+    a = linear_spec({"in_features": 8, "out_features": 4}, "float32", epilogue(), False)
+    b = linear_spec({"in_features": 8, "out_features": 4}, "float32", epilogue(), False)
+    c = linear_spec({"in_features": 8, "out_features": 4}, "float32", epilogue("relu"), False)
+    assert a.key == b.key != c.key
+    assert kernel_source(a) == kernel_source(b)
+    assert a.key.startswith("linear_4x8_")
