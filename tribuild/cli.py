@@ -131,6 +131,36 @@ def _clean(args) -> int:
     return EXIT_OK
 
 
+def _cache_args(p) -> None:
+    p.add_argument("action", choices=("stats", "clear", "prune", "validate"))
+    p.add_argument("--days", type=float, help="prune: delete what was not used for DAYS days")
+
+
+def _cache(args) -> int:
+    from tribuild.build import cache
+    from tribuild.build.lock import project_lock
+    project = _project()
+    if args.action == "prune" and args.days is None:
+        print("tribuild cache prune: --days N is required", file=sys.stderr)
+        return EXIT_USAGE
+    limit = project.config.cache_max_bytes if project.config else None
+    with project_lock(project.cache_dir, lambda m: print(m, file=sys.stderr)):
+        if args.action == "stats":
+            print(cache.describe(project.cache_dir, limit))
+        elif args.action == "clear":
+            print(f"deleted {cache.clear(project.cache_dir)} files", file=sys.stderr)
+        elif args.action == "prune":
+            gone = cache.prune(project.cache_dir, args.days)
+            print(f"pruned {len(gone)} generations", file=sys.stderr)
+        else:
+            bad = cache.validate(project.cache_dir)
+            for sid, problem in bad:
+                print(f"generation {sid}: {problem}; deleted", file=sys.stderr)
+            print(f"validated: {len(bad)} corrupt generations", file=sys.stderr)
+            return EXIT_USER if bad else EXIT_OK
+    return EXIT_OK
+
+
 COMMANDS = {
     "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
     "compile": ("compile one layer of one file into a module (a make or ninja rule)",
@@ -138,6 +168,7 @@ COMMANDS = {
     "check": ("report diagnostics for .tri files; exit 1 if any error", _check_args, _check),
     "clean": ("delete the outputs tribuild wrote (not the cache)", lambda p: None, _clean),
     "init": ("write a starter Tribuild.toml and models/mlp.tri", _init_args, _init),
+    "cache": ("the persistent cache: stats, clear, prune --days N, validate", _cache_args, _cache),
 }
 
 

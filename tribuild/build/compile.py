@@ -18,7 +18,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 
-from tribuild.build import depfile, outputs, timing
+from tribuild.build import cache, depfile, outputs, timing
 from tribuild.build.driver import Request, TargetResult, generated, run, target_result
 from tribuild.build.lock import project_lock
 from tribuild.build.session import Project, open_database, save_database
@@ -81,6 +81,7 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
                                      depfile.render(out, tuple(inputs)).encode())
     with project_lock(project.cache_dir):
         save_database(db, project)
+        cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
     return CompileResult(result, QuerySources(db), written)
 
 

@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from tribuild.build import depfile, manifest, outputs, progress as progress_mod, timing
+from tribuild.build import cache, depfile, manifest, outputs, progress as progress_mod, timing
 from tribuild.build.check import target_problem
 from tribuild.build.lock import project_lock
 from tribuild.build.scheduler import run_units
@@ -123,6 +123,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
             result.explain = _explain(db, keys, result, log.executed)
         with clock.stage("save cache"):
             save_database(db, project)
+            cache.evict(project.cache_dir, config.cache_max_bytes)
             if not result.failed and request.stop_after is None:
                 _write_manifest(db, project, request, targets, result, toml_digest)
     result.timing = clock.report(db, outcomes)

@@ -1,0 +1,140 @@
+"""The cache folder: what is in it, its size limit, pruning, clearing and validation.
+
+Terms:
+- *generation*: the engine store of one salt (one tribuild version with its options): its
+  graph file ``graph-<id>.json`` and its value packs ``values-<id>-*.pack``. The *current*
+  generation is the one this tribuild reads and writes; the others are left by other
+  versions and are only ever useful again if that version comes back.
+- *last used*: the graph file's mtime: every build and compile rewrites its generation's.
+- *size limit*: ``[cache] max_size_mb``. After each save the least recently used
+  generations other than the current one are deleted until the folder fits (LRU). A current
+  generation larger than the limit on its own is kept, and reported by ``stats``.
+- *validate*: re-read every generation and re-hash every entry against its stored checksum;
+  a generation with a bad graph file or a bad entry is deleted (the next build recomputes
+  what it held) and reported.
+Every change happens under the project lock.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tribuild.build.session import salt
+from tribuild.engine import store
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    id: str
+    files: tuple[Path, ...]
+    bytes: int
+    last_used: float
+    current: bool
+
+
+def generations(cache_dir: str) -> list[Generation]:
+    """Every generation in the folder, least recently used first."""
+    folder = Path(cache_dir)
+    if not folder.is_dir():
+        return []
+    current = store.salt_id(salt())
+    out = []
+    for graph in folder.glob("graph-*.json"):
+        sid = graph.name[len("graph-"):-len(".json")]
+        files = (graph,) + tuple(sorted(folder.glob(f"values-{sid}-*.pack")))
+        stats = [f.stat() for f in files if f.exists()]
+        out.append(Generation(sid, files, sum(s.st_size for s in stats),
+                              graph.stat().st_mtime, sid == current))
+    return sorted(out, key=lambda g: (g.last_used, g.id))
+
+
+def remove(generation: Generation) -> None:
+    for path in generation.files:
+        path.unlink(missing_ok=True)
+
+
+def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
+    """Delete least recently used generations (never the current one) until the folder's
+    generations fit in ``max_bytes``; the ones deleted."""
+    if not max_bytes:
+        return []
+    gens = generations(cache_dir)
+    total = sum(g.bytes for g in gens)
+    gone = []
+    for g in gens:
+        if total <= max_bytes:
+            break
+        if not g.current:
+            remove(g)
+            total -= g.bytes
+            gone.append(g)
+    return gone
+
+
+def prune(cache_dir: str, days: float, now: float | None = None) -> list[Generation]:
+    """Delete generations other than the current one not used for ``days`` days."""
+    limit = (now or time.time()) - days * 86400
+    gone = [g for g in generations(cache_dir) if not g.current and g.last_used < limit]
+    for g in gone:
+        remove(g)
+    return gone
+
+
+def clear(cache_dir: str) -> int:
+    """Delete every generation and the build manifest; the number of files deleted."""
+    from tribuild.build.manifest import NAME
+    count = 0
+    for g in generations(cache_dir):
+        remove(g)
+        count += len(g.files)
+    manifest = Path(cache_dir, NAME)
+    if manifest.exists():
+        manifest.unlink()
+        count += 1
+    return count
+
+
+def validate(cache_dir: str) -> list[tuple[str, str]]:
+    """(generation id, problem) for every generation found corrupt, which is deleted."""
+    bad = []
+    for g in generations(cache_dir):
+        problem = _problem(g)
+        if problem is not None:
+            remove(g)
+            bad.append((g.id, problem))
+    return bad
+
+
+def _problem(g: Generation) -> str | None:
+    try:
+        body = store._check_header(g.files[0].read_bytes())
+        pack_path = g.files[0].with_name(body["pack"])
+        pack = pack_path.read_bytes()
+        entries = zip(body["entry_offset"], body["entry_length"], body["entry_checksum"],
+                      strict=True)
+        for index, (offset, length, expected) in enumerate(entries):
+            if store.checksum(pack[offset:offset + length]) != expected:
+                return f"entry {index} of {pack_path.name} fails its checksum"
+    except FileNotFoundError as err:
+        return f"missing {Path(err.filename).name}"
+    except (ValueError, KeyError, TypeError) as err:
+        return f"unreadable graph file: {err}"
+    return None
+
+
+def describe(cache_dir: str, max_bytes: int | None) -> str:
+    """The ``cache stats`` text."""
+    gens = generations(cache_dir)
+    total = sum(g.bytes for g in gens)
+    limit = f" of {max_bytes / 2**20:.0f} MiB" if max_bytes else ""
+    lines = [f"{cache_dir}: {len(gens)} generation{'s' * (len(gens) != 1)}, "
+             f"{total / 2**20:.1f} MiB{limit}"]
+    for g in reversed(gens):
+        age = (time.time() - g.last_used) / 86400
+        mark = "current" if g.current else f"last used {age:.1f} days ago"
+        lines.append(f"  {g.id}  {g.bytes / 2**20:8.1f} MiB  {len(g.files)} files  {mark}")
+    if max_bytes and any(g.current and g.bytes > max_bytes for g in gens):
+        lines.append("  the current generation alone is over the limit: raise max_size_mb")
+    return "\n".join(lines)
