@@ -66,8 +66,6 @@ def _apply(b: Builder, n: Node) -> int | None:
         for i, (elem, t) in enumerate(zip(dict(layer.args)["layers"], n.attr("steps"))):
             x = b.add(node("apply", (x,), t, "", path=n.attr("path") + (i,), layer=elem))
             x = _apply(b, b.nodes[x]) or x
-        if x != first and n.name:
-            b.nodes[x] = replace(b.nodes[x], name=n.name)
         return x
     return None
 
@@ -80,5 +78,9 @@ def simplify(g: Graph) -> Graph:
                 return x.inputs[0]
         rule = {"binary": _binary, "call": _call, "apply": _apply}.get(n.op)
         out = rule(b, n) if rule else None
-        return b.add(n) if out is None else out
+        if out is None:
+            return b.add(n)
+        if n.name and not b.nodes[out].name:  # the source name moves to what replaces the node
+            b.nodes[out] = replace(b.nodes[out], name=n.name)
+        return out
     return rewrite(g, visit)
