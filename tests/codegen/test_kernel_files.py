@@ -119,3 +119,31 @@ def test_identical_specs_share_a_key_and_different_ones_do_not():
     assert a.key == b.key != c.key
     assert kernel_source(a) == kernel_source(b)
     assert a.key.startswith("linear_4x8_")
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("family", ["linear", "conv2d"])
+def test_zero_skip_kernel_file_matches_the_plain_one(family, backend, tmp_path):
+    gen = torch.Generator().manual_seed(5)
+    epi = epilogue("relu", True, True, True)
+    if family == "linear":
+        n, k, shape = 9, 70, (5, 70)
+        spec = linear_spec({"in_features": k, "out_features": n}, "float32", epi, False, zero_skip=True)
+        plain = linear_spec({"in_features": k, "out_features": n}, "float32", epi, False)
+        codes = torch.randint(-1, 2, (n, k), generator=gen)
+        codes[:, 32:64] = 0                       # one all-zero K block of 32
+        out_shape = (5, n)
+    else:
+        args = {"in_channels": 3, "out_channels": 6, "kernel": 3, "stride": 1, "padding": 1, "groups": 1}
+        spec, plain = conv_spec(args, "float32", epi, False, zero_skip=True), conv_spec(args, "float32", epi, False)
+        codes = torch.randint(-1, 2, (6, 3, 3, 3), generator=gen)
+        n, shape, out_shape = 6, (2, 3, 5, 4), (2, 6, 5, 4)
+    codes[[1, 4]] = 0                             # two all-zero output channels
+    assert "skip." in kernel_source(spec) and spec.key != plain.key
+    skipping, reference = load(spec, tmp_path), load(plain, tmp_path)
+    x = torch.randn(shape, generator=gen)
+    scale, bias, residual = torch.rand(n, generator=gen) + 0.5, torch.randn(n, generator=gen), torch.randn(out_shape)
+    with torch.no_grad(), force_backend(backend):
+        got = skipping.run(x, pack(codes), scale, bias, residual)
+        want = reference.run(x, pack(codes), scale, bias, residual)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

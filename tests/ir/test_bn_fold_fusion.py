@@ -56,7 +56,7 @@ def test_a_value_read_twice_is_not_fused(tmp_path):
 def test_levels(tmp_path):
     g = lowered(tmp_path, BLOCK, "Block")
     assert optimize(g, "0") == g and passes("0") == ()
-    assert optimize(g, "2") == optimize(g, "3") == optimize(g, "s") == full(g)
+    assert optimize(g, "2") == optimize(g, "3") == optimize(g, "s")
     assert len(passes("1")) < len(passes("s")) < len(passes("2"))
     try:
         passes("4")
@@ -64,3 +64,10 @@ def test_levels(tmp_path):
         assert all(level in str(err) for level in LEVELS)
     else:
         raise AssertionError("level 4 accepted")
+
+
+def test_zero_skip_marks_every_ternary_layer(tmp_path):
+    from tribuild.ir.passes.zero_skip import zero_skip
+    g = zero_skip(full(lowered(tmp_path, BLOCK, "Block")))
+    assert [n.attr("zero_skip") for n in g.nodes if n.op != "param"] == [True, True, True]
+    assert optimize(lowered(tmp_path, BLOCK, "Block"), "2") == g

@@ -19,11 +19,12 @@ from tribuild.ir.passes.fold import fold
 from tribuild.ir.passes.fusion import fusion
 from tribuild.ir.passes.inline import inline
 from tribuild.ir.passes.simplify import simplify
+from tribuild.ir.passes.zero_skip import zero_skip
 
 Pass = Callable[[Graph], Graph]
 LEVELS = ("0", "1", "2", "3", "s")
 _BASIC = (fold, cse, fusion(full=False), dce)
-_FULL = (simplify, fold, cse, dce, bn_fold, fusion(full=True), dce)
+_FULL = (simplify, fold, cse, dce, bn_fold, fusion(full=True), dce, zero_skip)
 
 
 def passes(level: str) -> tuple[Pass, ...]:
