@@ -18,7 +18,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 
-from tribuild.build import cache, depfile, outputs, timing
+from tribuild.build import cache, depfile, manifest, outputs, timing
 from tribuild.build.driver import Request, TargetResult, generated, run, target_result
 from tribuild.build.lock import project_lock
 from tribuild.build.session import Project, open_database, save_database
@@ -26,6 +26,7 @@ from tribuild.build.sources import load_sources
 from tribuild.build.progress import Quiet
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_index
 
@@ -34,7 +35,9 @@ from tribuild.queries.syntax import item_index
 class CompileResult:
     target: TargetResult
     sources: QuerySources
-    written: tuple[str, ...]
+    written: tuple[str, ...]                 # paths whose bytes changed
+    files: tuple[str, ...] = ()              # every path of the module and its kernels
+    inputs: dict[str, str] | None = None     # root-relative input -> digest of its bytes
 
 
 def parse_arg(text: str) -> tuple[str, object]:
@@ -70,8 +73,9 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
     if value is not None and value.problem is not None:
         raise _usage(src, f"cannot build `{target.entry_layer}`: {value.problem}")
     written: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
     if not result.failed:
-        written = _write(os.path.join(cwd, out), generated(value), target.name)
+        files, written = _write(os.path.join(cwd, out), generated(value), target.name)
         if depfile_path:
             inputs = [os.path.relpath(os.path.join(project.root, p), cwd)
                       for p in depfile.import_closure(db, entry)]
@@ -82,7 +86,12 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
-    return CompileResult(result, QuerySources(db), written)
+    inputs = {p: manifest.digest(source_text(db, p).text.encode("utf-8"))
+              for p in depfile.import_closure(db, entry) if source_text(db, p).text is not None}
+    if project.config:
+        inputs[os.path.relpath(project.config.path, project.root)] = \
+            manifest.file_digest(project.config.path)
+    return CompileResult(result, QuerySources(db), written, files, inputs)
 
 
 def _entry(project: Project, full: str) -> str:
@@ -102,15 +111,13 @@ def _only_layer(db, entry: str, src: str) -> str:
     return layers[0]
 
 
-def _write(out: str, files: dict[str, bytes], name: str) -> tuple[str, ...]:
-    """Write the module as ``out`` and the kernels beside it; the paths written."""
+def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Write the module as ``out`` and the kernels beside it: (every path, paths written)."""
     folder = os.path.dirname(out)
-    written = []
-    for rel, data in sorted(files.items()):
-        path = out if rel == f"{name}.py" else outputs.resolve(folder, rel)
-        if outputs.write_if_changed(path, data):
-            written.append(path)
-    return tuple(written)
+    paths = {rel: out if rel == f"{name}.py" else outputs.resolve(folder, rel) for rel in files}
+    written = tuple(p for rel, p in sorted(paths.items())
+                    if outputs.write_if_changed(p, files[rel]))
+    return tuple(sorted(paths.values())), written
 
 
 def _usage(path: str, message: str) -> ConfigError:

@@ -80,6 +80,15 @@ class BuildResult:
     def failed(self) -> list[TargetResult]:
         return [t for t in self.targets if t.failed]
 
+    @property
+    def outputs(self) -> list[str]:
+        """Every file the targets produced (absolute paths), written or already up to date."""
+        return [os.path.join(self.out_dir, rel) for t in self.targets for rel in t.files]
+
+    @property
+    def diagnostics(self) -> list:
+        return [d for t in self.targets for d in t.diagnostics]
+
 
 def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
     """The configured targets named (all of them for no names); ConfigError otherwise."""

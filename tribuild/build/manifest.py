@@ -79,9 +79,10 @@ def locate(start: str) -> tuple[str, str] | None:
         return None
 
 
-def up_to_date(root: str, cache_dir: str, key: str) -> bool:
-    """Whether the manifest in ``cache_dir`` says a build of ``key`` has nothing to do."""
-    path = os.path.join(cache_dir, NAME)
+def up_to_date(root: str, cache_dir: str, key: str, name: str = NAME) -> bool:
+    """Whether the manifest ``name`` in ``cache_dir`` says a build of ``key`` has nothing
+    to do."""
+    path = os.path.join(cache_dir, name)
     try:
         with open(path, "rb") as file:
             data = json.load(file)
@@ -122,7 +123,7 @@ def _outputs_unchanged(root: str, outputs: list) -> bool:
 
 
 def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
-          outputs: tuple[str, ...]) -> None:
+          outputs: tuple[str, ...], name: str = NAME) -> None:
     """Record a build of ``key`` made from ``inputs`` (root-relative path -> digest of the
     bytes the build used) that left ``outputs`` (root-relative). An input whose file no
     longer holds those bytes is recorded with size -1, so the next check rebuilds."""
@@ -138,7 +139,7 @@ def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
     data = {"version": 1, "key": key, "tool": tool_stamp(),
             "inputs": [input_entry(rel) for rel in sorted(inputs)],
             "outputs": [entry(rel) for rel in sorted(outputs)]}
-    _write(os.path.join(cache_dir, NAME), data)
+    _write(os.path.join(cache_dir, name), data)
 
 
 def forget(cache_dir: str) -> None:

@@ -1,0 +1,57 @@
+"""The Python API: `import tribuild` stays cheap, compile_model goes through the persistent
+cache (a fresh process with nothing changed imports the module without the engine), build
+returns outputs, diagnostics and timing."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import tribuild
+
+PROBE = """\
+import json, sys, tribuild
+Model = tribuild.compile_model("models/mlp.tri", "MLP", hidden=8)
+print(json.dumps([Model.__name__, hasattr(Model, "from_float"),
+                  "tribuild.engine" in sys.modules, "tribuild.queries" in sys.modules]))
+"""
+
+
+def _probe(cwd) -> list:
+    run = subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_import_is_cheap():
+    code = "import sys, tribuild; print(sorted(m for m in sys.modules if m.startswith('tribuild')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert out.strip() == "['tribuild', 'tribuild.build']"
+
+
+def test_compile_model_second_call_is_a_cache_lookup(mini):
+    assert _probe(mini) == ["MLP", True, True, True]
+    assert _probe(mini) == ["MLP", True, False, False]
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("Linear(hidden, 10)", "TernaryLinear(hidden, 10)"))
+    assert _probe(mini) == ["MLP", True, True, True]
+
+
+def test_compile_model_reports_errors(mini):
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(q)"))
+    try:
+        tribuild.compile_model(str(mlp), "MLP")
+    except Exception as err:                 # tribuild.build.api.BuildError
+        assert "error[" in str(err) and "`q`" in str(err)
+    else:
+        raise AssertionError("no error")
+
+
+def test_build_returns_outputs_diagnostics_and_timing(mini):
+    result = tribuild.build(str(mini), jobs=2, timing=True)
+    assert not result.failed and result.diagnostics == []
+    assert sorted(p.rsplit("/", 1)[1] for p in result.outputs if p.endswith(".py")
+                  and "/kernels/" not in p) == ["mlp.py", "net.py", "twin.py", "wide.py"]
+    assert "query stages" in result.timing.text()
