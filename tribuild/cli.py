@@ -161,6 +161,46 @@ def _cache(args) -> int:
     return EXIT_OK
 
 
+def _graph_args(p) -> None:
+    p.add_argument("--format", choices=("dot", "json"), default="dot")
+    p.add_argument("--queries", action="store_true",
+                   help="the query graph of the last build instead of the file graph")
+
+
+def _graph(args) -> int:
+    import json
+
+    from tribuild.build import explain
+    from tribuild.build.driver import select
+    from tribuild.build.session import open_database
+    from tribuild.build.sources import load_sources
+    project = _project()
+    targets = select(project, ())
+    db = open_database(project)
+    if args.queries:
+        graph = explain.query_graph(db)
+    else:
+        load_sources(db, project.root, tuple(t.entry_path for t in targets))
+        graph = explain.file_graph(db, targets)
+    sys.stdout.write(explain.dot(graph) if args.format == "dot" else json.dumps(graph, indent=1))
+    return EXIT_OK
+
+
+def _explain_args(p) -> None:
+    p.add_argument("output", help="a file `tribuild build` wrote")
+
+
+def _explain(args) -> int:
+    from tribuild.build import explain
+    project = _project()
+    lines = explain.why(project.cache_dir, project.root, args.output)
+    if lines is None:
+        print(f"tribuild explain: no build has written {args.output}", file=sys.stderr)
+        return EXIT_USER
+    print("\n".join([f"{args.output}: last written because"] + ["  " + l for l in lines]))
+    return EXIT_OK
+
+
 COMMANDS = {
     "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
     "compile": ("compile one layer of one file into a module (a make or ninja rule)",
@@ -168,6 +208,10 @@ COMMANDS = {
     "check": ("report diagnostics for .tri files; exit 1 if any error", _check_args, _check),
     "clean": ("delete the outputs tribuild wrote (not the cache)", lambda p: None, _clean),
     "init": ("write a starter Tribuild.toml and models/mlp.tri", _init_args, _init),
+    "graph": ("print the file graph (or --queries: the query graph) as dot or JSON",
+              _graph_args, _graph),
+    "explain": ("why an output was last written: the chain back to the changed input",
+                _explain_args, _explain),
     "cache": ("the persistent cache: stats, clear, prune --days N, validate", _cache_args, _cache),
 }
 

@@ -30,9 +30,11 @@ def run(project, args) -> int:
             sys.stdout.write(f"# ==> {rel} <==\n{result.generated[rel].decode()}")
     if args.dump_ast:
         _dump_ast(result)
-    if args.explain and result.report is not None:
-        for line in result.explain:
-            _say(line)
+    if args.explain:
+        for rel, why in sorted(result.explain.items()):
+            _say(f"{rel}: written")
+            for line in why:
+                _say(f"  {line}")
     if not args.quiet or result.failed:
         _say(summary(result))
     if result.timing is not None:

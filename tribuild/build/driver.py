@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from tribuild.build import cache, depfile, manifest, outputs, progress as progress_mod, timing
+from tribuild.build import cache, depfile, explain, manifest, outputs, progress as progress_mod, timing
 from tribuild.build.check import target_problem
 from tribuild.build.lock import project_lock
 from tribuild.build.scheduler import run_units
@@ -73,7 +73,7 @@ class BuildResult:
     generated: dict[str, bytes] = field(default_factory=dict)
     timing: timing.Report | None = None
     executed: int = 0
-    explain: list[str] = field(default_factory=list)
+    explain: dict[str, list[str]] = field(default_factory=dict)   # output -> why written
     inputs: tuple[str, ...] = ()       # the .tri files the targets were made from
 
     @property
@@ -130,6 +130,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         if result.report is not None:
             keys = {u.name: (u.query, u.args) for u in units}
             result.explain = _explain(db, keys, result, log.executed)
+            explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
         with clock.stage("save cache"):
             save_database(db, project)
             cache.evict(project.cache_dir, config.cache_max_bytes)
@@ -229,22 +230,24 @@ def generated(value) -> dict[str, bytes]:
     return {f.relpath: f.text.encode("utf-8") for f in value.files}
 
 
-def _explain(db, keys: dict, result: BuildResult, executed: list) -> list[str]:
-    """Why each output written by this build was written, like ``ninja -d explain``."""
+def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
+    """Why each output written by this build was written, like ``ninja -d explain``: the
+    engine's chain from the target's query back to the input whose change made it run."""
     ran = set(executed)
-    lines = []
+    out = {}
     for target in result.targets:
         written = [rel for rel in target.files if rel in result.report.written]
         if not written or target.name not in keys:
             continue
         query, args = keys[target.name]
-        lines.append(f"{', '.join(written)} of target {target.name}:")
         if (query.name, args) in ran:
-            lines += ["  " + line for line in db.explain(query, *args).splitlines()]
+            why = [f"target {target.name}:"] + ["  " + line for line in
+                                                db.explain(query, *args).splitlines()]
         else:
-            lines.append("  its queries were up to date; the files on disk were missing "
-                         "or held other bytes")
-    return lines
+            why = [f"target {target.name}: its queries were up to date; the file on disk "
+                   "was missing or held other bytes"]
+        out.update({rel: why for rel in written})
+    return out
 
 
 def _syntax(db, entry_path: str) -> tuple:

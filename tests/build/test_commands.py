@@ -1,0 +1,65 @@
+"""The small commands: init, compile, clean, graph, explain, and their exit codes."""
+from __future__ import annotations
+
+import json
+
+
+def test_init_writes_a_project_that_builds_and_refuses_to_overwrite(tmp_path, cli):
+    code, _, err = cli(["init"], tmp_path)
+    assert code == 0 and "Tribuild.toml" in err
+    assert "layer MLP(hidden: int = 256)" in (tmp_path / "models" / "mlp.tri").read_text()
+    code, _, err = cli(["init"], tmp_path)
+    assert code == 2 and "nothing written" in err
+    code, _, err = cli(["build", "-q"], tmp_path)
+    assert code == 0 and (tmp_path / "build" / "mlp.py").exists()
+
+
+def test_compile_one_file_with_arguments_and_a_depfile(mini, cli):
+    code, _, err = cli(["compile", "models/net.tri", "-o", "gen/n.py", "--arg", "width=12",
+                        "--depfile", "gen/n.d"], mini)
+    assert code == 0, err
+    assert "width=12" in (mini / "gen" / "n.py").read_text()
+    assert (mini / "gen" / "n.d").read_text() == (
+        "gen/n.py: \\\n models/lib/blocks.tri \\\n models/net.tri \\\n Tribuild.toml\n")
+    assert list((mini / "gen" / "kernels").glob("linear_12x*.py"))
+
+
+def test_compile_usage_errors(mini, cli):
+    cases = [(["compile", "models/nope.tri", "-o", "x.py"], "no such file"),
+             (["compile", "models/lib/blocks.tri", "-o", "x.py"], "cannot build `Dense`"),
+             (["compile", "models/net.tri", "-o", "x.py", "--target", "Zed"], "no layer `Zed`"),
+             (["compile", "models/net.tri", "-o", "x.py", "--arg", "width"], "name=value"),
+             (["compile", "models/net.tri"], "-o")]
+    for args, message in cases:
+        code, _, err = cli(args, mini)
+        assert code == 2 and message in err, (args, err)
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(w)"))
+    code, _, err = cli(["compile", "models/mlp.tri", "-o", "x.py"], mini)
+    assert code == 1 and "error[" in err and not (mini / "x.py").exists()
+
+
+def test_clean_removes_only_what_tribuild_wrote(mini, cli):
+    cli(["build", "-q"], mini)
+    (mini / "out" / "mine.txt").write_text("keep me")
+    code, _, err = cli(["clean"], mini)
+    assert code == 0 and sorted(p.name for p in (mini / "out").rglob("*")) == ["mine.txt"]
+    code, _, err = cli(["build"], mini)
+    assert code == 0 and "no work to do" not in err and (mini / "out" / "net.py").exists()
+
+
+def test_graph_and_explain(mini, cli):
+    cli(["build", "-q"], mini)
+    code, out, _ = cli(["graph", "--format", "json"], mini)
+    graph = json.loads(out)
+    assert code == 0 and ["models/net.tri", "models/lib/blocks.tri"] in graph["edges"]
+    assert ["target:mlp", "models/mlp.tri"] in graph["edges"]
+    code, out, _ = cli(["graph", "--queries"], mini)
+    assert code == 0 and out.startswith("digraph") and "target_build" in out
+    blocks = mini / "models" / "lib" / "blocks.tri"
+    blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return fc(x)"))
+    cli(["build", "-q"], mini)
+    code, out, _ = cli(["explain", "out/wide.py"], mini)
+    assert code == 0 and "source_text('models/lib/blocks.tri')" in out.splitlines()[-1]
+    code, _, err = cli(["explain", "out/nothing.py"], mini)
+    assert code == 1 and "no build has written" in err

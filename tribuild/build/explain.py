@@ -1,0 +1,68 @@
+"""`tribuild explain OUTPUT` and `tribuild graph`: why an output was last written, and the
+file or query graph.
+
+Terms:
+- *explanation record*: ``<cache dir>/explain.json``, output path (relative to the project
+  root) -> the lines saying why the build that last wrote it did so (the engine's why-chain,
+  computed while that build's database was in memory: the persistent store does not keep
+  causes). Each build replaces the entries of the outputs it wrote.
+- *file graph*: every .tri file the targets are made from, an edge from each file to each
+  file it imports, and an edge from each target to its entry file.
+- *query graph*: every key of the persistent database (``Database.graph()``), edges from a
+  dependency to its dependent.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+NAME = "explain.json"
+
+
+def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list[str]]) -> None:
+    """Merge the explanations of this build's written outputs (out-relative) into the record."""
+    from tribuild.engine.store import write_atomic
+    path = Path(cache_dir, NAME)
+    data = load(cache_dir)
+    for rel, lines in explanations.items():
+        data[os.path.relpath(os.path.join(out_dir, rel), root)] = lines
+    if explanations:
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+
+def load(cache_dir: str) -> dict[str, list[str]]:
+    try:
+        data = json.loads(Path(cache_dir, NAME).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def why(cache_dir: str, root: str, output: str) -> list[str] | None:
+    """The explanation of ``output`` (a path as the user typed it), None if unknown."""
+    return load(cache_dir).get(os.path.relpath(os.path.abspath(output), root))
+
+
+def file_graph(db, targets) -> dict:
+    """``{"nodes": [...], "edges": [[from, to], ...]}`` of the file graph."""
+    from tribuild.build.depfile import import_closure
+    from tribuild.queries.names import import_targets
+    files = sorted({p for t in targets for p in import_closure(db, t.entry_path)})
+    edges = [[f"target:{t.name}", t.entry_path] for t in targets]
+    edges += [[path, dep] for path in files for dep in import_targets(db, path)]
+    return {"nodes": [f"target:{t.name}" for t in targets] + files, "edges": edges}
+
+
+def query_graph(db) -> dict:
+    g = db.graph()
+    label = {node: f"{node[0]}{node[1]!r}" for node in g.nodes}
+    return {"nodes": sorted(label.values()),
+            "edges": sorted([label[a], label[b]] for a, b in g.edges)}
+
+
+def dot(graph: dict) -> str:
+    lines = ["digraph tribuild {"]
+    lines += [f"  {json.dumps(node)};" for node in graph["nodes"]]
+    lines += [f"  {json.dumps(a)} -> {json.dumps(b)};" for a, b in graph["edges"]]
+    return "\n".join(lines + ["}"]) + "\n"
