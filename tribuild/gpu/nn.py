@@ -51,7 +51,7 @@ class TernaryLayer(nn.Module):
 
     def weight_for_training(self, name: str) -> torch.Tensor | None:
         """The STE-ternarized latent weight while training with QAT, else None."""
-        latent = getattr(self, f"latent_{name}", None)
+        latent = self._parameters.get(f"latent_{name}")
         if latent is None or not self.training:
             return None
         return ternarize_ste(latent, self.scale_mode)
