@@ -23,12 +23,13 @@ Inputs:
   fuzzer found; the first line ``# expect: CODE ...`` lists the codes the file must report
   (exactly), and ``# xfail: why`` marks a bug whose fix belongs to another module.
 
-Observed cost (300 runs each, a clean database per run, measured on a shared machine with a load
-of about 7): a mutated-zoo run takes 2 to 62 ms per KB of loaded source (median 10, 90th percentile
-35); the slow end is an edit whose file reaches the ResNet targets, whose cost grows with the
-instances built, not with the text. Generated programs take 4 to 310 ms/KB (files of 0.5 to 3 KB:
-fixed costs and construction-time work dominate). The 100 KB file of valid layers takes about
-2 s, the 1 MB one 20 to 35 s (20 to 35 ms/KB, linear), so the latter runs with the slow tests.
+Observed cost (runs of 300 and 700 examples, a clean database per run, on a shared 2-core machine
+with a load of about 7): a mutated-zoo run takes 1.3 to 120 ms per KB of loaded source (median
+10 to 15, 90th percentile 35 to 50); the slow end is an edit whose file reaches the ResNet
+targets, whose cost grows with the instances built, not with the text. Generated programs take
+4 to 900 ms/KB (files of 0.5 to 3 KB: fixed costs and construction-time work up to the 10**6-step
+bound dominate). The 100 KB file of valid layers takes about 2 s, the 1 MB one 20 to 35 s (20 to
+35 ms/KB, linear), so the latter runs with the slow tests.
 Nothing here asserts on time.
 """
 from __future__ import annotations
