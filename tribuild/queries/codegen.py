@@ -54,7 +54,7 @@ def module_source(db, name: str, entry_path: str, layer: str, args: tuple, input
     if report.root is None or _errors(report.diagnostics):
         return ModuleSource(None, (), report.diagnostics, report.problem)
     instances = []
-    for key, _ in reached_instances(db, report.root):
+    for key, _ in reached_instances(db, report.root).instances:
         lowered = optimized_ir(db, key, opt_level)
         if lowered.graph is None:
             return ModuleSource(None, (), report.diagnostics + lowered.diagnostics, None)

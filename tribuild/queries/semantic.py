@@ -10,6 +10,8 @@ Terms:
   target (construction parameters symbolic), signature problems included.
 - *checked_instance(key)*: one concrete instantiation (``InstanceKey``: layer + construction
   values), checked with those values. Its ``children`` are the user-layer instances it builds.
+- *const cycle*: a constant whose value names itself, directly or through other constants or
+  the parameter defaults of layers it builds (E0508); its value is POISON, so checking it ends.
 - *default instance*: a layer whose construction parameters all have defaults; ``tribuild
   check`` instantiates it even outside a target.
 """
@@ -17,15 +19,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tribuild.diagnostics import Diagnostic
+from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang import ast
 from tribuild.lang.check import CheckedInstance, check_instance, check_item, const_value_of, instance_key
+from tribuild.lang.consteval import POISON
 from tribuild.lang.env import ItemRef
+from tribuild.lang.free_names import free_names
 from tribuild.lang.signature import Signature, signature_of
 from tribuild.lang.values import InstanceKey, Value
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import item_ast
+
+E_CONST_CYCLE = register("E0508", "a constant depends on itself")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,48 @@ class QueryEnv:
 
 
 @derived
+def item_refs(db, path: str, item_id: str) -> tuple[ItemRef, ...]:
+    """The user items a constant's value, or an item's parameter defaults, name."""
+    item = item_ast(db, path, item_id).item
+    if isinstance(item, ast.Const):
+        exprs = (item.value,)
+    elif isinstance(item, (ast.Layer, ast.Fn)):
+        exprs = tuple(p.default for p in item.params if p.default is not None)
+    else:
+        return ()
+    names = scope(db, path)
+    refs = (names.lookup(n) for e in exprs for n in free_names(e))
+    return tuple(dict.fromkeys(r for r in refs if r is not None and r.kind != "unresolved"))
+
+
+@derived
+def const_cycle(db, path: str, item_id: str) -> tuple[str, ...] | None:
+    """The shortest chain of items by which a constant's value depends on itself, or None."""
+    start = (path, item_id)
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for here in frontier:
+            for ref in item_refs(db, *here):
+                there = (ref.path, ref.item_id)
+                if there == start:
+                    chain = [here]
+                    while chain[-1] != start:
+                        chain.append(parent[chain[-1]])
+                    return tuple(i for _, i in reversed(chain)) + (item_id,)
+                if there not in parent:
+                    parent[there] = here
+                    nxt.append(there)
+        frontier = nxt
+    return None
+
+
+@derived
 def const_value(db, path: str, item_id: str) -> Value:
+    """A constant's value; POISON (already reported) when it depends on itself."""
+    if const_cycle(db, path, item_id):
+        return POISON
     item = item_ast(db, path, item_id).item
     return const_value_of(item, signature(db, path, item_id).signature, path, item_id,
                           QueryEnv(db, path))
@@ -80,6 +127,11 @@ def const_value(db, path: str, item_id: str) -> Value:
 def item_diagnostics(db, path: str, item_id: str) -> tuple[Diagnostic, ...]:
     sig = signature(db, path, item_id)
     item = item_ast(db, path, item_id).item
+    if isinstance(item, ast.Const) and (cycle := const_cycle(db, path, item_id)):
+        return sig.diagnostics + (Diagnostic(
+            E_CONST_CYCLE, f"constant `{item.name}` depends on itself: " + " -> ".join(cycle),
+            Label(Loc(path, item_id, item.name_span), "defined here"),
+            help="give one of them a value that does not name the others"),)
     return sig.diagnostics + check_item(item, sig.signature, path, item_id, QueryEnv(db, path))
 
 

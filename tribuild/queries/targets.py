@@ -8,42 +8,65 @@ Terms:
 - *instance report*: every diagnostic of every instance a root reaches, each with notes
   naming its chain of instantiations, innermost first:
   ``in ResNet.layer2[0] (BasicBlock cin=64 cout=128 stride=2)``.
+- *cut*: the walk does not descend into a child that is one of its own ancestors (a layer
+  containing itself, E0506) or that nests deeper than ``MAX_NESTING`` (a layer building ever
+  bigger copies of itself, E0507); both are reported, so every walk ends.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tribuild.diagnostics import Diagnostic
+from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang.check import check_target_input
 from tribuild.lang.values import InstanceKey, describe_instance
 from tribuild.queries.names import scope
 from tribuild.queries.semantic import (has_defaults, instance_children, instance_diagnostics,
                                        layer_instance, signature)
-from tribuild.queries.syntax import item_index, read_error
+from tribuild.queries.syntax import item_ast, item_index, read_error
 
 Chain = tuple[tuple[str, InstanceKey], ...]
+MAX_NESTING = 64
+SHOWN = 6
+
+E_CONTAINS_ITSELF = register("E0506", "a layer contains an instance of itself")
+E_TOO_DEEP = register("E0507", "layer instances nest too deeply")
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Every instance a root reaches, with its chain; and where the walk was cut: a child that
+    is one of its own ancestors (``"self"``) or nests deeper than ``MAX_NESTING``."""
+    instances: tuple[tuple[InstanceKey, Chain], ...]
+    cut: tuple[tuple[InstanceKey, Chain, str], ...]
 
 
 @derived
-def reached_instances(db, root: InstanceKey) -> tuple[tuple[InstanceKey, Chain], ...]:
+def reached_instances(db, root: InstanceKey) -> Reach:
     seen: dict[InstanceKey, Chain] = {root: ()}
+    cut = []
     frontier = [root]
     while frontier:
         nxt = []
         for key in frontier:
+            chain = seen[key]
+            ancestors = {root, *(k for _, k in chain)}
             for member, child in instance_children(db, key):
-                if child not in seen:
-                    seen[child] = seen[key] + ((member, child),)
+                step = chain + ((member, child),)
+                if child in ancestors or len(step) > MAX_NESTING:
+                    cut.append((key, step, "self" if child in ancestors else "depth"))
+                elif child not in seen:
+                    seen[child] = step
                     nxt.append(child)
         frontier = nxt
-    return tuple(seen.items())
+    return Reach(tuple(seen.items()), tuple(cut))
 
 
 @derived
 def instance_report(db, root: InstanceKey) -> tuple[Diagnostic, ...]:
-    out = []
-    for key, chain in reached_instances(db, root):
+    reach = reached_instances(db, root)
+    out = [_cut_diagnostic(db, root, *cut) for cut in reach.cut]
+    for key, chain in reach.instances:
         notes = _chain_notes(root, chain)
         for diag in instance_diagnostics(db, key):
             out.append(Diagnostic(diag.code, diag.message, diag.primary, diag.secondary,
@@ -51,12 +74,30 @@ def instance_report(db, root: InstanceKey) -> tuple[Diagnostic, ...]:
     return tuple(out)
 
 
+def _cut_diagnostic(db, root: InstanceKey, parent: InstanceKey, chain: Chain, why: str) -> Diagnostic:
+    member, child = chain[-1]
+    loc = Loc(parent.path, parent.item_id, item_ast(db, parent.path, parent.item_id).item.name_span)
+    label = Label(loc, f"its member `{member}` builds {describe_instance(child)}")
+    notes = _chain_notes(root, chain[:-1])
+    path = root.name + "".join(f".{m}" for m, _ in chain)
+    if why == "self":
+        return Diagnostic(E_CONTAINS_ITSELF, f"layer `{child.name}` contains an instance of itself: "
+                          f"{path} is {describe_instance(child)} again", label, notes=notes,
+                          help="a layer cannot be built from an instance of itself")
+    return Diagnostic(E_TOO_DEEP, f"layer instances nest more than {MAX_NESTING} levels deep",
+                      label, notes=notes, help="does a layer build a bigger copy of itself?")
+
+
 def _chain_notes(root: InstanceKey, chain: Chain) -> tuple[str, ...]:
+    """One note per level, innermost first; a chain longer than ``SHOWN`` levels shows its
+    innermost and outermost levels around a count of those left out."""
     notes = []
     for depth in range(len(chain), -1, -1):
         path = root.name + "".join(f".{member}" for member, _ in chain[:depth])
         key = chain[depth - 1][1] if depth else root
         notes.append(f"in {path} ({describe_instance(key)})")
+    if len(notes) > SHOWN:
+        notes[SHOWN - 2:-1] = [f"... {len(notes) - SHOWN + 1} more levels"]
     return tuple(notes)
 
 

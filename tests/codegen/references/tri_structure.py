@@ -55,7 +55,7 @@ def members(key: InstanceKey) -> tuple:
 
 def reached_layers(key: InstanceKey) -> set[str]:
     """Names of the user layers an instance builds, itself included."""
-    return {k.name for k, _ in reached_instances(database()[0], key)}
+    return {k.name for k, _ in reached_instances(database()[0], key).instances}
 
 
 def zoo_layers() -> set[str]:
