@@ -141,26 +141,22 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
 
 
 def _units(db, targets, request: Request, opt: str) -> list[Unit]:
-    """The file units (``file_diagnostics`` of every file the targets are made from: what
-    `tribuild check` reports, shared by the targets that import the file) and one unit per
-    target depending on the file units of its import closure: its ``target_build`` (its
-    ``target_report`` when stopping after the check). None when stopping after parsing."""
+    """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
+    the check), with a prelude of the ``file_diagnostics`` of every file of its import
+    closure (what `tribuild check` reports for them). None when stopping after parsing.
+    A worker computes a unit whole: decoding another worker's results of a shared file
+    costs about as much as recomputing them."""
     if request.stop_after == "parse":
         return []
-    closures = {t.name: depfile.import_closure(db, t.entry_path) for t in targets}
-    paths = sorted({p for closure in closures.values() for p in closure})
-    units = [Unit(_file_unit(p), file_diagnostics, (p,)) for p in paths]
     query = target_report if request.stop_after == "check" else target_build_query()
+    units = []
     for t in targets:
         args = (t.entry_path, t.entry_layer, t.args, t.input)
         if query is not target_report:
             args = (t.name,) + args + (opt,)
-        units.append(Unit(t.name, query, args, tuple(_file_unit(p) for p in closures[t.name])))
+        prelude = tuple((file_diagnostics, (p,)) for p in depfile.import_closure(db, t.entry_path))
+        units.append(Unit(t.name, query, args, prelude=prelude))
     return units
-
-
-def _file_unit(path: str) -> str:
-    return f"check {path}"
 
 
 def run(db, targets, request: Request, opt: str, show, clock) -> tuple[list[Unit], dict]:
@@ -220,7 +216,7 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
     if failed:
         return TargetResult(t.name, error=failed), None
     files_diags = [d for p in depfile.import_closure(db, t.entry_path)
-                   for d in outcomes[_file_unit(p)].value]
+                   for d in file_diagnostics(db, p)]
     diags = tuple(dict.fromkeys(files_diags + list(got.value.diagnostics)))
     return TargetResult(t.name, diagnostics=diags), got.value
 

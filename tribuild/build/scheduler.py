@@ -124,7 +124,7 @@ def _work(db, unit: Unit, fd: int) -> None:
         before = db.stats()
         outcome = run_one(db, unit)
         if outcome.error is None:
-            message = ("ok", db.export([(unit.query, unit.args)]), _delta(db.stats(), before))
+            message = ("ok", db.export(unit.keys()), _delta(db.stats(), before))
         else:
             message = ("error", outcome.error, _delta(db.stats(), before))
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)

@@ -2,9 +2,10 @@
 
 Terms:
 - *unit*: one query key the build needs, ``query(db, *args)``, with a *name* shown in
-  progress and timing, the names of the units it *depends on* (their results should be in
-  the database before it starts, so it does not redo them) and an estimated *cost* in
-  seconds (from the last build's timings, else 1).
+  progress and timing, a *prelude* of keys read first (their values are not returned, but
+  they are computed, and exported, with the unit), the names of the units it *depends on*
+  (their results should be in the database before it starts, so it does not redo them)
+  and an estimated *cost* in seconds (else 1).
 - *outcome*: what running a unit gave: its value, or the traceback of the exception it
   raised (a bug: it is reported, and units that depend on it are *skipped*).
 - *priority*: a unit's cost plus the largest priority among the units that depend on it:
@@ -25,6 +26,10 @@ class Unit:
     args: tuple
     deps: tuple[str, ...] = ()
     cost: float = 1.0
+    prelude: tuple[tuple[object, tuple], ...] = ()
+
+    def keys(self) -> list[tuple[object, tuple]]:
+        return list(self.prelude) + [(self.query, self.args)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,8 @@ def run_one(db, unit: Unit) -> Outcome:
     import time
     start = time.perf_counter()
     try:
+        for query, args in unit.prelude:
+            query(db, *args)
         value = unit.query(db, *unit.args)
     except Exception:
         return Outcome(error=traceback.format_exc(), seconds=time.perf_counter() - start)
