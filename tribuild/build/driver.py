@@ -29,6 +29,7 @@ from tribuild.build.sources import load_sources, scan
 from tribuild.build.units import Outcome, Unit
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
@@ -154,8 +155,10 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
         args = (t.entry_path, t.entry_layer, t.args, t.input)
         if query is not target_report:
             args = (t.name,) + args + (opt,)
-        prelude = tuple((file_diagnostics, (p,)) for p in depfile.import_closure(db, t.entry_path))
-        units.append(Unit(t.name, query, args, prelude=prelude))
+        closure = depfile.import_closure(db, t.entry_path)
+        size = sum(len(source_text(db, p).text or "") for p in closure)   # the cost estimate
+        prelude = tuple((file_diagnostics, (p,)) for p in closure)
+        units.append(Unit(t.name, query, args, cost=float(size), prelude=prelude))
     return units
 
 
@@ -253,7 +256,6 @@ def _syntax(db, entry_path: str) -> tuple:
 
 def _write_manifest(db, project: Project, request: Request, targets, result: BuildResult,
                     toml_digest: str) -> None:
-    from tribuild.queries.inputs import source_text
     root = project.root
     inputs = {os.path.relpath(project.config.path, root): toml_digest}
     for t in targets:

@@ -5,7 +5,8 @@ Terms:
   progress and timing, a *prelude* of keys read first (their values are not returned, but
   they are computed, and exported, with the unit), the names of the units it *depends on*
   (their results should be in the database before it starts, so it does not redo them)
-  and an estimated *cost* in seconds (else 1).
+  and an estimated *cost* (any unit, compared between units: the driver uses the size of the
+  sources a target is made from).
 - *outcome*: what running a unit gave: its value, or the traceback of the exception it
   raised (a bug: it is reported, and units that depend on it are *skipped*).
 - *priority*: a unit's cost plus the largest priority among the units that depend on it:
