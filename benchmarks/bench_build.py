@@ -10,7 +10,7 @@ Cases (each a fresh `tribuild build -q` process, as CI or make would run it):
 Writes benchmarks/results/build.json and build.md. The machine is shared: the load
 average before and after is recorded, and figures are medians.
 
-    python benchmarks/bench_build.py [--repeats N] [--synthetic-repeats N]
+    python benchmarks/bench_build.py [--repeats N] [--synthetic-repeats N] [--frozen DIR]
 """
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 TRIBUILD = [str(Path(sys.executable).parent / "tribuild")]
+# --frozen DIR: run a copy of the tribuild package instead of the (editable, shared) tree
+FROZEN = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+          "str(getattr(f, '__module__', type(f).__module__))]; sys.path.insert(0, {dir!r}); "
+          "from tribuild.cli import main; sys.exit(main())")
 BLOCKS = "models/blocks/resnet_blocks.tri"
 GOALS = {"zoo no-op": 0.060, "zoo body edit": 0.150}
 
@@ -146,7 +150,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--synthetic-repeats", type=int, default=3)
+    parser.add_argument("--frozen", metavar="DIR", help="run the tribuild package under DIR "
+                        "(a snapshot: others may be editing the working tree)")
     args = parser.parse_args()
+    if args.frozen:
+        TRIBUILD[:] = [sys.executable, "-c", FROZEN.format(dir=os.path.abspath(args.frozen))]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         times = zoo_cases(Path(tmp), args.repeats)

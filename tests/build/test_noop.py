@@ -1,0 +1,69 @@
+"""The no-op path: a fresh process with nothing changed answers from the manifest without
+importing the engine, the compiler, argparse, torch, triton, networkx or rich; which command
+lines it accepts; and what sends a build the full way."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tribuild.build.quick import _simple
+
+PROBE = """\
+import json, sys
+from tribuild.cli import main
+code = main(sys.argv[1:])
+heavy = ("torch", "triton", "networkx", "rich", "argparse", "tribuild.engine",
+         "tribuild.queries", "tribuild.lang", "tribuild.config")
+print(json.dumps([code, [m for m in heavy if m in sys.modules]]))
+"""
+
+
+def _fresh(cwd, *args) -> tuple[int, list[str], str]:
+    run = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True,
+                         text=True, timeout=300)
+    code, heavy = json.loads(run.stdout.splitlines()[-1])
+    return code, heavy, run.stderr
+
+
+def test_a_fresh_no_op_imports_nothing_heavy(mini):
+    code, heavy, _ = _fresh(mini, "build", "-q")
+    assert code == 0 and "tribuild.engine" in heavy            # the first build does work
+    for args in (("build",), ("build", "-j", "2", "-k"), ("build", "-q")):
+        code, heavy, err = _fresh(mini, *args)
+        assert (code, heavy) == (0, []), err
+    code, heavy, err = _fresh(mini / "models", "build", "--jobs=3")   # from a subfolder
+    assert (code, heavy, err) == (0, [], "tribuild: no work to do\n")
+
+
+@pytest.mark.parametrize("change", ["edit", "delete output", "other targets", "other level",
+                                    "config"])
+def test_what_sends_a_build_the_full_way(mini, cli, change):
+    cli(["build", "-q"], mini)
+    args = ["build"]
+    if change == "edit":
+        (mini / "models" / "mlp.tri").write_text((mini / "models" / "mlp.tri").read_text() + "\n")
+    elif change == "delete output":
+        os.unlink(mini / "out" / "mlp.d")
+    elif change == "other targets":
+        args.append("mlp")
+    elif change == "other level":
+        args.append("-O3")
+    else:
+        toml = mini / "Tribuild.toml"
+        toml.write_text(toml.read_text().replace('name = "mini"', 'name = "mini2"'))
+    code, _, err = cli(args, mini)
+    assert code == 0 and "no work to do" not in err
+    assert cli(args, mini)[2] == "tribuild: no work to do\n"
+    assert (mini / "out" / "mlp.d").exists()
+
+
+def test_simple_command_lines():
+    assert _simple([]) == ((), None, False)
+    assert _simple(["a", "-j4", "--jobs", "2", "-O3", "-q", "b"]) == (("a", "b"), "3", True)
+    assert _simple(["--jobs=2", "-Os", "-k"]) == ((), "s", False)
+    for args in (["--timing"], ["-j"], ["-j0"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"]):
+        assert _simple(args) is None, args
