@@ -16,7 +16,6 @@ Every change happens under the project lock.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path

@@ -17,7 +17,6 @@ for an up-to-date one.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 
 from tribuild.build import cache, depfile, explain, manifest, outputs, progress as progress_mod, timing
