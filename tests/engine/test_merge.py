@@ -35,7 +35,7 @@ def _key(memo):
 
 def state(db) -> dict:
     """Everything known about each key that ran, by key (ids differ between databases)."""
-    memos = db._memos
+    memos = db._every_memo()
     out = {}
     for m in memos:
         if m.deps is None:

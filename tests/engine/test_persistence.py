@@ -1,8 +1,9 @@
 from tribuild.engine import Database, codec
+from tribuild.engine.query import REGISTRY
 
 from .conftest import run
-from .store_queries import (TEXTS, opaque, run_all, set_inputs, summary, text, uses_opaque_key,
-                            via_opaque, words)
+from .store_queries import (TEXTS, count, opaque, run_all, set_inputs, summary, text,
+                            uses_opaque_key, via_opaque, words)
 
 SALT = "tribuild-test-salt"
 
@@ -52,6 +53,29 @@ def test_values_are_decoded_lazily(tmp_path, monkeypatch):
     assert decoded == []
     assert words(db, "c").words == ("echo",)
     assert len(decoded) == 1
+
+
+def test_a_load_builds_memos_only_for_the_keys_used(tmp_path):
+    _saved(tmp_path)
+    db = Database.load(tmp_path, SALT)
+    assert db.store_report.keys == len(db._memos) > 4
+    assert all(memo is None for memo in db._memos)
+    set_inputs(db)
+    assert words(db, "c").words == ("echo",)
+    assert sorted(m.label() for m in db._memos if m is not None) == [
+        "text('a')", "text('b')", "text('c')", "words('c')"]
+
+
+def test_keys_of_undeclared_queries_are_dropped_with_their_dependents(tmp_path, monkeypatch):
+    expected, _ = _saved(tmp_path)
+    monkeypatch.delitem(REGISTRY, count.ident)
+    db = Database.load(tmp_path, SALT)
+    assert db.store_report.problems[0].startswith("dropped 6 keys")
+    set_inputs(db)
+    with db.log() as log:
+        assert run_all(db) == expected
+    assert sorted(name for name, _ in log.executed) == [
+        "count", "count", "count", "opaque", "summary", "via_opaque"]
 
 
 def test_another_salt_or_no_store_gives_an_empty_database(tmp_path):

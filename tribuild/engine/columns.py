@@ -1,8 +1,9 @@
 """Integer columns for the store's graph file.
 
 Terms:
-- *column*: a named list of Python ints that fit in 64 bits, stored as a little-endian int64
-  array. Reading one is a copy into ``array('q')``: no parsing, no code, fast for 100k keys.
+- *column*: a named sequence of Python ints that fit in 64 bits, stored as a little-endian
+  int64 array. Reading one is a copy into an ``array('q')``, returned as is: no parsing, no
+  per-value object, fast for 100k keys.
 - *layout*: ``[[name, length], ...]``, the order and lengths of the columns in the bytes.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ def pack(columns: dict[str, list[int]]) -> tuple[list, bytes]:
     return layout, b"".join(chunks)
 
 
-def unpack(layout: list, data: bytes | memoryview) -> dict[str, list[int]]:
+def unpack(layout: list, data: bytes | memoryview) -> dict[str, array]:
     out, offset = {}, 0
     for name, length in layout:
         end = offset + 8 * length
@@ -32,7 +33,7 @@ def unpack(layout: list, data: bytes | memoryview) -> dict[str, list[int]]:
         column.frombytes(data[offset:end])
         if sys.byteorder == "big":
             column.byteswap()
-        out[name] = column.tolist()
+        out[name] = column
         offset = end
     if offset != len(data):
         raise ValueError("trailing bytes after the columns")

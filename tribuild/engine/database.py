@@ -2,7 +2,8 @@
 
 Terms:
 - *memo table*: for each query, a dict from argument tuples to memos; ``_memos`` lists every
-  memo by key id.
+  memo by key id. After a load, both fill up as keys are used (``loaded``): ``_memos`` holds
+  None for a stored key not used yet, and a table lacks the stored keys not looked up yet.
 - *effective change*: a ``set`` to a value not ``==`` the current one (or to another
   durability), or a ``remove`` of a set input. Each bumps ``revision`` by one; other calls are
   no-ops.
@@ -15,6 +16,7 @@ from . import explain, store
 from . import merge as merging
 from .durability import Durability, DurabilityClock
 from .fetch import equal
+from .loaded import Loaded
 from .lru import Lru
 from .memo import NO_VALUE, Memo
 from .runtime import Gate, ThreadState
@@ -24,7 +26,8 @@ from .stats import Counters, Log, QueryStats
 class Database:
     def __init__(self):
         self._tables: dict = {}
-        self._memos: list[Memo] = []
+        self._memos: list[Memo | None] = []
+        self._loaded: Loaded | None = None
         self._revision = 0
         self._clock = DurabilityClock()
         self._gate = Gate()
@@ -37,17 +40,38 @@ class Database:
     def revision(self) -> int:
         return self._revision
 
-    def _memo(self, query, args: tuple) -> Memo:
-        """The memo of a key, created empty on first use (call with the lock held)."""
+    def _find(self, query, args: tuple) -> Memo | None:
+        """The memo of a key, or None if this database has none (call with the lock held)."""
         table = self._tables.get(query)
         if table is None:
             table = self._tables[query] = {}
         memo = table.get(args)
+        if memo is None and self._loaded is not None:
+            memo = self._loaded.find(self, query, args)
+            if memo is not None:
+                table[args] = memo
+        return memo
+
+    def _memo(self, query, args: tuple) -> Memo:
+        """The memo of a key, created empty on first use (call with the lock held)."""
+        memo = self._find(query, args)
         if memo is None:
             memo = Memo(len(self._memos), query, args)
             self._memos.append(memo)
-            table[args] = memo
+            self._tables[query][args] = memo
         return memo
+
+    def _memo_at(self, key_id: int) -> Memo:
+        """The memo of a key id, materialised from a loaded store if need be."""
+        memo = self._memos[key_id]
+        return memo if memo is not None else self._loaded.memo(self, key_id)
+
+    def _every_memo(self) -> list[Memo]:
+        """``_memos`` with every loaded memo materialised."""
+        if self._loaded is not None:
+            for key_id in range(self._loaded.count):
+                self._loaded.memo(self, key_id)
+        return self._memos
 
     def _restore(self, memo: Memo, admit: bool = True) -> bool:
         return store.restore(self, memo, admit)
@@ -74,7 +98,7 @@ class Database:
     def remove(self, query, *args) -> None:
         """Make an input unset: reading it raises ``MissingInput``."""
         with self._writing():
-            memo = self._tables.get(query, {}).get(args)
+            memo = self._find(query, args)
             if memo is not None and (memo.value is not NO_VALUE or memo.blob is not None):
                 self._change(memo, NO_VALUE, memo.durability)
 

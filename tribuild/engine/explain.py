@@ -23,12 +23,16 @@ class Step(NamedTuple):
 
 def why(db, query, args: tuple) -> list[Step]:
     """The chain for the last run of ``query(*args)``; [] if it never ran in this database."""
-    memo = db._tables.get(query, {}).get(args)
+    with db._gate.cond:
+        return _chain(db, db._find(query, args))
+
+
+def _chain(db, memo) -> list[Step]:
     if memo is None or memo.deps is None or memo.query.is_input:
         return []
     chain = [Step(memo.query.name, memo.args, memo.executed_at)]
     while memo.cause >= 0:
-        dep = db._memos[memo.cause]
+        dep = db._memo_at(memo.cause)
         chain.append(Step(dep.query.name, dep.args, memo.cause_rev))
         if dep.query.is_input or dep.executed_at != memo.cause_rev:
             break
@@ -47,7 +51,7 @@ def explain(db, query, args: tuple) -> str:
         lines.append(f"  because {key_label(step.query, step.args)} changed at revision "
                      f"{step.revision}")
     if not rest:
-        memo = db._tables[query][args]
+        memo = db._find(query, args)
         reason = "it had never run" if memo.cause == FIRST_RUN else "its value was not held"
         lines.append(f"  because {reason}")
     return "\n".join(lines)
@@ -61,7 +65,7 @@ def graph(db):
 
     g = nx.DiGraph()
     with db._gate.cond:
-        memos = list(db._memos)
+        memos = list(db._every_memo())
     nodes = [(m.query.name, m.args) for m in memos]
     for node, memo in zip(nodes, memos):
         g.add_node(node, changed_at=memo.changed_at, verified_at=memo.verified_at,

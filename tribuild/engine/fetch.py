@@ -89,6 +89,7 @@ def verify(db, local, root) -> None:
     rev = db._revision
     level_changed = db._clock.changed
     memos = db._memos
+    memo_at = db._memo_at
     counters = db._counters
     counts = counters.validations
     stack = local.stack
@@ -107,6 +108,8 @@ def verify(db, local, root) -> None:
                 deps = memo.deps
                 for pos in range(pos, len(deps)):
                     dep = memos[deps[pos]]
+                    if dep is None:
+                        dep = memo_at(deps[pos])
                     if dep.verified_at < rev:
                         if dep.deps is None:
                             cause = dep

@@ -38,6 +38,7 @@ import json
 from dataclasses import dataclass
 
 from . import store
+from .loaded import decode_args
 from .memo import FIRST_RUN, NO_VALUE, key_label
 from .query import REGISTRY
 
@@ -61,10 +62,10 @@ def export(db, keys) -> bytes:
     roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
     table = _KeyTable()
     records, chunks, left, offset = [], [], set(), 0
-    memos = db._memos
-    for memo in _closure(roots, memos, rev):
+    memo_at = db._memo_at
+    for memo in _closure(roots, memo_at, rev):
         own = table.ref(memo)
-        deps = [table.ref(memos[d]) for d in memo.deps]
+        deps = [table.ref(memo_at(d)) for d in memo.deps]
         if own is None or None in deps or any(d in left for d in memo.deps):
             left.add(memo.id)
             continue
@@ -74,7 +75,7 @@ def export(db, keys) -> bytes:
             value = [offset, len(blob[0]), blob[1]]
             chunks.append(blob[0])
             offset += len(blob[0])
-        cause = memo.cause if memo.cause < 0 else table.ref(memos[memo.cause])
+        cause = memo.cause if memo.cause < 0 else table.ref(memo_at(memo.cause))
         records.append([own, value, memo.changed_at, int(memo.durability), deps,
                         FIRST_RUN if cause is None else cause, memo.cause_rev, memo.executed_at])
     meta = {"revision": rev, "clock": db._clock.changed, "keys": table.keys,
@@ -84,14 +85,14 @@ def export(db, keys) -> bytes:
 
 
 def _computed(db, query, args: tuple, rev: int):
-    memo = db._tables.get(query, {}).get(args)
+    memo = db._find(query, args)
     if query.is_input or memo is None or memo.deps is None or memo.verified_at < rev:
         raise ValueError(f"{key_label(query.name, args)} is not a derived key computed at "
                          "the current revision")
     return memo
 
 
-def _closure(roots: list, memos: list, rev: int) -> list:
+def _closure(roots: list, memo_at, rev: int) -> list:
     """``roots`` and the derived memos they read transitively that are verified at ``rev``,
     dependencies first (an explicit stack: chains may be deeper than Python's recursion)."""
     order, seen = [], set()
@@ -104,7 +105,7 @@ def _closure(roots: list, memos: list, rev: int) -> list:
             memo, pos = stack.pop()
             deps = memo.deps
             while pos < len(deps):
-                dep = memos[deps[pos]]
+                dep = memo_at(deps[pos])
                 pos += 1
                 if dep.id not in seen and dep.deps is not None and dep.verified_at >= rev:
                     seen.add(dep.id)
@@ -227,7 +228,7 @@ class _Keys:
 
     def __init__(self, db, keys: list):
         self._db = db
-        self._keys = [(REGISTRY.get(ident), store.decode_args(args)) for ident, args in keys]
+        self._keys = [(REGISTRY.get(ident), decode_args(args)) for ident, args in keys]
         self.unknown = {k: "unknown query" for k, (query, _) in enumerate(self._keys)
                         if query is None}
 
@@ -236,7 +237,7 @@ class _Keys:
         if query.is_input != is_input:
             raise ValueError(f"corrupt merge payload: {query.name} is not "
                              f"{'an input' if is_input else 'a derived'} query")
-        return self._db._tables.get(query, {}).get(args)
+        return self._db._find(query, args)
 
     def memo(self, k: int):
         return self._db._memo(*self._keys[k])

@@ -7,9 +7,10 @@ Terms:
 - *graph file* ``graph-<salt id>.json``: a header line ``TRIBUILD-ENGINE <format> <digest>``,
   then the 8-byte length of a JSON part (revision, per-durability clock, query idents, each
   key's encoded args, the column layout) and the integer columns (see ``columns``), one
-  entry per key: query index, changed_at, verified_at, durability, deps (flattened) and
-  the index of the value's entry (-1: not stored), then the entries' offsets, lengths and
-  checksums.
+  entry per key: query index, changed_at, verified_at, durability, the start and length of
+  its deps in the flattened deps column, and the index of the value's entry (-1: not
+  stored), then the entries' offsets, lengths and checksums. A load keeps the columns and
+  builds memos from them on first use (``loaded``).
 - *pack* ``values-<salt id>-<pack digest>.pack``: the encoded values, one *entry* per distinct
   content (content-addressed: equal values share it), listed in the graph file by offset,
   length and checksum. An entry is checked against its checksum when first decoded.
@@ -32,10 +33,11 @@ from pathlib import Path
 
 from . import codec, columns
 from .durability import DurabilityClock
+from .loaded import Loaded, deps_starts, split_deps, without
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
-FORMAT = 2
+FORMAT = 3
 _MAGIC = b"TRIBUILD-ENGINE"
 log = logging.getLogger("tribuild.engine")
 
@@ -84,7 +86,7 @@ def save(db, path, salt: str) -> SaveReport:
     root.mkdir(parents=True, exist_ok=True)
     sid = salt_id(salt)
     with _gc_paused():
-        memos = db._memos
+        memos = db._every_memo()
         args = [encode_args(m) for m in memos]
         dropped = _with_dependents([m.deps for m in memos],
                                    {i for i, a in enumerate(args) if a is None})
@@ -130,6 +132,7 @@ def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict,
         "deps_len": [-1 if m.deps is None else len(m.deps) for m in kept],
         "deps": flat,
     }
+    ints["deps_start"] = deps_starts(ints["deps_len"])
     return meta, ints
 
 
@@ -175,7 +178,7 @@ def _gc_paused():
 def encode_args(memo: Memo):
     """The key's args as a JSON list when they are all plain scalars (decoded by ``tuple``
     alone: the common case, kept fast for loading), else ``{"$a": encoding}``; None when the
-    key cannot be stored."""
+    key cannot be stored. ``loaded.decode_args`` is the inverse."""
     if REGISTRY.get(memo.query.ident) is not memo.query:
         return None
     try:
@@ -185,11 +188,6 @@ def encode_args(memo: Memo):
     if any(type(v) is list or type(v) is dict for v in encoded):
         return {"$a": encoded}
     return encoded
-
-
-def decode_args(encoded) -> tuple:
-    """The inverse of ``encode_args``."""
-    return tuple(encoded) if type(encoded) is list else codec.from_json(encoded["$a"])
 
 
 def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
@@ -303,68 +301,21 @@ def _read_pack(path: Path) -> bytes | None:
         return None
 
 
-_COLUMNS = ("query", "args", "changed", "verified", "durability", "deps_len", "value")
-
-
 def _fill(db, body: dict, pack: bytes | None) -> int:
-    """Build the memos of ``body`` into ``db``; returns how many keys were dropped because
-    their query (or one they depend on) is not declared in this process."""
+    """Point the empty ``db`` at the columns of ``body`` (memos are built on first use);
+    returns how many keys were dropped because their query (or one they depend on) is not
+    declared in this process."""
     queries = [REGISTRY.get(ident) for ident in body["queries"]]
-    table = [body[name] for name in _COLUMNS]
-    if len({len(column) for column in table}) != 1:
-        raise ValueError("graph columns differ in length")
-    deps_of = _split_deps(body["deps_len"], body["deps"])
-    unknown = _with_dependents(deps_of, {i for i, qi in enumerate(body["query"])
-                                         if queries[qi] is None})
-    new_id = _renumber(len(deps_of), unknown)
-    blobs = _entries(body, pack)
-    memos: list[Memo] = []
-    tables = {q: {} for q in queries if q is not None}
-    table_of = [tables.get(q) for q in queries]
-    for i, (qi, args, changed_at, verified_at, durability, _, value) in enumerate(zip(*table)):
-        if unknown and i in unknown:
-            continue
-        deps = deps_of[i]
-        if deps is not None and new_id is not None:
-            deps = tuple(new_id[d] for d in deps)
-        memo = Memo(len(memos), queries[qi], decode_args(args), changed_at, verified_at,
-                    durability, deps, blobs[value] if value >= 0 and blobs is not None else None)
-        memos.append(memo)
-        table_of[qi][memo.args] = memo
-    clock = DurabilityClock(body["clock"])
-    db._memos, db._tables, db._revision, db._clock = memos, tables, body["revision"], clock
+    unknown: set[int] = set()
+    if None in queries:
+        deps_of = split_deps(body["deps_len"], body["deps"])
+        unknown = _with_dependents(deps_of, {i for i, qi in enumerate(body["query"])
+                                             if queries[qi] is None})
+        body = without(body, deps_of, unknown)
+    graph = Loaded(queries, body, pack)
+    db._memos, db._tables, db._loaded = [None] * graph.count, {}, graph
+    db._revision, db._clock = body["revision"], DurabilityClock(body["clock"])
     return len(unknown)
-
-
-def _split_deps(lengths: list[int], flat: list[int]) -> list[tuple[int, ...] | None]:
-    out, pos = [], 0
-    for n in lengths:
-        if n < 0:
-            out.append(None)
-        else:
-            out.append(tuple(flat[pos:pos + n]))
-            pos += n
-    if pos != len(flat):
-        raise ValueError("dependency column length mismatch")
-    return out
-
-
-def _entries(body: dict, pack: bytes | None) -> list[tuple[bytes, int]] | None:
-    if pack is None:
-        return None
-    return [(pack[offset:offset + length], key) for offset, length, key
-            in zip(body["entry_offset"], body["entry_length"], body["entry_checksum"], strict=True)]
-
-
-def _renumber(count: int, dropped: set[int]) -> list[int] | None:
-    if not dropped:
-        return None
-    new_id, next_id = [-1] * count, 0
-    for i in range(count):
-        if i not in dropped:
-            new_id[i] = next_id
-            next_id += 1
-    return new_id
 
 
 def restore(db, memo: Memo, admit: bool) -> bool:
