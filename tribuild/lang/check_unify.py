@@ -51,6 +51,8 @@ class Unifier:
         e, f = self.apply(expected), self.apply(found)
         if e == f or isinstance(e, AnyDim) or isinstance(f, AnyDim):
             return True
+        if dims.as_int(e) is not None and dims.as_int(f) is not None:
+            return False  # two different numbers
         diff = dims.sub(f, e)
         unbound = sorted(dims.symbols(diff) & self.flexible)
         for name in unbound:

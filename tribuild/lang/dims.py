@@ -62,7 +62,7 @@ _MISSING = object()
 _MONOMIAL_KEYS: dict[Monomial, tuple] = {}
 _CONSTS: dict[int, "Dim"] = {}
 _SYMS: dict[str, "Dim"] = {}
-_SYMBOLS: dict["Dim", tuple[str, ...]] = {}
+_SYMBOLS: dict["Dim", frozenset[str]] = {}
 _SUBSTITUTED: dict[tuple, "DimLike | None"] = {}
 
 
@@ -267,14 +267,10 @@ def substitute(d: DimLike, mapping: Mapping[str, DimLike]) -> DimLike | None:
         return ANY
     if not mapping:
         return d
-    relevant = tuple((name, mapping[name]) for name in _memo(_SYMBOLS, d, _sorted_symbols) if name in mapping)
+    relevant = tuple((name, mapping[name]) for name in symbols(d) if name in mapping)
     if not relevant:
         return d  # re-normalising a normal form changes nothing
     return _memo(_SUBSTITUTED, (d, relevant), _substitute)
-
-
-def _sorted_symbols(d: Dim) -> tuple[str, ...]:
-    return tuple(sorted(symbols(d)))
 
 
 def _substitute(key: tuple[Dim, tuple[tuple[str, DimLike], ...]]) -> DimLike | None:
@@ -296,6 +292,10 @@ def symbols(d: DimLike) -> frozenset[str]:
     """Every symbol in ``d``, quotients included."""
     if isinstance(d, AnyDim):
         return frozenset()
+    return _memo(_SYMBOLS, d, _collect_symbols)
+
+
+def _collect_symbols(d: Dim) -> frozenset[str]:
     out: set[str] = set()
     for m, _ in d.terms:
         for atom in m:

@@ -47,6 +47,12 @@ _LINE_STARTERS = frozenset(("import", "from", "layer", "fn", "let", "return"))
 _CLOSE = {")": "(", "]": "[", "}": "{"}
 
 
+# Tokens are built without the frozen dataclass's ``__init__`` (which sets each field through
+# ``object.__setattr__``): a bare instance whose slots are filled directly, one per token.
+_new = object.__new__
+_SET_KIND, _SET_TEXT, _SET_OFFSET = Token.kind.__set__, Token.text.__set__, Token.offset.__set__
+
+
 def lex(text: str) -> LexResult:
     """Split ``text`` into tokens; never raises."""
     out: list[Token] = []
@@ -57,9 +63,10 @@ def lex(text: str) -> LexResult:
         kind = m.lastgroup
         if kind == "newline":
             if pending < 0:
-                pending = m.start(kind)
+                pending = m.end() - 1
             continue
-        tok, start = m.group(kind), m.start(kind)
+        start, end = m.span(kind)
+        tok = text[start:end]
         if kind == "op":
             kind = tok
         elif kind == "ident":
@@ -78,7 +85,11 @@ def lex(text: str) -> LexResult:
             stack.append(kind)
         elif kind in _CLOSE:
             _close(stack, _CLOSE[kind])
-        out.append(Token(kind, tok, start))
+        token = _new(Token)
+        _SET_KIND(token, kind)
+        _SET_TEXT(token, tok)
+        _SET_OFFSET(token, start)
+        out.append(token)
         last = kind
     if pending >= 0 and last not in BREAKS and last not in JOINERS:
         out.append(Token("newline", "\n", pending))
