@@ -8,9 +8,12 @@ Terms:
   layer's ternary weights as ``(name, shape)``. ``state_dict()``/``load_state_dict()``
   round-trip this form; ``tribuild.gpu.model.Module.from_float`` makes it from float weights.
 - *kernel*: the ``run(x, packed, scale, bias, residual)`` function of a generated kernel file
-  (``kernels/<key>.py``), which launches the Triton kernel on CUDA and runs the same
-  arithmetic in PyTorch on the CPU (``tribuild.gpu.launch``). A layer without one uses the
-  generic launcher with its plain epilogue.
+  (``kernels/<key>.py``), which launches the Triton kernel (on CUDA, or under the Triton
+  interpreter). A layer without one uses the generic launcher with its plain epilogue.
+- *dense weight*: on the torch backend a layer computes with ``scale · codes`` as one float
+  weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept until
+  the packed weight or the scale changes; the accumulation then rounds slightly differently
+  from the kernels' ``scale · (x · codes)``, within float32 rounding.
 - *fused call* (``fused``): the layer's kernel with a folded BatchNorm (its eval-mode affine
   map merged into the per-channel scale and bias), an activation and a residual add in the
   epilogue. In training mode, or with a BatchNorm in training mode, the same result is
@@ -29,9 +32,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tribuild.gpu.epilogue import ACTIVATIONS, activation_name
-from tribuild.gpu.launch import ternary_conv2d, ternary_linear
+from tribuild.gpu.launch import backend_for, ternary_conv2d, ternary_linear, unpacked_codes
 from tribuild.gpu.packing import packed_cols
-from tribuild.gpu.ternarize import ternarize_ste
+from tribuild.gpu.ternarize import dequantize, ternarize_ste
 
 Kernel = Callable[..., torch.Tensor]
 
@@ -48,6 +51,22 @@ class TernaryLayer(nn.Module):
             self.register_buffer(name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8))
             self.register_buffer(f"{name}_scale", torch.ones(rows if scale == "channel" else 1))
         self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
+        self._dense: dict[int, tuple[tuple, torch.Tensor]] = {}
+
+    def dense_weight(self, name: str, scale: torch.Tensor) -> torch.Tensor:
+        """``scale · codes`` of the packed weight ``name``, cached by the tensors' versions."""
+        packed = getattr(self, name)
+        key = (id(packed), packed._version, scale._version)
+        hit = self._dense.get(id(scale))
+        if hit is None or hit[0] != key:
+            shape = dict(self.TERNARY)[name]
+            hit = (key, dequantize(unpacked_codes(packed, shape), scale))
+            self._dense = {**{k: v for k, v in self._dense.items() if v[0][:2] == key[:2]}, id(scale): hit}
+        return hit[1]
+
+    def dense_epilogue(self, y: torch.Tensor, act: str | None, residual: torch.Tensor | None) -> torch.Tensor:
+        y = y + residual if residual is not None else y
+        return ACTIVATIONS[activation_name(act)](y)
 
     def weight_for_training(self, name: str) -> torch.Tensor | None:
         """The STE-ternarized latent weight while training with QAT, else None."""
@@ -96,6 +115,9 @@ class TernaryLinear(TernaryLayer):
         self.kernel = kernel
 
     def run(self, x, scale, bias, act, residual, kernel):
+        if backend_for(x) == "torch":
+            w = self.dense_weight("weight", scale).to(x.dtype)
+            return self.dense_epilogue(F.linear(x, w, bias), act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
         return ternary_linear(x, self.weight, scale, bias, act, residual)
@@ -124,6 +146,10 @@ class TernaryConv2d(TernaryLayer):
         self.kernel = kernel
 
     def run(self, x, scale, bias, act, residual, kernel):
+        if backend_for(x) == "torch":
+            w = self.dense_weight("weight", scale).to(x.dtype)
+            y = F.conv2d(x, w, bias, self.stride, self.padding, 1, self.groups)
+            return self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
         return ternary_conv2d(x, self.weight, scale, bias, kernel_size=self.kernel_size, stride=self.stride,
@@ -161,6 +187,9 @@ class MultiHeadAttention(TernaryLayer):
         w = self.weight_for_training("in_proj_weight")
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
+        elif backend_for(x) == "torch":
+            qkv = F.linear(x, self.dense_weight("in_proj_weight", self.in_proj_weight_scale).to(x.dtype),
+                           self.in_proj_bias)
         elif self.kernel is not None:
             qkv = self.kernel(x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias, None)
         else:
