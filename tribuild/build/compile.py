@@ -115,9 +115,8 @@ def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...
     """Write the module as ``out`` and the kernels beside it: (every path, paths written)."""
     folder = os.path.dirname(out)
     paths = {rel: out if rel == f"{name}.py" else outputs.resolve(folder, rel) for rel in files}
-    written = tuple(p for rel, p in sorted(paths.items())
-                    if outputs.write_if_changed(p, files[rel]))
-    return tuple(sorted(paths.values())), written
+    written = outputs.write_changed({paths[rel]: data for rel, data in files.items()})
+    return tuple(sorted(paths.values())), tuple(written)
 
 
 def _usage(path: str, message: str) -> ConfigError:

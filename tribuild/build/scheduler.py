@@ -21,6 +21,7 @@ this process.
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import selectors
@@ -38,9 +39,11 @@ def run_units(db, units: list[Unit], jobs: int, show) -> tuple[dict[str, Outcome
         return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
     pool = _Pool(db, units, slots, show)
+    gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
     try:
         outcomes, stats = pool.run()
     finally:
+        gc.unfreeze()
         slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
     return outcomes, stats, f"workers: {pool.most} at most at once, of {jobs} ({source})"
