@@ -11,7 +11,7 @@ Terms:
 - *checked_instance(key)*: one concrete instantiation (``InstanceKey``: layer + construction
   values), checked with those values. Its ``children`` are the user-layer instances it builds.
 - *const cycle*: a constant whose value names itself, directly or through other constants or
-  the parameter defaults of layers it builds (E0508); its value is POISON, so checking it ends.
+  the parameter defaults of layers it builds (E0207); its value is POISON, so checking it ends.
 - *default instance*: a layer whose construction parameters all have defaults; ``tribuild
   check`` instantiates it even outside a target.
 """
@@ -31,7 +31,7 @@ from tribuild.lang.values import InstanceKey, Value
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import item_ast
 
-E_CONST_CYCLE = register("E0508", "a constant depends on itself")
+E_CONST_CYCLE = register("E0207", "a constant depends on itself")
 
 
 @dataclass(frozen=True, slots=True)

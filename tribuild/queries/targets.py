@@ -9,8 +9,8 @@ Terms:
   naming its chain of instantiations, innermost first:
   ``in ResNet.layer2[0] (BasicBlock cin=64 cout=128 stride=2)``.
 - *cut*: the walk does not descend into a child that is one of its own ancestors (a layer
-  containing itself, E0506) or that nests deeper than ``MAX_NESTING`` (a layer building ever
-  bigger copies of itself, E0507); both are reported, so every walk ends.
+  containing itself, E0208) or that nests deeper than ``MAX_NESTING`` (a layer building ever
+  bigger copies of itself, E0209); both are reported, so every walk ends.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ Chain = tuple[tuple[str, InstanceKey], ...]
 MAX_NESTING = 64
 SHOWN = 6
 
-E_CONTAINS_ITSELF = register("E0506", "a layer contains an instance of itself")
-E_TOO_DEEP = register("E0507", "layer instances nest too deeply")
+E_CONTAINS_ITSELF = register("E0208", "a layer contains an instance of itself")
+E_TOO_DEEP = register("E0209", "layer instances nest too deeply")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ def _cut_diagnostic(db, root: InstanceKey, parent: InstanceKey, chain: Chain, wh
     loc = Loc(parent.path, parent.item_id, item_ast(db, parent.path, parent.item_id).item.name_span)
     label = Label(loc, f"its member `{member}` builds {describe_instance(child)}")
     notes = _chain_notes(root, chain[:-1])
-    path = root.name + "".join(f".{m}" for m, _ in chain)
+    path = _member_path(root, chain)
     if why == "self":
         return Diagnostic(E_CONTAINS_ITSELF, f"layer `{child.name}` contains an instance of itself: "
                           f"{path} is {describe_instance(child)} again", label, notes=notes,
@@ -88,12 +88,20 @@ def _cut_diagnostic(db, root: InstanceKey, parent: InstanceKey, chain: Chain, wh
                       label, notes=notes, help="does a layer build a bigger copy of itself?")
 
 
+def _member_path(root: InstanceKey, chain: Chain) -> str:
+    """``ResNet.layer2[0].down``; past ``SHOWN`` members, the middle ones are counted."""
+    members = [m for m, _ in chain]
+    if len(members) > SHOWN:
+        members[SHOWN - 2:-1] = [f"({len(members) - SHOWN + 1} more)"]
+    return ".".join([root.name, *members])
+
+
 def _chain_notes(root: InstanceKey, chain: Chain) -> tuple[str, ...]:
     """One note per level, innermost first; a chain longer than ``SHOWN`` levels shows its
     innermost and outermost levels around a count of those left out."""
     notes = []
     for depth in range(len(chain), -1, -1):
-        path = root.name + "".join(f".{member}" for member, _ in chain[:depth])
+        path = _member_path(root, chain[:depth])
         key = chain[depth - 1][1] if depth else root
         notes.append(f"in {path} ({describe_instance(key)})")
     if len(notes) > SHOWN:
