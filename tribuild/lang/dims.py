@@ -88,6 +88,14 @@ def _term_key(term: tuple[Monomial, int]) -> tuple:
 class Dim:
     terms: tuple[tuple[Monomial, int], ...]  # normal form: sorted by monomial, no zero coefficient
 
+    # Written out (the dataclass would compare and hash a tuple holding ``terms``): dims are
+    # compared and hashed more than anything else in the checker.
+    def __eq__(self, other: object) -> bool:
+        return self.terms == other.terms if other.__class__ is Dim else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.terms)
+
     def __str__(self) -> str:
         return format_dim(self)
 
