@@ -14,6 +14,9 @@ Terms:
   *other queries*. *engine + I/O* is the rest of the wall time: reading files, memo lookups
   and dependency validation.
 - *whole zoo*: a fresh database, every source file's diagnostics and every target's report.
+- *reference*: a fixed pure-Python loop timed before and after; on a shared virtual machine
+  the CPU's speed drifts (the load average inside the machine does not show it), and this
+  figure shows by how much, so runs on different days can be compared.
 Figures are medians of ``--repeats`` runs: wall time (``total_ms``, what the goals are judged
 on) and this process's CPU time (``cpu_ms``, less disturbed by other work on a shared machine). Writes ``results/frontend.json`` and
 ``frontend.md``; ``--quick`` (a few seconds, two targets, writes nothing) is the CI smoke run.
@@ -177,6 +180,21 @@ def whole_zoo(config, repeats: int) -> float:
     return statistics.median(times)
 
 
+def reference_ms(repeats: int) -> float:
+    """Median ms of a fixed pure-Python workload (dict and tuple traffic, like the checker's)."""
+    def work():
+        table: dict = {}
+        for i in range(100_000):
+            key = (i % 977, "x")
+            table[key] = table.get(key, 0) + i
+    times = []
+    for _ in range(repeats):
+        start = perf_counter()
+        work()
+        times.append((perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
 def goal_rows(models: dict) -> list[dict]:
     rows = []
     for name, (target, run, bound) in GOALS.items():
@@ -191,7 +209,9 @@ def markdown(report: dict) -> str:
              f"Medians of {report['repeats']} runs (edits: {2 * report['repeats']} toggles); Python "
              f"{report['python']} on {report['machine']}; load average {report['load_average'][0]:.2f} "
              f"when it started, {report['load_average'][1]:.2f} when it ended (a shared machine: with "
-             "the load above the CPU count, wall times stretch; CPU time is the steadier figure).", "",
+             "the load above the CPU count, wall times stretch; CPU time is the steadier figure). "
+             f"Reference workload: {report['reference_ms'][0]:.1f} ms before, {report['reference_ms'][1]:.1f} ms "
+             "after (see the module docstring).", "",
              "| goal | bound | wall | CPU | met (wall) |", "|---|---|---|---|---|"]
     lines += [f"| {r['goal']} | <= {r['bound_ms']:g} ms | {r['wall_ms']:.2f} ms | {r['cpu_ms']:.2f} ms | "
               f"{'yes' if r['met'] else 'NO'} |" for r in report["goals"]]
@@ -230,12 +250,13 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     config = load_config(ROOT / "Tribuild.toml")
-    load_start = os.getloadavg()[0]
+    load_start, reference_start = os.getloadavg()[0], reference_ms(repeats)
     targets = [t for t in config.targets if not args.quick or t.name in QUICK_TARGETS]
     models = measure(config.root, targets, repeats)
     report = {"models": models, "goals": goal_rows(models), "repeats": repeats,
               "whole_zoo_cold_ms": None if args.quick else whole_zoo(config, repeats),
-              "load_average": (load_start, os.getloadavg()[0]), "python": platform.python_version(),
+              "load_average": (load_start, os.getloadavg()[0]),
+              "reference_ms": (reference_start, reference_ms(repeats)), "python": platform.python_version(),
               "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}"}
     text = markdown(report)
     print(text)
