@@ -24,6 +24,7 @@ on) and this process's CPU time (``cpu_ms``, less disturbed by other work on a s
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -96,8 +97,11 @@ def stage_seconds(before: dict, after: dict) -> dict[str, float]:
 
 
 def timed(db, action) -> dict:
-    """Run ``action``; its wall time, stage times and the queries it executed."""
+    """Run ``action``; its wall time, stage times and the queries it executed. A full
+    collection first, so every run starts with the same garbage collector state (otherwise
+    collections land on whichever target's turn the allocation counts happen to reach)."""
     before = db.stats()
+    gc.collect()
     with db.log() as log:
         start, cpu = perf_counter(), process_time()
         action()
