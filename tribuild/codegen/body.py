@@ -55,14 +55,17 @@ def _last_reads(g: Graph, uses: list[list[int]], inlined: list[bool]) -> list[in
     return [max((end if u == -1 else point[u]) for u in uses[i]) if uses[i] else i for i in range(end)]
 
 
-def body_lines(g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dict) -> list[str]:
-    """The body's statements; ``params`` are the Python names of the param nodes, in order."""
+def body_lines(g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dict,
+               names: dict[str, str]) -> list[str]:
+    """The body's statements; ``params`` are the Python names of the param nodes, in order;
+    ``names`` the members' attributes. Locals avoid the module's fn names."""
     uses = g.uses()
     inlined = _inlined(g, uses)
     last = _last_reads(g, uses, inlined)
     exprs: dict[int, Expr] = {}
     holder: dict[str, int] = {}   # Python name -> node whose value it holds
     lines: list[str] = []
+    taken = RESERVED | frozenset(fn_names.values())
     param_ids = g.params()
     for pid, name in zip(param_ids, params):
         exprs[pid] = Expr(name)
@@ -70,29 +73,31 @@ def body_lines(g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dic
     symbols = {}
     for s, pid, axis in g.symbols:
         if s in _used_symbols(g):
-            symbols[s] = _fresh(ident(s), holder, last, len(g.nodes) + 1, len(g.nodes))
+            symbols[s] = _fresh(ident(s), holder, last, len(g.nodes) + 1, len(g.nodes), taken)
             lines.append(f"{symbols[s]} = {exprs[pid].text}.shape[{axis}]")
     for i, n in enumerate(g.nodes):
         if n.op == "param":
             continue
-        e = expression(n, [exprs[j] for j in n.inputs], symbols, kernels_of(n), fn_names)
+        e = expression(n, [exprs[j] for j in n.inputs], symbols, kernels_of(n), fn_names, names)
         if inlined[i]:
             exprs[i] = e
             continue
-        name = _fresh(ident(n.name or "t"), holder, last, i, i)
+        name = _fresh(ident(n.name or "t"), holder, last, i, i, taken)
         lines.append(f"{name} = {e.text}")
         exprs[i] = Expr(name)
     lines.append(f"return {exprs[g.output].text}")
     return lines
 
 
-def _fresh(base: str, holder: dict[str, int], last: list[int], at: int, node_id: int) -> str:
-    """``base`` if no live value holds it (read after statement ``at``), else a suffixed name."""
+def _fresh(base: str, holder: dict[str, int], last: list[int], at: int, node_id: int,
+           taken: frozenset[str]) -> str:
+    """``base`` if no live value holds it (read after statement ``at``) and it is not
+    ``taken``, else a suffixed name."""
     k = 0
     while True:
         name = base if k == 0 else f"{base}_{k}"
         held = holder.get(name)
-        if name not in RESERVED and (held is None or (held < len(last) and last[held] <= at)):
+        if name not in taken and (held is None or (held < len(last) and last[held] <= at)):
             holder[name] = node_id
             return name
         k += 1

@@ -7,6 +7,7 @@ Terms:
 - *symbols*: local names of the dims read from the inputs at run time (``N = x.shape[0]``);
   a symbolic dim (``Dim``) becomes arithmetic over them (``/`` is floor division, ``//``).
 - *kernels*: the keys of the kernel files a node runs, called as ``K.<key>``.
+- *names*: the attribute of each member of the class (``pyname.member_names``).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def value_text(v: object, symbols: dict[str, str]) -> str:
 
 
 def expression(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str, ...],
-               fn_names: dict) -> Expr:
+               fn_names: dict, names: dict[str, str]) -> Expr:
     match n.op:
         case "const":
             v = n.attr("value")
@@ -74,9 +75,11 @@ def expression(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tupl
             left = _operand(args[0], prec + 1 if op == "**" else prec)
             return Expr(f"{left} {op} {_operand(args[1], prec, right=op != '**')}", prec)
         case "apply":
-            return Expr(f"{member(n.attr('path'))}({args[0].text})")
+            return Expr(f"{member(n.attr('path'), names)}({args[0].text})")
         case "ternary":
-            return Expr(_fused(n, args, kernels))
+            return Expr(_fused(n, args, kernels, names))
+        case "layout":
+            return Expr(f"model.{n.attr('format')}({args[0].text})")
         case "fn_call":
             return Expr(f"{fn_names[n.attr('body')]}({', '.join(a.text for a in args)})")
         case "call":
@@ -84,16 +87,16 @@ def expression(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tupl
     raise ValueError(f"no expression for op {n.op}")
 
 
-def _fused(n: Node, args: list[Expr], kernels: tuple[str, ...]) -> str:
+def _fused(n: Node, args: list[Expr], kernels: tuple[str, ...], names: dict[str, str]) -> str:
     parts = [args[0].text]
     if n.attr("bn") is not None:
-        parts.append(f"bn={member(n.attr('bn'))}")
+        parts.append(f"bn={member(n.attr('bn'), names)}")
     if n.attr("act", "none") != "none":
         parts.append(f"act={literal(n.attr('act'))}")
     if n.attr("residual"):
         parts.append(f"residual={args[-1].text}")
     parts.append(f"kernel=K.{kernels[0]}")
-    return f"{member(n.attr('path'))}.fused({', '.join(parts)})"
+    return f"{member(n.attr('path'), names)}.fused({', '.join(parts)})"
 
 
 def _call(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str, ...]) -> str:

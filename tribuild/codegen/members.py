@@ -87,14 +87,16 @@ def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> st
     return None
 
 
-def init_lines(members: tuple[tuple[str, Value], ...], kernels: dict, class_of: ClassOf) -> list[str]:
-    """The statements of ``__init__`` after ``super().__init__()``."""
+def init_lines(members: tuple[tuple[str, Value], ...], attrs: dict[str, str], kernels: dict,
+               class_of: ClassOf) -> list[str]:
+    """The statements of ``__init__`` after ``super().__init__()``; ``attrs`` is each
+    member's attribute name (``pyname.member_names``)."""
     out = []
     for name, value in members:
         code = construct(value, (name,), kernels, class_of)
         if code is None:
             continue
-        target = attr("self", name)
+        target = attr("self", attrs[name])
         out.append(f"{target} = {code}" if target.startswith("self.") else
-                   f"setattr(self, {literal(name)}, {code})")
+                   f"setattr(self, {literal(attrs[name])}, {code})")
     return out

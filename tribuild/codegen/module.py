@@ -8,7 +8,10 @@ Terms:
   source layer when the target has one instance of it, else ``<Layer>_<k>`` (``k`` counts
   from 1 in breadth-first order from the root); its docstring names the instance
   (``BasicBlock cin=64 width=128 stride=2``). Members keep their source names, so
-  state_dict keys read like PyTorch's. ``Model`` is the root class; ``build()`` makes one.
+  state_dict keys read like PyTorch's, except names that clash with ``nn.Module``'s
+  (``pyname.member_names``). ``Model`` is the root class; ``build()`` makes one.
+- *module names*: classes, fn functions and the module's own globals (``pyname.RESERVED``)
+  never share a name (a later one gets a trailing ``_``); locals and parameters avoid them.
 - *plain kernels*: every ternary member used unfused somewhere (applied, or reached through
   an applied ``Sequential``/list) is built with the kernel of its plain epilogue.
 - *fn functions*: user fns that were not inlined, one module-level function per distinct body.
@@ -21,7 +24,7 @@ from tribuild.codegen.body import body_lines
 from tribuild.codegen.fmt import wrap, wrap_text
 from tribuild.codegen.kernels import KernelSpec, node_kernels
 from tribuild.codegen.members import init_lines
-from tribuild.codegen.pyname import ident, literal
+from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_names
 from tribuild.ir.graph import Graph, Node
 from tribuild.lang.types import TensorT
 from tribuild.lang.values import InstanceKey, LayerV, Value, describe_instance
@@ -42,19 +45,23 @@ class ModuleText:
     kernels: tuple[KernelSpec, ...]
 
 
-def class_names(keys: list[InstanceKey]) -> dict[InstanceKey, str]:
+def _unique(base: str, taken: set[str]) -> str:
+    name = base
+    while name in taken or name in RESERVED:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def class_names(keys: list[InstanceKey], taken: set[str]) -> dict[InstanceKey, str]:
     by_name: dict[str, list[InstanceKey]] = {}
     for key in keys:
         by_name.setdefault(key.name, []).append(key)
-    out, taken = {}, set()
+    out = {}
     for key in keys:
         group = by_name[key.name]
         base = ident(key.name) if len(group) == 1 else f"{key.name}_{group.index(key) + 1}"
-        name = base
-        while name in taken:
-            name += "_"
-        out[key] = name
-        taken.add(name)
+        out[key] = _unique(base, taken)
     return out
 
 
@@ -80,19 +87,14 @@ def _member_kernels(inst: Instance, level: str) -> dict[tuple, tuple[KernelSpec,
     return {p: s for p, s in out.items() if p not in fused_only}
 
 
-def _fn_names(instances: list[Instance]) -> dict[Graph, str]:
+def _fn_names(instances: list[Instance], taken: set[str]) -> dict[Graph, str]:
     out: dict[Graph, str] = {}
-    taken: set[str] = set()
 
     def visit(g: Graph) -> None:
         for n in g.nodes:
             if n.op == "fn_call" and n.attr("body") not in out:
                 visit(n.attr("body"))
-                name = ident(n.attr("fn"))
-                while name in taken:
-                    name += "_"
-                out[n.attr("body")] = name
-                taken.add(name)
+                out[n.attr("body")] = _unique(ident(n.attr("fn")), taken)
 
     for inst in instances:
         visit(inst.graph)
@@ -113,37 +115,39 @@ class _Emitter:
     def kernels_of(self, n: Node) -> tuple[str, ...]:
         return self.keys(node_kernels(n, self.level))
 
-    def function(self, header: str, g: Graph, params: list[str], indent: str) -> list[str]:
-        lines = [indent + header]
-        for line in body_lines(g, params, self.kernels_of, self.fn_names):
+    def function(self, name: str, g: Graph, indent: str, attrs: dict[str, str] | None = None) -> list[str]:
+        """The function ``name`` computing ``g``: a method (``self`` first) when the class's
+        member ``attrs`` are given."""
+        params: list[str] = []
+        for i in g.params():
+            params.append(_unique(ident(g.nodes[i].name), set(params) | set(self.fn_names.values())))
+        args = ", ".join((["self"] if attrs is not None else []) + params)
+        lines = [f"{indent}def {name}({args}):"]
+        for line in body_lines(g, params, self.kernels_of, self.fn_names, attrs or {}):
             lines += wrap(line, indent + "    ")
         return lines
 
 
-def _params(g: Graph) -> list[str]:
-    return [ident(g.nodes[i].name) for i in g.params()]
-
-
 def module_text(target: str, entry: str, root: InstanceKey, instances: list[Instance], level: str) -> ModuleText:
-    names = class_names([i.key for i in instances])
-    fn_names = _fn_names(instances)
+    taken: set[str] = set()
+    names = class_names([i.key for i in instances], taken)
+    fn_names = _fn_names(instances, taken)
     em = _Emitter(level, fn_names)
     chunks: list[list[str]] = []
     for g, fname in fn_names.items():
-        params = _params(g)
-        chunks.append(em.function(f"def {fname}({', '.join(params)}):", g, params, ""))
+        chunks.append(em.function(fname, g, ""))
     for inst in reversed(instances):
         kernels = {p: em.keys(s) for p, s in _member_kernels(inst, level).items()}
-        doc = wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88).replace("\n", "\n    ")
-        lines = [f"class {names[inst.key]}(model.Module):", f'    """{doc}"""', ""]
+        attrs = member_names(tuple(name for name, _ in inst.members))
+        doc = docstring(wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88)).replace("\n", "\n    ")
+        lines = [f"class {names[inst.key]}(model.Module):", f"    {doc}", ""]
         if inst.key == root:
             lines += wrap(f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in root.args)}}}", "    ")
             lines.append("")
         lines += ["    def __init__(self):", "        super().__init__()"]
-        for line in init_lines(inst.members, kernels, lambda k: names[k]):
+        for line in init_lines(inst.members, attrs, kernels, lambda k: names[k]):
             lines += wrap(line, "        ")
-        params = _params(inst.graph)
-        lines += [""] + em.function(f"def forward(self, {', '.join(params)}):", inst.graph, params, "    ")
+        lines += [""] + em.function("forward", inst.graph, "    ", attrs)
         chunks.append(lines)
     chunks.append([f"Model = {names[root]}"])
     chunks.append(["def build() -> Model:", "    return Model()"])
@@ -156,7 +160,7 @@ def _header(target: str, entry: str, root: InstanceKey, level: str, body: str, k
     about = (f"Generated by tribuild from {entry} at -O{level}; do not edit. Entry layer: "
              f"{describe_instance(root)}. `build()` makes the model with packed ternary weights; "
              "`Model.from_float(state_dict)` ternarizes and loads float weights.")
-    doc = f'"""Target {target}.\n\n{wrap_text(about)}\n"""\n'
+    doc = docstring(f"Target {target}.\n\n{wrap_text(about)}\n") + "\n"
     imports = ["import torch"]
     imports += ["import torch.nn.functional as F"] if "F." in body else []
     imports += ["from torch import nn", ""]

@@ -12,6 +12,10 @@ Terms:
   weights back into the packed buffers and drops them.
 - ``load_kernels(module_file, keys)``: the ``run`` functions of the generated kernel files
   ``kernels/<key>.py`` beside the generated module, as attributes of a namespace.
+- *layout conversions* (the layout pass's ``layout`` nodes): ``channels_last(x)`` gives ``x``
+  in channels-last memory format on the torch backend and ``x`` unchanged on the Triton
+  backend, whose kernels read NCHW; ``nchw(x)`` gives ``x`` contiguous (NCHW). Both return
+  ``x`` itself when it already has the format; values never change.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from tribuild.gpu.launch import backend_for
 from tribuild.gpu.nn import TernaryLayer
 from tribuild.gpu.packing import pack, pack_ternary, unpack
 from tribuild.gpu.ternarize import dequantize, ternarize
@@ -87,3 +92,13 @@ def load_kernels(module_file: str, keys: tuple[str, ...]) -> SimpleNamespace:
             sys.modules[name] = module
         runs[key] = module.run
     return SimpleNamespace(**runs)
+
+
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    if backend_for(x) != "torch":
+        return x
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def nchw(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous()

@@ -46,7 +46,7 @@ def keep(b: Builder, i: int, n: Node) -> int:
     return b.add(n)
 
 
-def rewrite(g: Graph, visit: Visit, channels_last: bool | None = None) -> Graph:
+def rewrite(g: Graph, visit: Visit) -> Graph:
     b = Builder()
     remap: dict[int, int] = {}
     for i, n in enumerate(g.nodes):
@@ -54,5 +54,4 @@ def rewrite(g: Graph, visit: Visit, channels_last: bool | None = None) -> Graph:
         b.visiting = i
         remap[i] = visit(b, i, moved)
     symbols = tuple((s, remap[p], axis) for s, p, axis in g.symbols)
-    return Graph(tuple(b.nodes), remap[g.output], symbols,
-                 g.channels_last if channels_last is None else channels_last)
+    return Graph(tuple(b.nodes), remap[g.output], symbols)

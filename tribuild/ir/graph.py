@@ -13,9 +13,11 @@ Terms:
   attrs ``fn`` and ``args``, every argument by parameter name with tensors as ``In``/``InList``
   references into ``inputs``), ``unary`` and ``binary`` (attr ``op``, a `.tri` operator),
   ``fn_call`` (a user `fn`; attrs ``fn`` and ``body``, its own Graph, called on ``inputs``),
-  and ``ternary``, a ternary layer with a fused epilogue, made by the passes (attrs ``path``,
+  ``ternary``, a ternary layer with a fused epilogue, made by the passes (attrs ``path``,
   ``layer``, ``bn`` (the folded BatchNorm's path or None), ``act``, ``residual`` (bool: the
-  last input is added before ``act``), ``zero_skip`` (bool)).
+  last input is added before ``act``), ``zero_skip`` (bool)), and ``layout``, a memory-format
+  conversion of ``inputs[0]`` made by the layout pass (attr ``format``: ``channels_last`` or
+  ``nchw``; the value, and so its type, is unchanged).
 - *symbols*: where each dim name of the inputs can be read at run time: ``(name, param id,
   axis)``; a `reshape` to ``[N, T, d]`` needs ``N`` and ``T``.
 - *attrs*: sorted ``(key, value)`` pairs of plain or codec-registered values, so graphs compare
@@ -27,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from tribuild.lang.types import ScalarT, TensorT
 
-OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary")
+OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 
 Type = TensorT | ScalarT
 
@@ -71,7 +73,6 @@ class Graph:
     nodes: tuple[Node, ...]
     output: int
     symbols: tuple[tuple[str, int, int], ...] = ()
-    channels_last: bool = False   # set by the layout pass: run convolutions channels-last on CPU
 
     def params(self) -> tuple[int, ...]:
         return tuple(i for i, n in enumerate(self.nodes) if n.op == "param")

@@ -4,8 +4,9 @@ Terms:
 - *level*: ``"0"`` (no pass), ``"1"`` (dead code, constant folding, common subexpressions,
   basic fusion: a ternary layer with its activation), ``"2"`` (all passes: also algebraic
   simplification, inlining of small fns, BatchNorm folding, full fusion with the residual
-  add, zero-skip, channels-last layout), ``"3"`` (as 2; codegen adds autotune configs to the
-  kernels) and ``"s"`` (smallest code: as 2 without inlining).
+  add, zero-skip, channels-last layout where it pays), ``"3"`` (as 2; codegen adds autotune
+  configs to the kernels) and ``"s"`` (smallest code: as 2 without inlining and without
+  layout conversions).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tribuild.ir.passes.dce import dce
 from tribuild.ir.passes.fold import fold
 from tribuild.ir.passes.fusion import fusion
 from tribuild.ir.passes.inline import inline
+from tribuild.ir.passes.layout import layout
 from tribuild.ir.passes.simplify import simplify
 from tribuild.ir.passes.zero_skip import zero_skip
 
@@ -34,7 +36,9 @@ def passes(level: str) -> tuple[Pass, ...]:
         return ()
     if level == "1":
         return (dce,) + _BASIC
-    return ((inline,) if level != "s" else ()) + _FULL
+    if level == "s":
+        return _FULL
+    return (inline,) + _FULL + (layout,)
 
 
 def optimize(graph: Graph, level: str) -> Graph:

@@ -56,9 +56,11 @@ def module_source(db, name: str, entry_path: str, layer: str, args: tuple, input
     instances = []
     for key, _ in reached_instances(db, report.root).instances:
         lowered = optimized_ir(db, key, opt_level)
-        if lowered.graph is None:
-            return ModuleSource(None, (), report.diagnostics + lowered.diagnostics, None)
-        instances.append(Instance(key, checked_instance(db, key).members, lowered.graph))
+        checked = checked_instance(db, key)
+        if lowered.graph is None:   # E0601, or the instance's own errors
+            own = tuple(d for d in checked.diagnostics if d.severity == "error" and d not in report.diagnostics)
+            return ModuleSource(None, (), report.diagnostics + lowered.diagnostics + own, None)
+        instances.append(Instance(key, checked.members, lowered.graph))
     out = module_text(name, f"{entry_path}:{layer}", report.root, instances, opt_level)
     return ModuleSource(out.text, out.kernels, report.diagnostics, None)
 
