@@ -140,6 +140,13 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     return result
 
 
+def _jobs(db, request: Request) -> int:
+    """Workers for this build: ``request.jobs`` when starting without a valid store (a clean
+    build), else 1: re-validating a loaded store in this process is cheap, and a worker's
+    export and merge would cost more than the little it recomputes."""
+    return request.jobs or 1 if db.store_report.status != "loaded" else 1
+
+
 def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
     the check), with a prelude of the ``file_diagnostics`` of every file of its import
@@ -169,7 +176,7 @@ def run(db, targets, request: Request, opt: str, show, clock) -> tuple[list[Unit
     with clock.stage("build units"):
         show.start(len(units))
         try:
-            outcomes, clock.extra_stats, clock.workers = run_units(db, units, request.jobs or 1, show)
+            outcomes, clock.extra_stats, clock.workers = run_units(db, units, _jobs(db, request), show)
         finally:
             show.stop()
     return units, outcomes
