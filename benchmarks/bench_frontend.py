@@ -85,13 +85,14 @@ def body_edit(text: str, layer: str) -> str:
     return text[:ret.start()] + f"\n{ret.group(1)}let unused_k = 0" + text[ret.start():]
 
 
-def stage_seconds(before: dict, after: dict) -> dict[str, float]:
-    """Per-stage own time (ms) executed between two ``db.stats()`` snapshots."""
+def stage_seconds(before: dict, after: dict, stages: dict = STAGES) -> dict[str, float]:
+    """Per-stage own time (ms) executed between two ``db.stats()`` snapshots; ``stages``
+    maps a stage to its queries (benchmarks/report groups the whole pipeline's)."""
     def own(name: str) -> float:
         old = before.get(name)
         return after[name].seconds - (old.seconds if old else 0.0) if name in after else 0.0
-    out = {stage: sum(own(q) for q in queries) * 1e3 for stage, queries in STAGES.items()}
-    staged = {q for queries in STAGES.values() for q in queries}
+    out = {stage: sum(own(q) for q in queries) * 1e3 for stage, queries in stages.items()}
+    staged = {q for queries in stages.values() for q in queries}
     out["other queries"] = sum(own(q) for q in after if q not in staged) * 1e3
     return out
 
