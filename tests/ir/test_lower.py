@@ -52,6 +52,26 @@ layer Heads(d: int = 8, h: int = 2) {
     assert [str(v) for v in dict(reshape.attr("args"))["shape"]][2:] == ["2", "4"]
 
 
+FUNCTIONAL = """
+layer Fc(w: TernaryTensor<trit, [8, 4]>, b: Tensor<float32, [4]>, x: Tensor<float32, [?, 8]>)
+         -> Tensor<float32, [?, 4]> {
+    return x @ w + b
+}
+"""
+
+
+def test_a_functional_entry_takes_its_last_data_tensor_and_holds_the_rest_as_weights(tmp_path):
+    g = lowered(tmp_path, FUNCTIONAL, "Fc")
+    assert [g.nodes[i].name for i in g.params()] == ["w", "b", "x"]
+    assert [g.nodes[i].name for i in g.weights()] == ["w", "b"]
+    assert ops(g) == ["binary:@", "binary:+"]
+
+
+def test_a_functional_entry_with_a_scalar_parameter_is_a_diagnostic(tmp_path):
+    src = FUNCTIONAL.replace("b: Tensor<float32, [4]>", "b: Tensor<float32, [4]>, s: float32")
+    assert "`s` of the functional layer `Fc` is not a tensor" in lowering_problem(tmp_path, src, "Fc")
+
+
 def test_a_layer_built_inside_forward_is_a_diagnostic(tmp_path):
     src = """
 layer Bad(c: int = 4) {

@@ -11,12 +11,17 @@ Terms:
   default are left out; a pooling ``stride`` left out in the source is the kernel size.
 - *kernel argument*: a ternary member applied on its own (not fused) is built with the
   ``run`` of its kernel file, ``kernel=K.<key>``; ``kernels`` maps member paths to keys.
+- *weights* of a functional entry (``param`` nodes with ``weight``): a trit tensor is a packed
+  buffer (``model.Module.register_trits``, read as float codes with ``self.trits(name)``), a
+  float tensor an ``nn.Parameter`` of zeros; both named as the `.tri` parameter.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from tribuild.codegen.pyname import attr, literal
+from tribuild.ir.graph import Graph
+from tribuild.lang import dims
 from tribuild.lang.values import InstanceKey, LayerV, Value
 
 ClassOf = Callable[[InstanceKey], str]
@@ -100,3 +105,26 @@ def init_lines(members: tuple[tuple[str, Value], ...], attrs: dict[str, str], ke
         out.append(f"{target} = {code}" if target.startswith("self.") else
                    f"setattr(self, {literal(attrs[name])}, {code})")
     return out
+
+
+def weight_lines(g: Graph, attrs: dict[str, str]) -> list[str]:
+    """The statements of ``__init__`` that create a functional entry's weights."""
+    out = []
+    for i in g.weights():
+        n = g.nodes[i]
+        shape = tuple(dims.as_int(d) for d in n.type.dims)
+        if n.type.ternary:
+            out.append(f"self.register_trits({literal(attrs[n.name])}, {literal(shape)})")
+            continue
+        dtype = "" if n.type.dtype == "float32" else f", dtype=torch.{n.type.dtype}"
+        value = f"nn.Parameter(torch.zeros({literal(shape)}{dtype}))"
+        target = attr("self", attrs[n.name])
+        out.append(f"{target} = {value}" if target.startswith("self.") else
+                   f"setattr(self, {literal(attrs[n.name])}, {value})")
+    return out
+
+
+def weight_access(g: Graph, attrs: dict[str, str]) -> dict[int, str]:
+    """How ``forward`` reads each weight param: the Python expression by node id."""
+    return {i: f"self.trits({literal(attrs[g.nodes[i].name])})" if g.nodes[i].type.ternary
+            else attr("self", attrs[g.nodes[i].name]) for i in g.weights()}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tribuild.codegen.body import body_lines
 from tribuild.codegen.fmt import wrap, wrap_text
 from tribuild.codegen.kernels import KernelSpec, node_kernels
-from tribuild.codegen.members import init_lines
+from tribuild.codegen.members import init_lines, weight_access, weight_lines
 from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_names
 from tribuild.ir.graph import Graph, Node
 from tribuild.lang.types import TensorT
@@ -116,14 +116,18 @@ class _Emitter:
         return self.keys(node_kernels(n, self.level))
 
     def function(self, name: str, g: Graph, indent: str, attrs: dict[str, str] | None = None) -> list[str]:
-        """The function ``name`` computing ``g``: a method (``self`` first) when the class's
-        member ``attrs`` are given."""
+        """The function ``name`` computing ``g``: a method (``self`` first, weights read from
+        ``self``) when the class's member ``attrs`` are given."""
+        weights = weight_access(g, attrs or {})
         params: list[str] = []
         for i in g.params():
-            params.append(_unique(ident(g.nodes[i].name), set(params) | set(self.fn_names.values())))
+            if i not in weights:
+                params.append(_unique(ident(g.nodes[i].name), set(params) | set(self.fn_names.values())))
         args = ", ".join((["self"] if attrs is not None else []) + params)
         lines = [f"{indent}def {name}({args}):"]
-        for line in body_lines(g, params, self.kernels_of, self.fn_names, attrs or {}):
+        data = iter(params)
+        inputs = [weights[i] if i in weights else next(data) for i in g.params()]
+        for line in body_lines(g, inputs, self.kernels_of, self.fn_names, attrs or {}):
             lines += wrap(line, indent + "    ")
         return lines
 
@@ -138,14 +142,15 @@ def module_text(target: str, entry: str, root: InstanceKey, instances: list[Inst
         chunks.append(em.function(fname, g, ""))
     for inst in reversed(instances):
         kernels = {p: em.keys(s) for p, s in _member_kernels(inst, level).items()}
-        attrs = member_names(tuple(name for name, _ in inst.members))
+        weights = tuple(inst.graph.nodes[i].name for i in inst.graph.weights())
+        attrs = member_names(tuple(name for name, _ in inst.members) + weights)
         doc = docstring(wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88)).replace("\n", "\n    ")
         lines = [f"class {names[inst.key]}(model.Module):", f"    {doc}", ""]
         if inst.key == root:
             lines += wrap(f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in root.args)}}}", "    ")
             lines.append("")
         lines += ["    def __init__(self):", "        super().__init__()"]
-        for line in init_lines(inst.members, attrs, kernels, lambda k: names[k]):
+        for line in init_lines(inst.members, attrs, kernels, lambda k: names[k]) + weight_lines(inst.graph, attrs):
             lines += wrap(line, "        ")
         lines += [""] + em.function("forward", inst.graph, "    ", attrs)
         chunks.append(lines)

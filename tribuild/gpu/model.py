@@ -6,6 +6,10 @@ Terms:
 - ``Module.from_float(state_dict, **args)``: a new instance (``args``, if given, must be the
   construction arguments it was generated for, ``ARGS``) whose ternary weights are the BitNet
   b1.58 ternarization of the float ones, packed; every other entry loads as is.
+- *trit weights*: the trit-tensor parameters of a functional entry layer
+  (``register_trits(name, shape)``): a packed uint8 buffer ``name`` of codes in {-1, 0, 1},
+  no scale; ``trits(name)`` is the float32 codes, decoded once and cached. ``from_float``
+  rounds the float values to the nearest trit (a trit tensor's float form is its values).
 - ``qat(state_dict=None)``: quantization-aware training: each ternary weight gets a float
   ``latent_<name>`` parameter (from the float ``state_dict`` when given, else the current
   ``scale · codes``) that training mode ternarizes on the fly; ``freeze()`` packs the latent
@@ -27,9 +31,11 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from tribuild.gpu.launch import backend_for
+import math
+
+from tribuild.gpu.launch import backend_for, unpacked_codes
 from tribuild.gpu.nn import TernaryLayer
-from tribuild.gpu.packing import pack, pack_ternary, unpack
+from tribuild.gpu.packing import pack, pack_ternary, packed_cols, unpack
 from tribuild.gpu.ternarize import dequantize, ternarize
 
 
@@ -53,8 +59,19 @@ class Module(nn.Module):
         for key, layer, _ in _ternary_entries(model):
             packed, scale = pack_ternary(converted[key], layer.scale_mode)
             converted[key], converted[f"{key}_scale"] = packed, scale
+        for prefix, module in model.named_modules():
+            for name in getattr(module, "trit_shapes", {}):
+                key = f"{prefix}.{name}" if prefix else name
+                converted[key] = pack(torch.clamp(torch.round(converted[key].float()), -1, 1).to(torch.int8))
         model.load_state_dict(converted)
         return model
+
+    def register_trits(self, name: str, shape: tuple[int, ...]) -> None:
+        self.register_buffer(name, torch.zeros(shape[0], packed_cols(math.prod(shape[1:])), dtype=torch.uint8))
+        self.trit_shapes = {**getattr(self, "trit_shapes", {}), name: tuple(shape)}
+
+    def trits(self, name: str) -> torch.Tensor:
+        return unpacked_codes(getattr(self, name), self.trit_shapes[name])
 
     def qat(self, state_dict: dict[str, torch.Tensor] | None = None) -> "Module":
         for key, layer, name in _ternary_entries(self):

@@ -6,7 +6,8 @@ Terms:
   the checker's semantic type of the value it yields (``TensorT`` with a shape, dims symbolic
   where the shape depends on the input, or ``ScalarT``); every value has one.
   ``name`` is the source name the value was bound to (`let y = ...`), a hint for codegen.
-- *ops* (``OPS``): ``param`` (a forward input; attr ``index``), ``const`` (a scalar; attr
+- *ops* (``OPS``): ``param`` (a forward input; attr ``index``; ``weight=True`` for a weight of
+  a functional entry, held by the module, ``tribuild.ir.lower``), ``const`` (a scalar; attr
   ``value``), ``apply`` (a member layer applied to ``inputs[0]``; attrs ``path``, the member
   path such as ``("layer1", 0)``, and ``layer``, its ``LayerV``; a ``Sequential`` also has
   ``steps``, the type after each of its layers), ``call`` (a built-in function;
@@ -76,6 +77,10 @@ class Graph:
 
     def params(self) -> tuple[int, ...]:
         return tuple(i for i, n in enumerate(self.nodes) if n.op == "param")
+
+    def weights(self) -> tuple[int, ...]:
+        """The params that are weights of a functional entry (``attr weight``)."""
+        return tuple(i for i in self.params() if self.nodes[i].attr("weight"))
 
     def uses(self) -> list[list[int]]:
         """For each node, the ids of the nodes that read it (the output counts as a use by -1)."""

@@ -14,6 +14,11 @@ Terms:
   it carries a message and a span, and becomes a build problem, never a crash.
 - *fn bodies*: a user `fn` (or functional layer) called from a body is lowered in place, on
   the argument types of that call, as a ``fn_call`` node holding its own graph.
+- *functional entry*: a functional layer built as a target's instance. Its *data input* is
+  its last non-ternary tensor parameter (as ``check.check_target_input`` reads it); every
+  other parameter is a *weight*, a ``param`` node with attr ``weight=True`` that the
+  generated module holds as state. Weights need a fixed shape, and every parameter must
+  be a tensor.
 """
 from __future__ import annotations
 
@@ -57,8 +62,10 @@ def lower_instance(item: ast.Layer, sig: Signature, key: InstanceKey,
                    members: tuple[tuple[str, Value], ...], env: Env, fn_item: FnItem) -> Graph:
     """The graph of one stateful layer instance's `forward`; raises Unsupported."""
     forward = forward_of(item)
-    if item.body is not None or forward is None:
-        raise Unsupported(f"`{item.name}` is a functional layer; build a stateful layer", item.name_span)
+    if item.body is not None:
+        return _lower_functional(item, sig, key, env, fn_item)
+    if forward is None:
+        raise Unsupported(f"`{item.name}` has no `forward`", item.name_span)
     body = _Body(Ctx(Sink(key.path, key.item_id), env), fn_item)
     body.scope.update(key.args)
     for name, value in members:
@@ -69,6 +76,24 @@ def lower_instance(item: ast.Layer, sig: Signature, key: InstanceKey,
             raise Unsupported(f"`forward` input `{p.name}` is not a tensor", forward.name_span)
         body.param(p, TensorV(resolve(p.type, body.scope, body.ctx)))
     return body.run_all(forward.body, forward.name_span)
+
+
+def _lower_functional(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, fn_item: FnItem) -> Graph:
+    body = _Body(Ctx(Sink(key.path, key.item_id), env), fn_item)
+    body.scope.update(key.args)
+    data = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
+    for p in sig.inputs:
+        if not isinstance(p.type, TensorT):
+            raise Unsupported(f"parameter `{p.name}` of the functional layer `{item.name}` is not a tensor",
+                              item.name_span)
+        t = resolve(p.type, body.scope, body.ctx)
+        weight = not data or p is not data[-1]
+        if weight and (t.dims is None or any(dims.as_int(d) is None for d in t.dims)):
+            raise Unsupported(f"weight `{p.name}` of `{item.name}` has no fixed shape ({t})", item.name_span)
+        body.param(p, TensorV(t), weight)
+    if not data:
+        raise Unsupported(f"the functional layer `{item.name}` takes no data input", item.name_span)
+    return body.run_all(item.body, item.name_span)
 
 
 def lower_fn(item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], env: Env,
@@ -104,9 +129,10 @@ class _Body:
         self.symbols: dict[str, tuple[int, int]] = {}
         self.output: int | None = None
 
-    def param(self, p: ParamSig, value: TensorV) -> None:
+    def param(self, p: ParamSig, value: TensorV, weight: bool = False) -> None:
         index = len(self.b.nodes)
-        self.refs[p.name] = self.b.add(node("param", (), value.type, p.name, index=index))
+        extra = {"weight": True} if weight else {}
+        self.refs[p.name] = self.b.add(node("param", (), value.type, p.name, index=index, **extra))
         self.scope[p.name] = value
         for axis, d in enumerate(value.type.dims or ()):
             name = _single_symbol(d)
