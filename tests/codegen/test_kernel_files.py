@@ -121,24 +121,45 @@ def test_identical_specs_share_a_key_and_different_ones_do_not():
     assert a.key.startswith("linear_4x8_")
 
 
+# (id, conv args (None: a linear layer 70 -> 9), input shape, zeroed K range, zeroed output channels)
+SKIPS = [
+    ("linear", None, (5, 70), (32, 64), [1, 4]),
+    ("conv-channels", {"in_channels": 3, "out_channels": 6, "kernel": 3, "stride": 1, "padding": 1, "groups": 1},
+     (2, 3, 5, 4), None, [1, 4]),
+    ("conv-k-blocks", {"in_channels": 8, "out_channels": 5, "kernel": 3, "stride": 2, "padding": 1, "groups": 1},
+     (2, 8, 7, 6), (36, 72), [2]),
+    ("conv-k-blocks-only", {"in_channels": 8, "out_channels": 5, "kernel": 3, "stride": 1, "padding": 0, "groups": 1},
+     (1, 8, 5, 5), (0, 36), []),
+    ("grouped", {"in_channels": 6, "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1, "groups": 2},
+     (2, 6, 5, 5), None, [0, 5, 6]),
+    ("depthwise", {"in_channels": 6, "out_channels": 6, "kernel": 3, "stride": 2, "padding": 1, "groups": 6},
+     (2, 6, 7, 7), None, [1, 2, 5]),
+    ("depthwise-x2", {"in_channels": 3, "out_channels": 6, "kernel": 3, "stride": 1, "padding": 1, "groups": 3},
+     (1, 3, 4, 5), None, [3]),
+]
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-@pytest.mark.parametrize("family", ["linear", "conv2d"])
-def test_zero_skip_kernel_file_matches_the_plain_one(family, backend, tmp_path):
+@pytest.mark.parametrize("case", SKIPS, ids=[c[0] for c in SKIPS])
+def test_zero_skip_kernel_file_matches_the_plain_one(case, backend, tmp_path):
+    _, args, shape, k_range, dead = case
     gen = torch.Generator().manual_seed(5)
     epi = epilogue("relu", True, True, True)
-    if family == "linear":
-        n, k, shape = 9, 70, (5, 70)
+    if args is None:
+        n, k = 9, 70
         spec = linear_spec({"in_features": k, "out_features": n}, "float32", epi, False, zero_skip=True)
         plain = linear_spec({"in_features": k, "out_features": n}, "float32", epi, False)
-        codes = torch.randint(-1, 2, (n, k), generator=gen)
-        codes[:, 32:64] = 0                       # one all-zero K block of 32
-        out_shape = (5, n)
+        codes, out_shape = torch.randint(-1, 2, (n, k), generator=gen), (*shape[:-1], n)
     else:
-        args = {"in_channels": 3, "out_channels": 6, "kernel": 3, "stride": 1, "padding": 1, "groups": 1}
         spec, plain = conv_spec(args, "float32", epi, False, zero_skip=True), conv_spec(args, "float32", epi, False)
-        codes = torch.randint(-1, 2, (6, 3, 3, 3), generator=gen)
-        n, shape, out_shape = 6, (2, 3, 5, 4), (2, 6, 5, 4)
-    codes[[1, 4]] = 0                             # two all-zero output channels
+        n, kk = args["out_channels"], args["kernel"]
+        codes = torch.randint(-1, 2, (n, args["in_channels"] // args["groups"], kk, kk), generator=gen)
+        oh, ow = ((d + 2 * args["padding"] - kk) // args["stride"] + 1 for d in shape[2:])
+        out_shape = (shape[0], n, oh, ow)
+    flat = codes.view(n, -1)
+    if k_range:
+        flat[:, k_range[0]:k_range[1]] = 0        # at least one all-zero K block of 32
+    flat[dead] = 0                                # all-zero output channels
     assert "skip." in kernel_source(spec) and spec.key != plain.key
     skipping, reference = load(spec, tmp_path), load(plain, tmp_path)
     x = torch.randn(shape, generator=gen)
@@ -147,3 +168,13 @@ def test_zero_skip_kernel_file_matches_the_plain_one(family, backend, tmp_path):
         got = skipping.run(x, pack(codes), scale, bias, residual)
         want = reference.run(x, pack(codes), scale, bias, residual)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_skip_plans_find_what_the_codes_allow():
+    from tribuild.gpu import skip
+    codes = torch.randint(-1, 2, (6, 8, 3, 3), generator=torch.Generator().manual_seed(6))
+    codes.view(6, -1)[:, 32:64] = 0
+    codes[[0, 3]] = 0
+    channels, columns, compact = skip._plan(pack(codes), 72)
+    assert channels.tolist() == [1, 2, 4, 5] and compact.shape == (4, 10)
+    assert columns.tolist() == list(range(32)) + list(range(64, 72))

@@ -3,17 +3,24 @@
 Terms:
 - *plan*: what a packed weight lets a kernel skip, found once per packed tensor (cached by
   identity and version, like the unpacked cache): the *kept* output channels (the others'
-  codes are all zero) and, for a linear layer, the kept K blocks of ``BLOCK_K`` weights (the
-  others are zero in every channel), with the weight compacted to what is kept.
+  codes are all zero) and the kept K blocks of ``BLOCK_K`` weights (the others are zero in
+  every channel), with the weight compacted to what is kept.
 - A skipped channel's output is its epilogue over a zero accumulator,
   ``act(bias + residual)``; a skipped K block contributes nothing, so ``x``'s matching
-  columns are dropped before the product. Convolutions skip channels only.
+  columns are dropped before the product.
+- Convolutions: an ungrouped one with all-zero K blocks runs as the implicit GEMM made
+  explicit, ``x``'s patches (``F.unfold``, column ``k = (c·kh + i)·kw + j``, the packed order)
+  times the codes through ``linear``, so K blocks and channels are skipped as for a linear
+  layer; otherwise, zero output channels are left out: ungrouped, by a convolution with the
+  kept rows; grouped or depthwise, by one group per kept channel over the input channels of
+  its group (for a depthwise convolution, exactly the kept channels' inputs).
 """
 from __future__ import annotations
 
 import weakref
 
 import torch
+import torch.nn.functional as F
 
 from tribuild.gpu.epilogue import ACTIVATIONS, activation_name
 from tribuild.gpu.launch import ternary_conv2d, ternary_linear
@@ -90,13 +97,33 @@ def linear(x, packed, scale, bias=None, act=None, residual=None, **launch_kwargs
     return _scatter(kept, channels, packed.shape[0], bias, act, residual, kept.dim() - 1)
 
 
-def conv2d(x, packed, scale, bias=None, *, act=None, residual=None, groups=1, **launch_kwargs):
-    """``ternary_conv2d`` skipping zero output channels (ungrouped convolutions only)."""
+def conv2d(x, packed, scale, bias=None, *, kernel_size, stride=1, padding=0, groups=1, act=None,
+           residual=None, **launch_kwargs):
+    """``ternary_conv2d`` skipping zero output channels and, ungrouped, all-zero K blocks."""
     act = activation_name(act)
-    channels, _, compact = _plan(packed, None) if groups == 1 else (None, None, packed)
+    c = x.shape[1]
+    channels, columns, compact = _plan(packed, c * kernel_size * kernel_size if groups == 1 else None)
+    if columns is not None:
+        return _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding)
+    conv = dict(kernel_size=kernel_size, stride=stride, padding=padding, **launch_kwargs)
     if channels is None or channels.numel() == 0:  # nothing to skip, or nothing left to compute
-        return ternary_conv2d(x, packed, scale, bias, act=act, residual=residual, groups=groups, **launch_kwargs)
+        return ternary_conv2d(x, packed, scale, bias, act=act, residual=residual, groups=groups, **conv)
+    kept_groups = groups
+    if groups > 1:   # one group per kept channel, over its group's input channels
+        per_in, per_out = c // groups, packed.shape[0] // groups
+        inputs = (channels // per_out * per_in)[:, None] + torch.arange(per_in, device=x.device)
+        x, kept_groups = x.index_select(1, inputs.flatten()), channels.numel()
     kept = ternary_conv2d(x, compact, _pick(scale, channels, 0) if scale.numel() > 1 else scale,
-                          _pick(bias, channels, 0), act=act, residual=_pick(residual, channels, 1), groups=1,
-                          **launch_kwargs)
+                          _pick(bias, channels, 0), act=act, residual=_pick(residual, channels, 1),
+                          groups=kept_groups, **conv)
     return _scatter(kept, channels, packed.shape[0], bias, act, residual, 1)
+
+
+def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding):
+    b, _, h, w = x.shape
+    oh, ow = ((d + 2 * padding - kernel_size) // stride + 1 for d in (h, w))
+    patches = F.unfold(x, kernel_size, padding=padding, stride=stride).transpose(1, 2)   # [B, L, K]
+    n = packed.shape[0]
+    res = None if residual is None else residual.reshape(b, n, oh * ow).transpose(1, 2)
+    y = linear(patches, packed, scale, bias, act, res)
+    return y.transpose(1, 2).reshape(b, n, oh, ow)
