@@ -51,22 +51,26 @@ class TernaryLayer(nn.Module):
             self.register_buffer(name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8))
             self.register_buffer(f"{name}_scale", torch.ones(rows if scale == "channel" else 1))
         self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
-        self._dense: dict[int, tuple[tuple, torch.Tensor]] = {}
+        self._dense: dict[tuple[str, int], tuple] = {}
 
-    def dense_weight(self, name: str, scale: torch.Tensor) -> torch.Tensor:
-        """``scale · codes`` of the packed weight ``name``, cached by the tensors' versions."""
-        packed = getattr(self, name)
-        key = (id(packed), packed._version, scale._version)
-        hit = self._dense.get(id(scale))
-        if hit is None or hit[0] != key:
-            shape = dict(self.TERNARY)[name]
-            hit = (key, dequantize(unpacked_codes(packed, shape), scale))
-            self._dense = {**{k: v for k, v in self._dense.items() if v[0][:2] == key[:2]}, id(scale): hit}
-        return hit[1]
+    def dense_weight(self, name: str, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """``scale · codes`` of the packed weight ``name`` in ``dtype``, cached per (name, scale)
+        while the packed tensor, the scale and their versions are the same ones."""
+        packed = self._buffers[name]
+        hit = self._dense.get((name, id(scale)))
+        if hit is not None and hit[0] is packed and hit[1] is scale and hit[2] == (packed._version, scale._version) \
+                and hit[3] == dtype:
+            return hit[4]
+        weight = dequantize(unpacked_codes(packed, dict(self.TERNARY)[name]), scale).to(dtype)
+        self._dense = {k: v for k, v in self._dense.items() if k[0] != name or v[0] is packed}
+        self._dense[name, id(scale)] = (packed, scale, (packed._version, scale._version), dtype, weight)
+        return weight
 
-    def dense_epilogue(self, y: torch.Tensor, act: str | None, residual: torch.Tensor | None) -> torch.Tensor:
-        y = y + residual if residual is not None else y
-        return ACTIVATIONS[activation_name(act)](y)
+    @staticmethod
+    def dense_epilogue(y: torch.Tensor, act: str | None, residual: torch.Tensor | None) -> torch.Tensor:
+        if residual is not None:
+            y = y + residual
+        return y if act is None or act == "none" else ACTIVATIONS[act](y)
 
     def weight_for_training(self, name: str) -> torch.Tensor | None:
         """The STE-ternarized latent weight while training with QAT, else None."""
@@ -100,7 +104,9 @@ class TernaryLayer(nn.Module):
             y = bn(y) if bn is not None else y
             y = y + residual if residual is not None else y
             return ACTIVATIONS[activation_name(act)](y)
-        scale, bias = self.folded(self.weight_scale, self.bias, bn)
+        scale, bias = self._buffers["weight_scale"], self._parameters.get("bias")
+        if bn is not None:
+            scale, bias = self.folded(scale, bias, bn)
         return self.run(x, scale, bias, act, residual, kernel or self.kernel)
 
 
@@ -116,8 +122,7 @@ class TernaryLinear(TernaryLayer):
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            w = self.dense_weight("weight", scale).to(x.dtype)
-            return self.dense_epilogue(F.linear(x, w, bias), act, residual)
+            return self.dense_epilogue(F.linear(x, self.dense_weight("weight", scale, x.dtype), bias), act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
         return ternary_linear(x, self.weight, scale, bias, act, residual)
@@ -126,7 +131,7 @@ class TernaryLinear(TernaryLayer):
         w = self.weight_for_training("weight")
         if w is not None:
             return F.linear(x, w, self.bias)
-        return self.run(x, self.weight_scale, self.bias, None, None, self.kernel)
+        return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, " \
@@ -147,8 +152,8 @@ class TernaryConv2d(TernaryLayer):
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            w = self.dense_weight("weight", scale).to(x.dtype)
-            y = F.conv2d(x, w, bias, self.stride, self.padding, 1, self.groups)
+            y = F.conv2d(x, self.dense_weight("weight", scale, x.dtype), bias, self.stride, self.padding, 1,
+                         self.groups)
             return self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
@@ -159,7 +164,7 @@ class TernaryConv2d(TernaryLayer):
         w = self.weight_for_training("weight")
         if w is not None:
             return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
-        return self.run(x, self.weight_scale, self.bias, None, None, self.kernel)
+        return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -188,7 +193,7 @@ class MultiHeadAttention(TernaryLayer):
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
         elif backend_for(x) == "torch":
-            qkv = F.linear(x, self.dense_weight("in_proj_weight", self.in_proj_weight_scale).to(x.dtype),
+            qkv = F.linear(x, self.dense_weight("in_proj_weight", self.in_proj_weight_scale, x.dtype),
                            self.in_proj_bias)
         elif self.kernel is not None:
             qkv = self.kernel(x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias, None)
