@@ -8,19 +8,20 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Callable
 
 from tribuild.lang import ast, dims
 from tribuild.lang.builtins_layers import REQUIRED
 from tribuild.lang.builtins_shapes import Site, axis, expect_dim, float_dtype, pool2d, product, tensor_of, window
-from tribuild.lang.check_codes import CONCAT_MISMATCH, DIVISIBILITY, NOT_TRIT, RESHAPE, TYPE_MISMATCH
+from tribuild.lang.check_codes import CONCAT_MISMATCH, CONST_TYPE, DIVISIBILITY, NOT_TRIT, RESHAPE, TYPE_MISMATCH
 from tribuild.lang.check_ops import matmul
 from tribuild.lang.check_unify import definitely_different
-from tribuild.lang.consteval import POISON, is_bool, scalar_function
 from tribuild.lang.dims import ANY
 from tribuild.lang.types import ScalarT, TensorT
-from tribuild.lang.values import TensorV, Trit, Unk, Value, as_dim, is_int, kind_of
+from tribuild.lang.values import (POISON, TensorV, Trit, Unk, Value, as_dim, is_bool, is_int, is_number, is_poison,
+                                  kind_of)
 
 Args = dict[str, Value]
 
@@ -29,6 +30,12 @@ Args = dict[str, Value]
 class FnSpec:
     params: tuple[tuple[str, object], ...]
     rule: Callable[[Args, Site], Value]
+    names: tuple[str, ...] = field(init=False)  # the parameter names, in order
+    required: frozenset[str] = field(init=False)  # those without a default
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(p for p, _ in self.params))
+        object.__setattr__(self, "required", frozenset(p for p, d in self.params if d is REQUIRED))
 
 
 def _elementwise(args: Args, site: Site) -> Value:
@@ -40,8 +47,27 @@ def _scalar_or_tensor(name: str) -> Callable[[Args, Site], Value]:
     def rule(args: Args, site: Site) -> Value:
         if isinstance(args["x"], TensorV):
             return _elementwise(args, site)
-        return scalar_function(name, args["x"], site.span, site.ctx)
+        return _scalar_function(name, args["x"], site)
     return rule
+
+
+def _scalar_function(name: str, v: Value, site: Site) -> Value:
+    """`sqrt`/`exp` of a construction-time number."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if name == "sqrt" and v < 0:
+            return _const_error(site, f"sqrt of a negative number ({v})")
+        try:
+            return {"sqrt": math.sqrt, "exp": math.exp}[name](v)
+        except OverflowError:
+            return _const_error(site, f"{name}({v}) overflows a float")
+    if is_number(v):
+        return Unk(ScalarT("float32"))
+    return POISON if is_poison(v) else _const_error(site, f"`{name}` expects a number or a tensor, found {kind_of(v)}")
+
+
+def _const_error(site: Site, message: str) -> Value:
+    site.ctx.sink.error(CONST_TYPE, site.span, message)
+    return POISON
 
 
 def _softmax(args: Args, site: Site) -> Value:
@@ -66,7 +92,7 @@ def _flatten(args: Args, site: Site) -> Value:
 def _int_list(v: Value, site: Site, what: str) -> tuple[Value, ...] | None:
     items = (v,) if is_int(v) else v
     if not isinstance(items, tuple) or not all(is_int(x) for x in items):
-        if v != POISON and not (isinstance(items, tuple) and POISON in items):
+        if not is_poison(v) and not (isinstance(items, tuple) and POISON in items):
             site.error(TYPE_MISMATCH, f"expected {what} (a list of ints), found {kind_of(v)}")
         return None
     return items
@@ -210,7 +236,7 @@ def _trit(args: Args, site: Site) -> Value:
         return Trit(v)
     if isinstance(v, Trit) or (is_int(v) and type(v) is not int):
         return v if isinstance(v, Trit) else Unk(ScalarT("trit"))
-    if v != POISON:
+    if not is_poison(v):
         site.error(NOT_TRIT, f"expected -1, 0 or 1, found {kind_of(v)} {v!r}" if type(v) is int
                    else f"expected -1, 0 or 1, found {kind_of(v)}", label="not a trit")
     return POISON

@@ -9,15 +9,14 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from tribuild.lang import dims
 from tribuild.lang.builtins_shapes import Site, expect_dim, float_dtype, pool2d, tensor_of, window
 from tribuild.lang.check_codes import DIVISIBILITY
-from tribuild.lang.consteval import POISON
 from tribuild.lang.types import TensorT
-from tribuild.lang.values import TensorV, Value, as_dim
+from tribuild.lang.values import POISON, TensorV, Value, as_dim
 
 REQUIRED = object()
 Args = dict[str, Value]
@@ -28,6 +27,12 @@ class LayerSpec:
     params: tuple[tuple[str, str, object], ...]
     apply: Callable[[Args, Value, Site], Value]
     check: Callable[[Args, Site], None] = lambda args, site: None
+    names: tuple[str, ...] = field(init=False)  # the parameter names, in order
+    required: frozenset[str] = field(init=False)  # those without a default
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(p for p, _, _ in self.params))
+        object.__setattr__(self, "required", frozenset(p for p, _, d in self.params if d is REQUIRED))
 
 
 def _same(args: Args, x: Value, site: Site) -> Value:

@@ -11,15 +11,18 @@ Terms:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tribuild.lang import ast, dims
 from tribuild.lang.check_codes import (BAD_AXIS, DIM_MISMATCH, DIV_ZERO, EMPTY_OUTPUT, RANK_MISMATCH,
                                        TYPE_MISMATCH)
 from tribuild.lang.check_unify import definitely_different
-from tribuild.lang.consteval import POISON, Ctx
 from tribuild.lang.dims import ANY, AnyDim, DimLike
 from tribuild.lang.types import FLOATS, TensorT
-from tribuild.lang.values import TensorV, Value, as_dim, kind_of, trackable
+from tribuild.lang.values import POISON, TensorV, Value, as_dim, is_poison, kind_of, trackable
+
+if TYPE_CHECKING:
+    from tribuild.lang.consteval import Ctx
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Site:
 
 def tensor_of(v: Value, site: Site, rank: int | None = None, min_rank: int = 0) -> TensorT | None:
     """The type of a tensor argument of the given rank; None (after reporting) otherwise."""
-    if v == POISON:
+    if is_poison(v):
         return None
     if not isinstance(v, TensorV):
         site.error(TYPE_MISMATCH, f"expected a tensor, found {kind_of(v)}")
@@ -75,7 +78,7 @@ def expect_dim(found: DimLike, expected: Value, site: Site, what: str) -> bool:
 def axis(a: Value, rank: int | None, site: Site) -> int | None:
     """A dim index normalised to 0..rank-1; None (reported) when out of range or unknown."""
     if type(a) is not int:
-        if a != POISON:
+        if not is_poison(a):
             site.error(TYPE_MISMATCH, f"expected a constant dim index, found {kind_of(a)}")
         return None
     if rank is None:
@@ -87,21 +90,29 @@ def axis(a: Value, rank: int | None, site: Site) -> int | None:
     return a % rank
 
 
+_WINDOWS: dict[tuple[DimLike, ...], DimLike | None] = {}
+
+
+def _window_size(key: tuple[DimLike, DimLike, DimLike, DimLike]) -> DimLike | None:
+    """The window size for ``(size, kernel, stride, padding)``, trackable; None when stride is 0."""
+    size, kernel, stride, padding = key
+    out = dims.floordiv(dims.sub(dims.add(size, dims.scale(padding, 2)), kernel), stride)
+    return None if out is None else trackable(dims.add(out, dims.const(1)))
+
+
 def window(size: DimLike, kernel: Value, stride: Value, padding: Value, site: Site) -> DimLike:
     """The output length of a window; errors give `?`."""
-    num = dims.sub(dims.add(size, dims.scale(as_dim(padding), 2)), as_dim(kernel))
-    out = dims.floordiv(num, as_dim(stride))
+    out = dims.memo(_WINDOWS, (size, as_dim(kernel), as_dim(stride), as_dim(padding)), _window_size)
     if out is None:
         site.error(DIV_ZERO, "stride is 0")
         return ANY
-    out = dims.add(out, dims.const(1))
     n = dims.as_int(out)
     if n is not None and n <= 0:
         site.error(EMPTY_OUTPUT, f"input size {dims.format_dim(size)} with kernel {dims.format_dim(as_dim(kernel))}, "
                    f"padding {dims.format_dim(as_dim(padding))} and stride {dims.format_dim(as_dim(stride))} "
                    f"gives an output of size {n}", label="expected an output size of 1 or more")
         return ANY
-    return trackable(out)
+    return out
 
 
 def pool2d(t: TensorT, kernel: Value, stride: Value, padding: Value, site: Site) -> Value:

@@ -50,13 +50,16 @@ def _symbolic(p: ParamSig) -> Value:
 
 def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
     """Add a body's inputs to its scope: tensors by their resolved type, others symbolically."""
+    tensors: list[Type | None] = []
     for p in params:
         if isinstance(p.type, TensorT):
-            scope[p.name] = TensorV(resolve(p.type, scope, ctx))
+            tensors.append(resolve(p.type, scope, ctx))
+            scope[p.name] = TensorV(tensors[-1])
         else:
+            tensors.append(None)
             scope[p.name] = _symbolic(p)
-    for p in params:
-        bind_dim_names(resolve(p.type, scope, ctx), scope)
+    for p, t in zip(params, tensors):  # a tensor type resolved again, every input in scope, names the same dims
+        bind_dim_names(t if t is not None else resolve(p.type, scope, ctx), scope)
 
 
 def _check_body(stmts: tuple[ast.Stmt, ...], fn: ast.Fn | ast.Layer, inputs: tuple[ParamSig, ...],

@@ -21,7 +21,7 @@ from tribuild.lang.check_codes import BAD_ASSIGN, DATA_DEPENDENT, RETURN_MISMATC
 from tribuild.lang.check_unify import Unifier, join
 from tribuild.lang.consteval import POISON, Ctx, condition, elements, evaluate
 from tribuild.lang.types import TensorT, Type, lower_type, type_symbols
-from tribuild.lang.values import Sym, TensorV, UnkList, Value, as_dim, from_dim, is_int, kind_of
+from tribuild.lang.values import Sym, TensorV, UnkList, Value, as_dim, from_dim, is_int, is_poison, kind_of
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _return(stmt: ast.Return, e: ast.Expr | None, body: Body) -> None:
         body.returned.append(POISON)
         return
     value = evaluate(e, body.scope, body.ctx)
-    if body.ret is not None and value != POISON:
+    if body.ret is not None and not is_poison(value):
         value = check_declared(body, body.ret, value, e.span, RETURN_MISMATCH, "returned value")
     body.returned.append(value)
 
@@ -138,7 +138,7 @@ def _merge(body: Body, branches: list[Body]) -> None:
         if values:
             merged = values[0]
             for v in values[1:]:
-                merged = POISON if POISON in (merged, v) else join(merged, v)
+                merged = POISON if is_poison(merged) or is_poison(v) else join(merged, v)
             body.scope[name] = merged
 
 

@@ -13,20 +13,21 @@ Terms:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from tribuild.lang import ast, dims
+from tribuild.lang import ast, consteval, dims
 from tribuild.lang.builtins_fns import FUNCTIONS
-from tribuild.lang.builtins_layers import LAYERS, REQUIRED
+from tribuild.lang.builtins_layers import LAYERS
 from tribuild.lang.builtins_shapes import Site
 from tribuild.lang.check_codes import (ARITY, BAD_KEYWORD, NO_FORWARD, NOT_CALLABLE, NOT_CONST, NOT_TRIT,
                                        TYPE_MISMATCH, Sink)
 from tribuild.lang.check_unify import Unifier, join
-from tribuild.lang.consteval import POISON, Ctx, evaluate, is_bool, is_number
+from tribuild.lang.consteval import Ctx, evaluate
 from tribuild.lang.env import ItemRef
 from tribuild.lang.signature import ParamSig, Signature
 from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
-from tribuild.lang.values import (Callee, Choice, LayerV, TensorV, Trit, Unk, UnkList, Value, as_dim, is_int,
-                                  kind_of)
+from tribuild.lang.values import (POISON, Callee, Choice, LayerV, TensorV, Trit, Unk, UnkList, Value, as_dim,
+                                  is_bool, is_int, is_number, is_poison, kind_of)
 
 Span = ast.Span
 
@@ -39,8 +40,8 @@ class CallArgs:
 
 def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
     func = evaluate(node.func, scope, ctx)
-    args = CallArgs(tuple((evaluate(a, scope, ctx), a.span) for a in node.args),
-                    tuple((k.name, evaluate(k.value, scope, ctx), k.span) for k in node.kwargs))
+    args = CallArgs(tuple([(evaluate(a, scope, ctx), a.span) for a in node.args]),
+                    tuple([(k.name, evaluate(k.value, scope, ctx), k.span) for k in node.kwargs]))
     what = node.func.id if isinstance(node.func, ast.Name) else "call"
     if isinstance(func, LayerV) and what != func.name:
         what = f"{what} ({func.name})"
@@ -49,8 +50,11 @@ def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
 
 
 def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: Span | None = None) -> Value:
-    if func == POISON or any(v == POISON for v, _ in args.positional):
+    if is_poison(func):
         return POISON
+    for v, _ in args.positional:
+        if is_poison(v):
+            return POISON
     match func:
         case Callee(name=name, ref=None) if name in LAYERS:
             return construct_builtin(name, args, span, ctx)
@@ -65,7 +69,7 @@ def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: S
             return apply_layer(func, args, span, ctx, what, origin)
         case Choice(options=options):
             results = [call(o, args, span, ctx, what, origin) for o in options]
-            if POISON in results:
+            if any(is_poison(r) for r in results):
                 return POISON
             out = results[0]
             for r in results[1:]:
@@ -100,27 +104,27 @@ def bind(names: tuple[str, ...], required: frozenset[str], args: CallArgs, span:
     return bound
 
 
-def _kind_ok(kind: str, v: Value) -> bool:
-    return {"int": is_int, "float": is_number, "bool": is_bool,
-            "str": lambda x: isinstance(x, str) or isinstance(x, Unk),
-            "layers": lambda x: isinstance(x, (tuple, UnkList)) or isinstance(x, Unk)}[kind](v)
+_KIND_OK: dict[str, Callable[[Value], bool]] = {
+    "int": is_int, "float": is_number, "bool": is_bool,
+    "str": lambda x: isinstance(x, str) or isinstance(x, Unk),
+    "layers": lambda x: isinstance(x, (tuple, UnkList)) or isinstance(x, Unk)}
+"""Whether a value fits a built-in layer parameter of each kind (``LayerSpec.params``)."""
 
 
 def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
     spec = LAYERS[name]
-    names = tuple(p for p, _, _ in spec.params)
-    bound = bind(names, frozenset(p for p, _, d in spec.params if d is REQUIRED), args, span, ctx, name)
+    bound = bind(spec.names, spec.required, args, span, ctx, name)
     if bound is None:
         return POISON
     values: dict[str, Value] = {}
     for pname, kind, default in spec.params:
         value, vspan = bound.get(pname, (default, span))
-        if value == POISON:
+        if is_poison(value):
             return POISON
         if isinstance(value, TensorV):
             _not_const(pname, name, vspan, ctx)
             return POISON
-        if value is not None and not _kind_ok(kind, value):
+        if value is not None and not _KIND_OK[kind](value):
             ctx.sink.error(TYPE_MISMATCH, vspan, f"argument `{pname}` of {name}: expected {kind}, "
                            f"found {kind_of(value)}")
             return POISON
@@ -137,9 +141,8 @@ def _not_const(param: str, what: str, span: Span, ctx: Ctx) -> None:
 
 def call_function(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
     spec = FUNCTIONS[name]
-    names = tuple(p for p, _ in spec.params)
-    bound = bind(names, frozenset(p for p, d in spec.params if d is REQUIRED), args, span, ctx, name)
-    if bound is None or any(v == POISON for v, _ in bound.values()):
+    bound = bind(spec.names, spec.required, args, span, ctx, name)
+    if bound is None or any(is_poison(v) for v, _ in bound.values()):
         return POISON
     values = {p: bound[p][0] if p in bound else d for p, d in spec.params}
     arg_span = args.positional[0][1] if args.positional else span
@@ -148,7 +151,7 @@ def call_function(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
 
 def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str | None, str]:
     """``(converted value, problem or None, code)`` for ``value`` against declared type ``t``."""
-    if t is None or value == POISON or isinstance(value, Choice) and not isinstance(t, NamedT):
+    if t is None or is_poison(value) or isinstance(value, Choice) and not isinstance(t, NamedT):
         return value, None, ""
     match t:
         case TensorT():
@@ -184,7 +187,7 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
 
 def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None:
     if isinstance(t, TensorT) and t.dims is not None:
-        return TensorT(t.dtype, tuple(dims.substitute(d, mapping) or dims.ANY for d in t.dims), t.ternary)
+        return TensorT(t.dtype, tuple([dims.substitute(d, mapping) or dims.ANY for d in t.dims]), t.ternary)
     return t
 
 
@@ -208,7 +211,7 @@ def bind_params(sig: Signature, ref: ItemRef, bound: dict[str, tuple[Value, Span
             value, vspan = bound[p.name]
         else:
             value, vspan = _default(sig, p, values, ref, span, ctx), span
-        if value == POISON:
+        if is_poison(value):
             return None
         if isinstance(value, TensorV):
             _not_const(p.name, sig.name, vspan, ctx)
@@ -285,12 +288,12 @@ def apply_chain(layers: Value, x: Value, site: Site) -> Value:
     """Sequential: each layer applied to the previous output."""
     if isinstance(layers, UnkList):
         once = x if layers.elem is None else _apply_one(layers.elem, x, site, f"{site.what}[i]")
-        return POISON if once == POISON else join(x, once)
+        return POISON if is_poison(once) else join(x, once)
     if not isinstance(layers, tuple):
         return TensorV(x.type) if isinstance(x, TensorV) else POISON
     for i, layer in enumerate(layers):
         x = _apply_one(layer, x, site, f"{site.what}[{i}]")
-        if x == POISON:
+        if is_poison(x):
             return POISON
     return x
 
@@ -299,3 +302,6 @@ def _apply_one(layer: Value, x: Value, site: Site, what: str) -> Value:
     if isinstance(layer, LayerV):
         what = f"{what} ({layer.name})"
     return call(layer, CallArgs(((x, site.arg_span),)), site.span, site.ctx, what)
+
+
+consteval.EVALUATORS[ast.Call] = call_expr

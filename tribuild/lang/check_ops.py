@@ -9,13 +9,17 @@ Terms:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tribuild.lang import ast, dims
 from tribuild.lang.check_codes import BAD_OPERANDS, BROADCAST, MATMUL, RANK_MISMATCH
 from tribuild.lang.check_unify import definitely_different
-from tribuild.lang.consteval import POISON, Ctx, is_float, is_number
 from tribuild.lang.dims import ANY, AnyDim, DimLike
 from tribuild.lang.types import FLOATS, TensorT, format_shape, promote
-from tribuild.lang.values import TensorV, Trit, Value, kind_of
+from tribuild.lang.values import POISON, TensorV, Trit, Value, is_float, is_number, kind_of
+
+if TYPE_CHECKING:
+    from tribuild.lang.consteval import Ctx
 
 _ARITH = ("+", "-", "*", "/", "//", "%", "**")
 _COMPARE = ("==", "!=", "<", "<=", ">", ">=")

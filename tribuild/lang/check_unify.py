@@ -25,6 +25,8 @@ def _has_quotient(d: Dim) -> bool:
 
 
 def definitely_different(a: DimLike, b: DimLike) -> bool:
+    if a == b:
+        return False  # the difference is 0 (or `?`)
     diff = dims.sub(a, b)
     return isinstance(diff, Dim) and bool(diff.terms) and not _has_quotient(diff)
 

@@ -6,29 +6,36 @@ Terms:
   costs its length up front, so an enormous construction is an error (E0504), not a hang.
 - *scope*: the local names (construction parameters, members, `forward` locals) and their
   values. Names not in scope are user items (through the Env), then built-ins.
-- *POISON*: the value of an expression that already produced an error; every operation on
-  it yields POISON without reporting again, so one mistake gives one diagnostic.
+- *POISON* (``values.POISON``): the value of an expression that already produced an error;
+  every operation on it yields POISON without reporting again, so one mistake gives one
+  diagnostic.
 
 Integer arithmetic goes through ``dims``, so symbolic integers (generic checking) follow
 the same algebra as shapes; `/` between integers is floor division, as in shape formulas.
-Operations involving a tensor are delegated to ``check_ops``; calls to ``check_calls``.
+Operations involving a tensor are delegated to ``check_ops``; calls to ``check_calls``
+(which registers itself in ``EVALUATORS``).
 """
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from tribuild.lang import ast, dims
+from tribuild.lang.builtins import BUILTIN_NAMES
 from tribuild.lang.check_codes import (BUDGET, CONST_TYPE, DATA_DEPENDENT, DIV_ZERO, INDEX_RANGE,
                                        UNKNOWN_NAME, Sink)
+from tribuild.lang.check_ops import tensor_binary, tensor_unary
 from tribuild.lang.check_unify import join
 from tribuild.lang.env import Env
-from tribuild.lang.types import FLOATS, ListT, NamedT, ScalarT
-from tribuild.lang.values import (INT64_MAX, Callee, Choice, RangeV, TensorV, Trit, Unk, UnkList, Value,
-                                  as_dim, from_dim, is_int, kind_of)
+from tribuild.lang.types import ListT, ScalarT
+from tribuild.lang.values import (INT64_MAX, POISON, Callee, Choice, RangeV, TensorV, Trit, Unk, UnkList, Value,
+                                  as_dim, from_dim, is_bool, is_float, is_int, is_number, is_poison, kind_of)
 
-POISON = Unk(NamedT("<error>"))
+__all__ = ["POISON", "Ctx", "arith", "condition", "elements", "evaluate", "is_bool", "is_float", "is_number",
+           "unary"]
+
+_MISSING = object()
 WORK_LIMIT = 1_000_000
 BOOL, FLOAT, INT = ScalarT("bool"), ScalarT("float32"), ScalarT("int64")
 
@@ -47,31 +54,22 @@ class Ctx:
         self.work -= units
         if self.work >= 0:
             return True
+        self.over_budget(span)
+        return False
+
+    def over_budget(self, span: ast.Span) -> None:
+        """Report, once per run, that the work bound is exceeded."""
         if not self.exhausted:
             self.exhausted = True
             self.sink.error(BUDGET, span, f"construction-time evaluation needs more than "
                             f"{WORK_LIMIT} steps", help="build fewer or smaller layers")
-        return False
 
     def fresh_name(self, base: str) -> str:
         self.fresh[0] += 1
         return f"{base}'{self.fresh[0]}"
 
 
-def is_bool(v: Value) -> bool:
-    return type(v) is bool or v == Unk(BOOL)
-
-
-def is_float(v: Value) -> bool:
-    return type(v) is float or (isinstance(v, Unk) and isinstance(v.type, ScalarT) and v.type.dtype in FLOATS)
-
-
-def is_number(v: Value) -> bool:
-    return (is_int(v) or is_float(v) or isinstance(v, Trit) or v == Unk(ScalarT("trit")))
-
-
 def lookup(name: str, span: ast.Span, scope: dict[str, Value], ctx: Ctx) -> Value:
-    from tribuild.lang.builtins import BUILTIN_NAMES
     if name in scope:
         return scope[name]
     ref = ctx.env.lookup(name)
@@ -89,39 +87,45 @@ def lookup(name: str, span: ast.Span, scope: dict[str, Value], ctx: Ctx) -> Valu
 
 
 def evaluate(e: ast.Expr, scope: dict[str, Value], ctx: Ctx) -> Value:
-    """The value of ``e`` in ``scope``; errors are reported and give POISON."""
-    if not ctx.spend(1, e.span):
+    """The value of ``e`` in ``scope``; errors are reported and give POISON.
+
+    Dispatch tests the node's class, most frequent kinds first; the bodies stay inline so a
+    deep chain (``a + b + ...``, ``- - x``, ``a[0][0]``) takes one Python frame per level."""
+    ctx.work -= 1  # ``ctx.spend(1, e.span)``, inlined: every node pays it
+    if ctx.work < 0:
+        ctx.over_budget(e.span)
         return POISON
-    match e:
-        case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StringLit(value=v):
-            return v
-        case ast.Name(id=name):
-            return lookup(name, e.span, scope, ctx)
-        case ast.Unknown():
-            return -1  # `?` in a shape list: the dimension `reshape` infers
-        case ast.Unary(op=op, operand=inner):
-            return unary(op, evaluate(inner, scope, ctx), e, ctx)
-        case ast.Binary(op=op, left=l, right=r):
-            return binary(e, scope, ctx) if op in ("&&", "||") else \
-                arith(op, evaluate(l, scope, ctx), evaluate(r, scope, ctx), e, ctx)
-        case ast.Conditional():
-            return conditional(e, scope, ctx)
-        case ast.ListLit(elems=elems):
-            return tuple(evaluate(x, scope, ctx) for x in elems)
-        case ast.Range(start=a, end=b):
-            return make_range(evaluate(a, scope, ctx), evaluate(b, scope, ctx), e, ctx)
-        case ast.ListComp():
-            return comprehension(e, scope, ctx)
-        case ast.Index(value=v, index=i):
-            return index(evaluate(v, scope, ctx), evaluate(i, scope, ctx), e, ctx)
-        case ast.Call():
-            from tribuild.lang.check_calls import call_expr
-            return call_expr(e, scope, ctx)
-        case ast.Attr(name=name):
-            value = evaluate(e.value, scope, ctx)
-            if value != POISON:
-                ctx.sink.error(CONST_TYPE, e.span, f"{kind_of(value)} has no attribute `{name}`")
-            return POISON
+    kind = e.__class__
+    if kind is ast.Name:
+        value = scope.get(e.id, _MISSING)
+        return lookup(e.id, e.span, scope, ctx) if value is _MISSING else value
+    if kind is ast.Call:
+        return EVALUATORS[kind](e, scope, ctx)
+    if kind is ast.IntLit or kind is ast.FloatLit or kind is ast.BoolLit or kind is ast.StringLit:
+        return e.value
+    if kind is ast.Binary:
+        if e.op in ("&&", "||"):
+            return binary(e, scope, ctx)
+        return arith(e.op, evaluate(e.left, scope, ctx), evaluate(e.right, scope, ctx), e, ctx)
+    if kind is ast.Conditional:
+        return conditional(e, scope, ctx)
+    if kind is ast.Unary:
+        return unary(e.op, evaluate(e.operand, scope, ctx), e, ctx)
+    if kind is ast.ListLit:
+        return tuple(evaluate(x, scope, ctx) for x in e.elems)
+    if kind is ast.Index:
+        return index(evaluate(e.value, scope, ctx), evaluate(e.index, scope, ctx), e, ctx)
+    if kind is ast.Unknown:
+        return -1  # `?` in a shape list: the dimension `reshape` infers
+    if kind is ast.Range:
+        return make_range(evaluate(e.start, scope, ctx), evaluate(e.end, scope, ctx), e, ctx)
+    if kind is ast.ListComp:
+        return comprehension(e, scope, ctx)
+    if kind is ast.Attr:
+        value = evaluate(e.value, scope, ctx)
+        if not is_poison(value):
+            ctx.sink.error(CONST_TYPE, e.span, f"{kind_of(value)} has no attribute `{e.name}`")
+        return POISON
     return POISON  # ErrorExpr: the parser reported it
 
 
@@ -147,7 +151,6 @@ def condition(value: Value, span: ast.Span, ctx: Ctx) -> bool | None:
 
 def unary(op: str, v: Value, node: ast.Unary, ctx: Ctx) -> Value:
     if isinstance(v, TensorV):
-        from tribuild.lang.check_ops import tensor_unary
         return tensor_unary(op, v, node, ctx)
     if op == "!":
         return (not v) if type(v) is bool else v if is_bool(v) else \
@@ -182,10 +185,9 @@ _COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a,
 
 def arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
     """A binary operator other than `&&`/`||` on evaluated operands."""
-    if POISON in (a, b):
+    if is_poison(a) or is_poison(b):
         return POISON
     if isinstance(a, TensorV) or isinstance(b, TensorV):
-        from tribuild.lang.check_ops import tensor_binary
         return tensor_binary(op, a, b, node, ctx)
     a, b = (x.value if isinstance(x, Trit) else x for x in (a, b))
     if op in _COMPARE:
@@ -247,7 +249,7 @@ def conditional(node: ast.Conditional, scope: dict[str, Value], ctx: Ctx) -> Val
     if known is not None:
         return evaluate(node.then if known else node.otherwise, scope, ctx)
     then, otherwise = evaluate(node.then, scope, ctx), evaluate(node.otherwise, scope, ctx)
-    return POISON if POISON in (then, otherwise) else join(then, otherwise)
+    return POISON if is_poison(then) or is_poison(otherwise) else join(then, otherwise)
 
 
 def make_range(a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
@@ -290,7 +292,7 @@ def comprehension(node: ast.ListComp, scope: dict[str, Value], ctx: Ctx) -> Valu
 
 
 def index(value: Value, i: Value, node: ast.Index, ctx: Ctx) -> Value:
-    if POISON in (value, i):
+    if is_poison(value) or is_poison(i):
         return POISON
     if not is_int(i):
         return type_error(ctx, node.index.span, f"an index must be an int, found {kind_of(i)}", i)
@@ -317,16 +319,7 @@ def _join_all(values: tuple[Value, ...]) -> Value:
     return out
 
 
-def scalar_function(name: str, v: Value, span: ast.Span, ctx: Ctx) -> Value:
-    """`sqrt`/`exp` of a construction-time number."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if name == "sqrt" and v < 0:
-            return type_error(ctx, span, f"sqrt of a negative number ({v})")
-        try:
-            return {"sqrt": math.sqrt, "exp": math.exp}[name](v)
-        except OverflowError:
-            return type_error(ctx, span, f"{name}({v}) overflows a float")
-    if is_number(v):
-        return Unk(FLOAT)
-    return type_error(ctx, span, f"`{name}` expects a number or a tensor, found {kind_of(v)}", v)
-
+EVALUATORS: dict[type, Callable[[Any, dict[str, Value], Ctx], Value]] = {}
+"""How nodes whose evaluation lives in another module are evaluated: ``check_calls`` adds
+``ast.Call`` when it is imported (it evaluates its arguments here, so this module cannot
+import it)."""

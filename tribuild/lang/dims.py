@@ -11,7 +11,7 @@ Terms:
   ``a`` (always so for concrete numbers); otherwise it stays a ``Quot`` atom.
 - *fast paths*: operations return an operand unchanged when the result is known to equal it
   (adding zero, scaling by one, substituting no symbol the dim mentions), and constants,
-  symbols and monomial sort keys are memoised in bounded tables (``_memo``); both give the
+  symbols and monomial sort keys are memoised in bounded tables (``memo``); both give the
   same values as the general code, only sooner.
 
 Every operation returns ``None`` for a division or remainder by zero; callers report it.
@@ -66,7 +66,7 @@ _SYMBOLS: dict["Dim", frozenset[str]] = {}
 _SUBSTITUTED: dict[tuple, "DimLike | None"] = {}
 
 
-def _memo(table: dict, key, make: Callable):
+def memo(table: dict, key, make: Callable):
     """``table[key]``, computed by ``make(key)`` on a miss; a full table starts over."""
     value = table.get(key, _MISSING)
     if value is _MISSING:
@@ -81,7 +81,7 @@ def _monomial_key(m: Monomial) -> tuple:
 
 
 def _term_key(term: tuple[Monomial, int]) -> tuple:
-    return _memo(_MONOMIAL_KEYS, term[0], _monomial_key)
+    return memo(_MONOMIAL_KEYS, term[0], _monomial_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +115,11 @@ def _const(n: int) -> Dim:
 
 
 def const(n: int) -> Dim:
-    return _memo(_CONSTS, n, _const) if type(n) is int else _make({(): n})
+    return memo(_CONSTS, n, _const) if type(n) is int else _make({(): n})
 
 
 def sym(name: str) -> Dim:
-    return _memo(_SYMS, name, lambda s: Dim((((s,), 1),)))
+    return memo(_SYMS, name, lambda s: Dim((((s,), 1),)))
 
 
 def _const_value(d: Dim) -> int | None:
@@ -275,10 +275,10 @@ def substitute(d: DimLike, mapping: Mapping[str, DimLike]) -> DimLike | None:
         return ANY
     if not mapping:
         return d
-    relevant = tuple((name, mapping[name]) for name in symbols(d) if name in mapping)
+    relevant = tuple([(name, mapping[name]) for name in symbols(d) if name in mapping])
     if not relevant:
         return d  # re-normalising a normal form changes nothing
-    return _memo(_SUBSTITUTED, (d, relevant), _substitute)
+    return memo(_SUBSTITUTED, (d, relevant), _substitute)
 
 
 def _substitute(key: tuple[Dim, tuple[tuple[str, DimLike], ...]]) -> DimLike | None:
@@ -300,7 +300,7 @@ def symbols(d: DimLike) -> frozenset[str]:
     """Every symbol in ``d``, quotients included."""
     if isinstance(d, AnyDim):
         return frozenset()
-    return _memo(_SYMBOLS, d, _collect_symbols)
+    return memo(_SYMBOLS, d, _collect_symbols)
 
 
 def _collect_symbols(d: Dim) -> frozenset[str]:

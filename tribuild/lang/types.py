@@ -149,7 +149,7 @@ def lower_type(t: ast.TypeExpr, report: Report) -> Type:
 def type_symbols(t: Type) -> frozenset[str]:
     """Every dim symbol a type mentions."""
     if isinstance(t, TensorT) and t.dims is not None:
-        return frozenset().union(*(dims.symbols(d) for d in t.dims))
+        return frozenset().union(*[dims.symbols(d) for d in t.dims])
     if isinstance(t, ListT):
         return type_symbols(t.elem)
     return frozenset()

@@ -13,6 +13,10 @@ Terms:
 - *callee*: ``Callee``, a name that can be called: a built-in function or constructor, or a
   user item (``ref``).
 - *InstanceKey*: the canonical, hashable name of one instantiation of a user layer.
+- *POISON*: the value of an expression that already produced an error; every operation on
+  it yields POISON without reporting again, so one mistake gives one diagnostic. A POISON
+  decoded from the persistent store is a different object that compares equal, so tests
+  for it compare (``is_poison``), they do not rely on identity.
 - *trackable dim*: a ``Dim`` of at most ``DIM_SIZE_LIMIT`` atoms (quotients counted with their
   operands) whose coefficients fit in int64. Repeated squaring or flooring (``k = k * k`` in
   a loop, pooling 100 times) would otherwise grow symbolic values without bound; past the
@@ -26,7 +30,7 @@ from typing import Union
 from tribuild.lang import dims
 from tribuild.lang.dims import DimLike
 from tribuild.lang.env import ItemRef
-from tribuild.lang.types import ScalarT, TensorT, Type
+from tribuild.lang.types import FLOATS, NamedT, ScalarT, TensorT, Type
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +94,33 @@ class InstanceKey:
     args: tuple[tuple[str, Value], ...]
 
 
+POISON = Unk(NamedT("<error>"))
+_INTS = frozenset({ScalarT("int64"), ScalarT("int32"), ScalarT("int8")})
+_BOOL, _TRIT = Unk(ScalarT("bool")), Unk(ScalarT("trit"))
+
+
+def is_poison(v: Value) -> bool:
+    """``v == POISON``, without calling ``__eq__`` of values that are not even an ``Unk``."""
+    return v.__class__ is Unk and v.type == POISON.type
+
+
 def is_int(v: Value) -> bool:
     """An integer at construction time, known or symbolic (``bool`` is not an int here)."""
-    return (type(v) is int or isinstance(v, Sym)
-            or (isinstance(v, Unk) and v.type in (ScalarT("int64"), ScalarT("int32"), ScalarT("int8"))))
+    cls = v.__class__
+    return cls is int or cls is Sym or (cls is Unk and v.type in _INTS)
+
+
+def is_bool(v: Value) -> bool:
+    return v.__class__ is bool or (v.__class__ is Unk and v == _BOOL)
+
+
+def is_float(v: Value) -> bool:
+    cls = v.__class__
+    return cls is float or (cls is Unk and isinstance(v.type, ScalarT) and v.type.dtype in FLOATS)
+
+
+def is_number(v: Value) -> bool:
+    return is_int(v) or is_float(v) or v.__class__ is Trit or (v.__class__ is Unk and v == _TRIT)
 
 
 def is_concrete(v: Value) -> bool:
@@ -137,9 +164,11 @@ def trackable(d: DimLike) -> DimLike:
     while pending:
         for mono, coeff in pending.pop().terms:
             size += 1 + len(mono)
-            if size > DIM_SIZE_LIMIT or abs(coeff) > INT64_MAX:
+            if size > DIM_SIZE_LIMIT or not -INT64_MAX <= coeff <= INT64_MAX:
                 return dims.ANY
-            pending.extend(x for atom in mono if isinstance(atom, dims.Quot) for x in (atom.num, atom.den))
+            for atom in mono:
+                if atom.__class__ is dims.Quot:
+                    pending += (atom.num, atom.den)
     return d
 
 
