@@ -11,9 +11,14 @@ import re
 
 from tribuild.diagnostics import register
 from tribuild.lang import ast
-from tribuild.lang.parser_core import ParserState
+from tribuild.lang.lexer import E_INVALID_NUMBER
+from tribuild.lang.parser_core import E_TOO_DEEP, ParserState
 
 E_POSITIONAL_AFTER_KEYWORD = register("E0106", "positional argument after keyword argument")
+
+MAX_CHAIN = 100  # operators in one chain; deeper trees risk Python's recursion limit later on
+INT64_LIMIT = 2 ** 63
+_MAX_DIGITS = {2: 64, 8: 22, 10: 19, 16: 16}
 
 _PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "..": 5,
          "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "@": 7}
@@ -39,8 +44,12 @@ def _conditional(p: ParserState) -> ast.Expr:
 
 
 def _binary(p: ParserState, min_prec: int) -> ast.Expr:
+    """Precedence climbing. A chain of operators builds a tree as deep as the chain is long,
+    so chains longer than ``MAX_CHAIN`` are reported (E0107) and read on as an ErrorExpr:
+    every later stage may then walk trees recursively."""
     start = p.pos
     left = _unary(p)
+    ops = 0
     while True:
         op = p.kinds[p.pos]
         prec = _PREC.get(op, 0)
@@ -48,7 +57,13 @@ def _binary(p: ParserState, min_prec: int) -> ast.Expr:
             return left
         p.pos += 1
         right = _binary(p, prec + 1)
-        if op == "..":
+        ops += 1
+        if ops == MAX_CHAIN:
+            p.report(E_TOO_DEEP, f"expression too long: more than {MAX_CHAIN} operators in a row",
+                     (start, p.pos), help="split it into several `let` statements")
+        if ops >= MAX_CHAIN:
+            left = ast.ErrorExpr((start, p.pos))
+        elif op == "..":
             left = ast.Range(left, right, (start, p.pos))
         else:
             left = ast.Binary(op, left, right, (start, p.pos))
@@ -107,7 +122,12 @@ def _primary(p: ParserState) -> ast.Expr:
         return ast.Name(text, span)
     if kind == "int":
         p.pos += 1
-        return ast.IntLit(int(text, 0) if text[1:2].isalpha() else int(text), span)
+        value = _int_value(text)
+        if value is None:
+            p.report(E_INVALID_NUMBER, f"integer literal `{_abridged(text)}` does not fit in 64 bits",
+                     span, hard=False, help=f"integers range from {-INT64_LIMIT} to {INT64_LIMIT - 1}")
+            return ast.ErrorExpr(span)
+        return ast.IntLit(value, span)
     if kind == "float":
         p.pos += 1
         return ast.FloatLit(float(text), span)
@@ -128,6 +148,21 @@ def _primary(p: ParserState) -> ast.Expr:
         p.pos += 1
         return ast.ErrorExpr(span)
     return p.unexpected("an expression")
+
+
+def _int_value(text: str) -> int | None:
+    """The value of an int token, or None past int64 (checked before converting, so a
+    literal of thousands of digits costs nothing and hits no interpreter limit)."""
+    base = {"x": 16, "o": 8, "b": 2}.get(text[1:2].lower(), 10)
+    digits = text[2:] if base != 10 else text
+    if len(digits.lstrip("0")) > _MAX_DIGITS[base]:
+        return None
+    value = int(digits, base)
+    return value if value < INT64_LIMIT else None
+
+
+def _abridged(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def unescape(text: str) -> str:
