@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: zoo test
 zoo: $(STAMP)
-	$(VENV)/bin/tribuild check --stats
+	$(VENV)/bin/tribuild build
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q
