@@ -118,14 +118,10 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         with clock.stage("load cache"):
             db = open_database(project)
         with db.log() as log:
-            with clock.stage("read sources"):
-                entries = tuple(t.entry_path for t in targets)
-                load_sources(db, project.root, scan(project.root, config.sources) + entries)
-            result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
-            opt = request.opt_level or config.opt_level
-            units, outcomes = run(db, targets, request, opt, show, clock)
-            with clock.stage("write outputs"):
-                _collect(db, project, targets, outcomes, result, request)
+            result, units, outcomes = compute(db, project, targets, request, show, clock)
+            if request.stop_after is None:
+                with clock.stage("write outputs"):
+                    write_result(project, result)
         result.executed = len(log.executed)
         if result.report is not None:
             keys = {u.name: (u.query, u.args) for u in units}
@@ -138,6 +134,33 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 _write_manifest(db, project, request, targets, result, toml_digest)
     result.timing = clock.report(db, outcomes)
     return result
+
+
+def compute(db, project: Project, targets, request: Request, show, clock
+            ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
+    """Read the sources from disk into ``db`` (an open database, kept by the caller) and
+    build ``targets`` in it, writing nothing: the result, the units and their outcomes."""
+    config = project.config
+    with clock.stage("read sources"):
+        entries = tuple(t.entry_path for t in targets)
+        load_sources(db, project.root, scan(project.root, config.sources) + entries)
+    result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
+    opt = request.opt_level or config.opt_level
+    units, outcomes = run(db, targets, request, opt, show, clock)
+    with clock.stage("collect outputs"):
+        _collect(db, project, targets, outcomes, result, request)
+    return result, units, outcomes
+
+
+def write_result(project: Project, result: BuildResult) -> None:
+    """Write the files ``compute`` produced into the output folder and delete stale ones
+    (``outputs.write_outputs``); failed targets keep their previous outputs."""
+    record = outputs.Record.load(result.out_dir)
+    produced = {t.name: t.files for t in result.targets if not t.failed}
+    known = {t.name for t in project.config.targets}
+    result.report = outputs.write_outputs(result.out_dir, result.generated, record, produced,
+                                          known)
+    record.save(result.out_dir)
 
 
 def _jobs(db, request: Request) -> int:
@@ -184,11 +207,10 @@ def run(db, targets, request: Request, opt: str, show, clock) -> tuple[list[Unit
 
 def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
              result: BuildResult, request: Request) -> None:
-    """Fill ``result`` from the outcomes and, unless stopping early, write the outputs."""
+    """Fill ``result`` from the outcomes: its targets and the files they generate."""
     out_dir = result.out_dir
     config_name = os.path.relpath(project.config.path, project.root)
     files: dict[str, bytes] = {}
-    produced: dict[str, tuple[str, ...]] = {}
     result.inputs = tuple(sorted({p for t in targets
                                   for p in depfile.import_closure(db, t.entry_path)}))
     for t in targets:
@@ -205,14 +227,8 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
         for rel, data in mine.items():
             if files.setdefault(rel, data) != data:
                 raise RuntimeError(f"two targets generate different `{rel}`")
-        produced[t.name] = tuple(sorted(mine))
-        target.files = produced[t.name]
+        target.files = tuple(sorted(mine))
     result.generated = files
-    if request.stop_after is None:
-        record = outputs.Record.load(out_dir)
-        known = {t.name for t in project.config.targets}
-        result.report = outputs.write_outputs(out_dir, files, record, produced, known)
-        record.save(out_dir)
 
 
 def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str | None):
