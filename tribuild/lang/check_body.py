@@ -35,17 +35,27 @@ class Body:
     returned: list[Value] = field(default_factory=list)
 
 
+_RESOLVED: dict[tuple, Type | None] = {}
+
+
 def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
     """``t`` with every dim name that names an integer in scope or a constant replaced."""
-    mapping: dict[str, dims.DimLike] = {}
-    for name in type_symbols(t) if t is not None else ():
+    if t is None:
+        return None
+    mapping: list[tuple[str, dims.DimLike]] = []
+    for name in type_symbols(t):
         value = scope.get(name)
         if value is None:
             ref = ctx.env.lookup(name)
             value = ctx.env.const_value(ref) if ref is not None and ref.kind == "const" else None
         if value is not None and is_int(value):
-            mapping[name] = as_dim(value)
-    return subst_type(t, mapping)
+            mapping.append((name, as_dim(value)))
+    return dims.memo(_RESOLVED, (t, tuple(mapping)), _substituted) if mapping else t
+
+
+def _substituted(key: tuple[Type, tuple[tuple[str, dims.DimLike], ...]]) -> Type | None:
+    t, mapping = key
+    return subst_type(t, dict(mapping))
 
 
 def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:

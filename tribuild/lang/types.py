@@ -146,10 +146,17 @@ def lower_type(t: ast.TypeExpr, report: Report) -> Type:
     raise TypeError(f"not a type node: {t!r}")
 
 
+_TYPE_SYMBOLS: dict[TensorT, frozenset[str]] = {}
+
+
+def _tensor_symbols(t: TensorT) -> frozenset[str]:
+    return frozenset().union(*[dims.symbols(d) for d in t.dims])
+
+
 def type_symbols(t: Type) -> frozenset[str]:
     """Every dim symbol a type mentions."""
     if isinstance(t, TensorT) and t.dims is not None:
-        return frozenset().union(*[dims.symbols(d) for d in t.dims])
+        return dims.memo(_TYPE_SYMBOLS, t, _tensor_symbols)
     if isinstance(t, ListT):
         return type_symbols(t.elem)
     return frozenset()
