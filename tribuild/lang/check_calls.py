@@ -55,26 +55,26 @@ def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: S
     for v, _ in args.positional:
         if is_poison(v):
             return POISON
-    match func:
-        case Callee(name=name, ref=None) if name in LAYERS:
-            return construct_builtin(name, args, span, ctx)
-        case Callee(name=name, ref=None):
-            return call_function(name, args, span, ctx)
-        case Callee(name=name, ref=ref) if ref.kind == "layer":
+    kind = func.__class__
+    if kind is LayerV:
+        return apply_layer(func, args, span, ctx, what, origin)
+    if kind is Callee:
+        name, ref = func.name, func.ref
+        if ref is None:
+            return construct_builtin(name, args, span, ctx) if name in LAYERS else call_function(name, args, span, ctx)
+        if ref.kind == "layer":
             return construct_user(name, ref, args, span, ctx)
-        case Callee(name=name, ref=ref) if ref.kind in ("fn", "functional"):
+        if ref.kind in ("fn", "functional"):
             sig = ctx.env.signature(ref)
             return apply_signature(sig.inputs, sig.ret, {}, args, span, ctx, name)
-        case LayerV():
-            return apply_layer(func, args, span, ctx, what, origin)
-        case Choice(options=options):
-            results = [call(o, args, span, ctx, what, origin) for o in options]
-            if any(is_poison(r) for r in results):
-                return POISON
-            out = results[0]
-            for r in results[1:]:
-                out = join(out, r)
-            return out
+    elif kind is Choice:
+        results = [call(o, args, span, ctx, what, origin) for o in func.options]
+        if any(is_poison(r) for r in results):
+            return POISON
+        out = results[0]
+        for r in results[1:]:
+            out = join(out, r)
+        return out
     ctx.sink.error(NOT_CALLABLE, span, f"`{what}` is {kind_of(func)}, which cannot be called",
                    label="expected a function or a layer")
     return POISON

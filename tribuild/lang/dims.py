@@ -115,7 +115,9 @@ def _const(n: int) -> Dim:
 
 
 def const(n: int) -> Dim:
-    return memo(_CONSTS, n, _const) if type(n) is int else _make({(): n})
+    if type(n) is int:
+        return _CONSTS.get(n) or memo(_CONSTS, n, _const)  # a hit without the call to ``memo``
+    return _make({(): n})
 
 
 def sym(name: str) -> Dim:
@@ -300,7 +302,8 @@ def symbols(d: DimLike) -> frozenset[str]:
     """Every symbol in ``d``, quotients included."""
     if isinstance(d, AnyDim):
         return frozenset()
-    return memo(_SYMBOLS, d, _collect_symbols)
+    found = _SYMBOLS.get(d)  # a hit without the call to ``memo``
+    return found if found is not None else memo(_SYMBOLS, d, _collect_symbols)
 
 
 def _collect_symbols(d: Dim) -> frozenset[str]:
