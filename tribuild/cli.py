@@ -201,6 +201,16 @@ def _explain(args) -> int:
     return EXIT_OK
 
 
+def _watch_args(p) -> None:
+    from tribuild.build.watch_cmd import add_args
+    add_args(p)
+
+
+def _watch(args) -> int:
+    from tribuild.build.watch_cmd import run
+    return run(_project(), args)
+
+
 COMMANDS = {
     "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
     "compile": ("compile one layer of one file into a module (a make or ninja rule)",
@@ -213,6 +223,8 @@ COMMANDS = {
     "explain": ("why an output was last written: the chain back to the changed input",
                 _explain_args, _explain),
     "cache": ("the persistent cache: stats, clear, prune --days N, validate", _cache_args, _cache),
+    "watch": ("build, then rebuild on every change of the sources or Tribuild.toml",
+              _watch_args, _watch),
 }
 
 
