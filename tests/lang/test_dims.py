@@ -1,10 +1,19 @@
-"""Dims: normalisation, evaluation, substitution, unification."""
+"""Dims: normalisation, evaluation, substitution, unification; the memos and bounds built on them
+(window sizes, trackable dims) and POISON across a store round trip."""
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
+import tribuild.queries  # noqa: F401  (registers the value classes with the codec)
+from tribuild.engine import codec
 from tribuild.lang import dims
+from tribuild.lang.builtins_shapes import Site, window
+from tribuild.lang.check_codes import Sink
 from tribuild.lang.check_unify import Unifier, definitely_different
+from tribuild.lang.consteval import Ctx
+from tribuild.lang.env import DictEnv
+from tribuild.lang.types import ScalarT
+from tribuild.lang.values import DIM_SIZE_LIMIT, INT64_MAX, POISON, Sym, Unk, is_poison, trackable
 
 NAMES = ("H", "W", "c")
 ENV = st.fixed_dictionaries({n: st.integers(1, 50) for n in NAMES})
@@ -96,3 +105,50 @@ def test_unifier_binds_flexible_names_linearly():
 
 def test_unbound_flexible_name_resolves_to_any():
     assert Unifier({"x"}).resolve(dims.add(dims.sym("x"), dims.const(1))) is dims.ANY
+
+
+def _window_from_scratch(size, kernel, stride, padding):
+    """The window formula of ``builtins_shapes`` without its memo, for comparison."""
+    out = dims.floordiv(dims.sub(dims.add(size, dims.scale(padding, 2)), kernel), stride)
+    return None if out is None else trackable(dims.add(out, dims.const(1)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(exprs(), st.integers(1, 7), st.integers(0, 3), st.integers(0, 3))
+def test_memoised_window_matches_the_formula(pair, kernel, stride, padding):
+    d, _ = pair
+    ctx = Ctx(Sink("m.tri", "L"), DictEnv("m.tri"))
+    site = Site(ctx, (0, 1), (0, 1), "pool")
+    expected = _window_from_scratch(d, dims.const(kernel), dims.const(stride), dims.const(padding))
+    for _ in range(2):  # the second call is answered by the memo and must report the same
+        got = window(d, kernel, stride, padding, site)
+        n = None if expected is None else dims.as_int(expected)
+        assert got == (dims.ANY if expected is None or (n is not None and n <= 0) else expected)
+    assert len(ctx.sink.diags) == (2 if expected is None or (n is not None and n <= 0) else 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(exprs())
+def test_memo_hits_equal_fresh_results(pair):
+    d, _ = pair
+    assert dims.symbols(d) == dims._collect_symbols(d)
+    for n in (0, 1, -3, 2 ** 70):
+        assert dims.const(n) == dims._const(n)
+
+
+def test_trackable_bounds_size_and_coefficients():
+    small = dims.add(dims.sym("H"), dims.const(1))
+    assert trackable(small) is small
+    big = dims.const(1)
+    for i in range(DIM_SIZE_LIMIT):
+        big = dims.add(big, dims.sym(f"s{i}"))
+    assert trackable(big) is dims.ANY
+    assert trackable(dims.scale(dims.sym("H"), INT64_MAX + 1)) is dims.ANY
+    nested = dims.floordiv(dims.floordiv(big, dims.sym("k")), dims.sym("j"))
+    assert trackable(nested) is dims.ANY  # the size of a quotient counts its operands
+
+
+def test_poison_from_the_store_is_still_poison():
+    decoded = codec.decode(codec.encode((POISON, [POISON])))
+    assert decoded[0] is not POISON and is_poison(decoded[0]) and is_poison(decoded[1][0])
+    assert not any(is_poison(v) for v in (0, (), Unk(ScalarT("int64")), Sym(dims.sym("H"))))
