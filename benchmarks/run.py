@@ -7,7 +7,7 @@
 Sections (``--sections``, default all): ``cold`` (every model at every -O level, in-process,
 stages, traced memory), ``incremental`` (cache scenarios in-process), ``process`` (fresh
 `tribuild build` processes: cold with peak RSS, the cache scenarios of ResNet-18, --jobs),
-``scaling`` (generated projects up to ~50k lines; generated files up to ~340 layers),
+``scaling`` (generated projects up to ~50k lines; one generated file up to 385 layers),
 ``runtime`` (generated modules vs hand-written PyTorch, needs torch). benchmarks/report's
 module docstrings define what each measures. ``--quick`` runs every section on two or three
 small models with one repeat, and writes into a temporary folder unless ``--out`` is given.
@@ -20,6 +20,7 @@ import os
 import shlex
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,7 +31,7 @@ from benchmarks.report import cold, edits, processes, results, runtime, scaling,
 from benchmarks.report.zoo import make_zoo  # noqa: E402
 
 SECTIONS = ("cold", "incremental", "process", "scaling", "runtime")
-FULL = {"levels": cold.LEVELS, "files": (1, 5, 25, 125), "blocks": (7, 14, 28, 56, 112),
+FULL = {"levels": cold.LEVELS, "files": (1, 5, 25, 125), "blocks": (8, 16, 32, 64, 128),
         "process_scenarios": ("resnet18",), "runtime": (7, 10), "jobs_synthetic": 50}
 QUICK = {"models": ["mnist_mlp", "resnet18"], "levels": ("0", "2"), "files": (1, 2), "blocks": (4, 8),
          "process_scenarios": ("mnist_mlp",), "runtime": (1, 1), "jobs_synthetic": 2}
@@ -66,9 +67,14 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict:
     report: dict = {"meta": results.meta(), "quick": args.quick, "repeats": repeats}
 
     def section(name: str, fn) -> None:
+        """Run one section; a failure is recorded in ``errors`` and the others still run."""
         if name in args.sections:
             print(f"[{name}] ...", file=sys.stderr, flush=True)
-            report[name] = fn()
+            try:
+                report[name] = fn()
+            except Exception:  # noqa: BLE001 - a long run keeps what the other sections measured
+                report.setdefault("errors", {})[name] = traceback.format_exc()
+                print(report["errors"][name], file=sys.stderr)
 
     section("cold", lambda: cold.measure(zoo, names, repeats, str(scratch), plan["levels"]))
     section("incremental", lambda: edits.measure(zoo, names, repeats, str(scratch)))

@@ -21,14 +21,14 @@ def vs_layers(report: dict, ax_zoo, ax_deep) -> None:
     cold = {n: r for n, r in report.get("cold", {}).items() if n in seed.NOMINAL_DEPTH}
     names = sorted(cold, key=seed.NOMINAL_DEPTH.get)
     ax_zoo.plot([seed.NOMINAL_DEPTH[n] for n in names], [_median(cold[n]["levels"]["2"]) for n in names],
-                "o-", label="ours, in-process")
+                "o", label="ours, in-process")
     procs = report.get("process", {}).get("cold", {})
     with_proc = [n for n in names if n in procs]
     ax_zoo.plot([seed.NOMINAL_DEPTH[n] for n in with_proc], [_median(procs[n]) for n in with_proc],
-                "s-", label="ours, fresh process")
+                "s", label="ours, fresh process")
     seeded = sorted(seed.COLD_SECONDS, key=seed.NOMINAL_DEPTH.get)
     ax_zoo.plot([seed.NOMINAL_DEPTH[n] for n in seeded], [seed.COLD_SECONDS[n] for n in seeded],
-                "x--", label="seed")
+                "x", label="seed")
     ax_zoo.set(xlabel="nominal depth (layers)", ylabel="cold compile (s)", yscale="log", title="zoo models")
     ax_zoo.legend()
     deep = report.get("scaling", {}).get("layers", [])

@@ -175,6 +175,8 @@ def markdown(report: dict, command: str) -> str:
         + levels_table(report) + runtime_table(report) + scaling_tables(report)
     if report.get("process", {}).get("jobs"):
         body += jobs_table(report)
+    for name, error in report.get("errors", {}).items():
+        body += [f"## Section `{name}` failed", "", "```", error.strip().splitlines()[-1], "```", ""]
     plots = report.get("plots", [])
     if plots:
         body += ["## Plots", ""] + [f"![{p}](plots/{p})" for p in plots] + [""]

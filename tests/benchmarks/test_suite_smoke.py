@@ -26,6 +26,7 @@ def quick_run(tmp_path_factory):
 @pytest.mark.bench_smoke
 def test_every_section_and_goal_is_reported(quick_run):
     out, report = quick_run
+    assert "errors" not in report, report.get("errors")
     assert {"cold", "incremental", "process", "scaling", "runtime"} <= report.keys()
     assert [g["goal"] for g in report["goals"]] == list(GOALS)
     assert set(report["incremental"]["resnet18"]) == set(SCENARIOS)
