@@ -77,3 +77,17 @@ def test_plain_screen_reports_each_rebuild_and_when_errors_are_fixed():
                              "12 ms; failed: mlp")
     assert lines[1] == "error: internal error while building `mlp` (a bug in tribuild):"
     assert lines[-1] == "errors fixed"
+
+
+def test_live_screen_shows_errors_below_the_status_lines_until_fixed():
+    from rich.console import Console
+
+    from tribuild.build.watch_screen import Live
+    stream = io.StringIO()
+    screen = Live(Console(file=stream, force_terminal=True, width=100))
+    screen.rebuilt(_rebuild(("mlp",), (("mlp", "Traceback: boom"),)))
+    assert "failed: mlp" in stream.getvalue() and "Traceback: boom" in stream.getvalue()
+    assert any("boom" in text for text in screen.shown)
+    screen.rebuilt(_rebuild(()))
+    assert screen.shown == [] and stream.getvalue().count("outputs written") == 2
+    screen.stopped()

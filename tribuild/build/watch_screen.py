@@ -101,6 +101,7 @@ class Live(Plain):
         self.console = console or Console(stderr=True)
         self.live = RichLive(Text(""), console=self.console, auto_refresh=False)
         self.live.start()
+        self.shown: list[str] = []          # the errors in the live region
 
     def say(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False)
@@ -110,8 +111,8 @@ class Live(Plain):
         from rich.text import Text
         style = "red" if rebuild.failed else "green"
         self.console.print(Text(rebuild.status(), style=style))
-        texts = [Text.from_ansi(t) for t in rebuild.texts(color=True)]
-        self.live.update(Group(*texts) if texts else Text(""), refresh=True)
+        self.shown = rebuild.texts(color=True)
+        self.live.update(Group(*map(Text.from_ansi, self.shown)), refresh=True)
 
     def stopped(self) -> None:
         self.live.stop()
