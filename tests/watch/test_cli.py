@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 TRIBUILD = [sys.executable, "-m", "tribuild"]
 
