@@ -8,7 +8,7 @@ Terms:
   relative to the root and never leave it; ``out`` and ``cache_dir`` are relative to the root
   unless written absolute, so ``os.path.join(config.root, config.out)`` is the folder.
   "Never leave the root" is checked on the text of the path (``..`` and absolute paths are
-  refused); a symlink inside the root that points elsewhere is followed, not refused.
+  refused) and on where it leads: a symlink inside the root that points elsewhere is refused.
 
 ``load_config`` either returns a complete Config or raises ConfigError with every problem
 found (see ``config_problems``); the schema is in docs and in ``STARTER_TOML``.
@@ -30,7 +30,7 @@ from tribuild.config_locate import Locator, Path
 from tribuild.config_problems import ConfigError, Problem, syntax_problem
 
 __all__ = ["Config", "ConfigError", "Problem", "STARTER_TOML", "Target", "find_project_root",
-           "load_config", "write_starter"]
+           "load_config", "resolves_inside", "write_starter"]
 
 FILENAME = "Tribuild.toml"
 ArgValue = int | float | bool | str | tuple["ArgValue", ...]
@@ -259,6 +259,9 @@ class _Reader:
         elif not exists(os.path.join(self.root, path)):
             self.c.report(where, f"{what} `{path}` does not exist", at,
                           help=_similar_path(self.root, path, exists))
+        elif not resolves_inside(self.root, os.path.join(self.root, path)):
+            self.c.report(where, f"{what} `{path}` leads outside the project root through a "
+                          "symbolic link", at, expected="a path inside the project root")
         else:
             return path
         return None
@@ -306,6 +309,13 @@ def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
 
 def _frozen(value: Any) -> ArgValue:
     return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def resolves_inside(root: str, path: str) -> bool:
+    """Whether ``path`` resolves, symbolic links followed, to ``root`` or under it."""
+    top = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _similar_path(root: str, path: str, exists: Any) -> str | None:

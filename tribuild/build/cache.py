@@ -9,6 +9,8 @@ Terms:
 - *size limit*: ``[cache] max_size_mb``. After each save the least recently used
   generations other than the current one are deleted until the folder fits (LRU). A current
   generation larger than the limit on its own is kept, and reported by ``stats``.
+- *litter*: temporary files (``.graph-<id>.json.XXXXXXXX.tmp``, ...) that a killed build
+  left beside the store, the manifest or ``explain.json``; ``evict`` deletes them.
 - *validate*: re-read every generation and re-hash every entry against its stored checksum;
   a generation with a bad graph file or a bad entry is deleted (the next build recomputes
   what it held) and reported.
@@ -16,12 +18,16 @@ Every change happens under the project lock.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tribuild.build.outputs import remove_temps
 from tribuild.build.session import salt
 from tribuild.engine import store
+
+_WRITTEN_UNDER_LOCK = re.compile(r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,8 @@ def remove(generation: Generation) -> None:
 
 def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
     """Delete least recently used generations (never the current one) until the folder's
-    generations fit in ``max_bytes``; the ones deleted."""
+    generations fit in ``max_bytes``; the ones deleted. Deletes the litter first."""
+    remove_temps(cache_dir, _WRITTEN_UNDER_LOCK.fullmatch)
     if not max_bytes:
         return []
     gens = generations(cache_dir)

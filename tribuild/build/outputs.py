@@ -2,7 +2,8 @@
 
 Terms:
 - *output folder*: ``out`` of Tribuild.toml (or the folder of ``-o`` in one-file mode). Every
-  path written is checked to stay inside it.
+  path written is checked to stay inside it, by its text and, symbolic links followed, by
+  where its folder leads (the output folder itself may be a link: the user chose it).
 - *write if changed*: an output whose file already holds the same bytes is left alone, so its
   mtime does not move (what ninja's ``restat = 1`` and make rely on); otherwise it is written
   to a temporary file, synced to disk and renamed into place.
@@ -10,25 +11,41 @@ Terms:
   path -> digest of the bytes written. Only recorded files are ever deleted, and only while
   they still hold the bytes tribuild wrote: a file a person edited or put there is kept.
 - *stale*: a recorded file that no target of this build produces any more.
+- *temporary file*: ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (``tempfile.mkstemp``'s eight
+  random characters), where a file's new bytes wait for their rename. A killed writer leaves
+  it behind, never at an output's path; the next build of the folder deletes it.
 """
 from __future__ import annotations
 
 import json
 import os
 import posixpath
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tribuild.build.manifest import digest
+from tribuild.config import resolves_inside
+from tribuild.config_problems import ConfigError, Problem
 
 RECORD = ".tribuild-outputs.json"
+_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
 class OutsideOutput(ValueError):
     """A generated path that would leave the output folder (a bug upstream, never written)."""
+
+
+class WriteFailed(ConfigError):
+    """An output could not be written (no space, a read-only folder, a folder that leads
+    outside the output folder); every output keeps its previous or its new bytes. The CLI
+    reports it like a configuration problem: the build cannot go on where it was told to."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__([Problem(path, None, None, "", message)])
 
 
 def resolve(out_dir: str, relpath: str) -> str:
@@ -38,6 +55,26 @@ def resolve(out_dir: str, relpath: str) -> str:
             or "\\" in relpath or norm == ".":
         raise OutsideOutput(f"refusing to write `{relpath}` outside the output folder")
     return os.path.join(out_dir, *norm.split("/"))
+
+
+def inside_output(out_dir: str, relpath: str) -> str:
+    """``resolve``, then refuse (WriteFailed) a path whose folder leads outside ``out_dir``
+    through a symbolic link."""
+    path = resolve(out_dir, relpath)
+    if not resolves_inside(out_dir, os.path.dirname(path)):
+        raise WriteFailed(path, f"refusing to write `{relpath}`: its folder leads outside the "
+                          f"output folder through a symbolic link")
+    return path
+
+
+def _relative(relpath: str) -> bool:
+    """Whether ``relpath`` names a file inside an output folder (a damaged or crafted record
+    may hold anything)."""
+    try:
+        resolve("", relpath)
+        return True
+    except OutsideOutput:
+        return False
 
 
 def write_if_changed(path: str, data: bytes) -> bool:
@@ -66,9 +103,13 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
             os.sync()
         for tmp, path in zip(temps, changed):
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         for tmp in temps:
             Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            where = err.filename or (changed[len(temps) - 1] if temps else "output")
+            raise WriteFailed(where, f"cannot write outputs: {err.strerror or err}; each "
+                              "output holds its previous or its new bytes") from err
         raise
     for folder in sorted({os.path.dirname(path) or "." for path in changed}):
         fd = os.open(folder, os.O_RDONLY)
@@ -97,7 +138,7 @@ class Record:
             data = json.loads(Path(out_dir, RECORD).read_text(encoding="utf-8"))
             targets = data["targets"]
             if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
-                return cls({str(k): {str(p): str(d) for p, d in v.items()}
+                return cls({str(k): {str(p): str(d) for p, d in v.items() if _relative(str(p))}
                             for k, v in targets.items()})
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -126,7 +167,12 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     (target -> its relpaths). Then delete what is stale: what those targets produced before
     but not now, and what targets no longer in ``targets`` (those of the configuration)
     produced. A target that failed keeps its previous outputs and record."""
-    paths = {rel: resolve(out_dir, rel) for rel in sorted(files)}
+    paths = {rel: inside_output(out_dir, rel) for rel in sorted(files)}
+    mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
+    names = {os.path.basename(p) for p in mine}
+    for folder in sorted({os.path.dirname(p) for p in mine}):
+        if resolves_inside(out_dir, folder):
+            remove_temps(folder, names.__contains__)
     written = set(write_changed({paths[rel]: files[rel] for rel in paths}))
     changed = [rel for rel, full in paths.items() if full in written]
     before = record.owned()
@@ -139,6 +185,25 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
                        removed, kept)
 
 
+def remove_temps(folder: str, owns) -> tuple[str, ...]:
+    """Delete the temporary files a killed writer left in ``folder`` for the names that
+    ``owns(name)`` accepts; their names. Call it only while no other process can be writing
+    those files (under the project lock)."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return ()
+    gone = []
+    for name in names:
+        if (m := _TEMP.fullmatch(name)) and owns(m["name"]):
+            try:
+                os.unlink(os.path.join(folder, name))
+                gone.append(name)
+            except OSError:
+                pass
+    return tuple(gone)
+
+
 def remove_stale(out_dir: str, before: dict[str, str], now: dict[str, str]
                  ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Delete the files of ``before`` missing from ``now`` that still hold tribuild's bytes;
@@ -147,18 +212,17 @@ def remove_stale(out_dir: str, before: dict[str, str], now: dict[str, str]
     for rel in sorted(set(before) - set(now)):
         full = resolve(out_dir, rel)
         try:
-            data = Path(full).read_bytes()
+            if resolves_inside(out_dir, os.path.dirname(full)) \
+                    and digest(Path(full).read_bytes()) == before[rel]:
+                os.unlink(full)
+                removed.append(rel)
+                _remove_empty_parents(out_dir, os.path.dirname(full))
+                continue
         except FileNotFoundError:
             continue
         except OSError:
-            kept.append(rel)
-            continue
-        if digest(data) != before[rel]:
-            kept.append(rel)
-            continue
-        os.unlink(full)
-        removed.append(rel)
-        _remove_empty_parents(out_dir, os.path.dirname(full))
+            pass
+        kept.append(rel)
     return tuple(removed), tuple(kept)
 
 

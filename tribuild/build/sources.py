@@ -9,12 +9,17 @@ Terms:
 
 Reading never raises for a bad file: a missing file, a directory, undecodable bytes or an
 OS error becomes a ``SourceText`` with an error, which the checker reports at the import.
+Two more are refused before reading: a path that leads outside the root through a symbolic
+link (of the file or of a folder on the way; a shared cache or CI job must not read files
+the project does not hold), and a name holding a control character (a newline in a name
+would inject lines into depfiles and generated text).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from tribuild.config import resolves_inside
 from tribuild.engine import Durability
 from tribuild.queries.inputs import SourceText, project_files, source_text
 from tribuild.queries.names import import_targets
@@ -22,6 +27,9 @@ from tribuild.queries.names import import_targets
 
 def read_source(root: str, path: str) -> SourceText:
     full = os.path.join(root, *path.split("/"))
+    refused = _refused(root, path, full)
+    if refused is not None:
+        return SourceText(None, refused)
     try:
         data = Path(full).read_bytes()
     except IsADirectoryError:
@@ -34,6 +42,16 @@ def read_source(root: str, path: str) -> SourceText:
         return SourceText(data.decode("utf-8"))
     except UnicodeDecodeError as err:
         return SourceText(None, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+
+
+def _refused(root: str, path: str, full: str) -> str | None:
+    """Why the file ``path`` (``full`` once joined to ``root``) must not be read, or None."""
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in path):
+        return "its name holds a control character"
+    if not resolves_inside(root, full):
+        return (f"it leads outside the project root through a symbolic link "
+                f"(to `{os.path.realpath(full)}`)")
+    return None
 
 
 def scan(root: str, folders: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,0 +1,109 @@
+"""Crash safety: `tribuild build` killed with SIGKILL at any point loses nothing.
+
+Two ways to pick the moment:
+- *kill points*: ``killer`` kills the build just before its Nth file-system change (every
+  write-mode open, rename, unlink, fsync, ...). An incremental build of the project passes
+  about 40 of them; ``STRIDE`` picks every 5th (always the first and the last), and
+  ``TRIBUILD_RELIABILITY_FULL=1`` every one.
+- *random delays*: a plain subprocess killed after a uniform random delay up to 1.5 times
+  the length of a whole build (interpreter start-up, lock, store load, compile included).
+
+After each kill, the output folder must hold only files of the two known versions, each
+with the complete bytes of one of them (every ``.py`` compiles), the record must be valid
+JSON, and no temporary file may sit at an output path. Then a full build must give exactly
+the reference outputs of the version on disk, and leave no temporary file anywhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.reliability.project import (CACHE, OUT, check_python, command, env, outputs,
+                                       set_version, temp_files, tribuild)
+
+STRIDE = 1 if os.environ.get("TRIBUILD_RELIABILITY_FULL") else 5
+RANDOM_KILLS = 40 if STRIDE == 1 else 8
+RECORD = ".tribuild-outputs.json"
+
+
+def check_interrupted(root, references) -> None:
+    """Every output is complete and holds the bytes of one of the two versions."""
+    files = outputs(root)
+    for rel, data in files.items():
+        if rel == RECORD:
+            json.loads(data)
+            continue
+        if rel.endswith(".tmp"):      # litter of the killed build, at no output's path
+            assert all(rel not in refs for refs in references.values()), rel
+            continue
+        known = [refs[rel] for refs in references.values() if rel in refs]
+        assert data in known, f"{rel} holds bytes of neither version"
+    check_python({rel: data for rel, data in files.items() if not rel.endswith(".tmp")})
+
+
+def finish(root, version, references) -> None:
+    """A full build after the kill gives exactly a clean build's outputs, and no litter."""
+    done = tribuild(root, "build", "-q")
+    assert done.returncode == 0, done.stderr
+    assert outputs(root) == references[version]
+    assert temp_files(root / OUT) == [] and temp_files(root / CACHE) == []
+
+
+def kill_points(root) -> int:
+    """How many kill points an incremental build from version a to b passes."""
+    count = root / "kill-count"
+    set_version(root, "b")
+    done = subprocess.run([sys.executable, "-m", "tests.reliability.killer", "0", "build", "-q"],
+                          cwd=root, env=env() | {"TRIBUILD_KILL_COUNT": str(count)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    set_version(root, "a")
+    assert tribuild(root, "build", "-q").returncode == 0
+    return int(count.read_text())
+
+
+def test_kill_at_each_file_system_change(project, references):
+    assert tribuild(project, "build", "-q").returncode == 0
+    total = kill_points(project)
+    assert total > 10
+    points = sorted(set(range(1, total + 1, STRIDE)) | {total})
+    version, killed = "a", 0
+    for n in points:
+        version = "b" if version == "a" else "a"
+        set_version(project, version)
+        done = subprocess.run([sys.executable, "-m", "tests.reliability.killer", str(n),
+                               "build", "-q"], cwd=project, env=env(), capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode in (0, -signal.SIGKILL), (n, done.returncode, done.stderr)
+        killed += done.returncode == -signal.SIGKILL    # b to a may pass fewer points
+        check_interrupted(project, references)
+        finish(project, version, references)
+    assert killed >= len(points) - 2
+
+
+def test_kill_after_random_delays(project, references):
+    rng = random.Random(8)
+    start = time.monotonic()
+    assert tribuild(project, "build", "-q").returncode == 0
+    whole = time.monotonic() - start
+    version, outcomes = "a", {"killed": 0, "finished": 0}
+    for _ in range(RANDOM_KILLS):
+        version = "b" if version == "a" else "a"
+        set_version(project, version)
+        if rng.random() < 0.2:      # now and then from an empty cache: the worker path
+            subprocess.run(["rm", "-rf", str(project / CACHE)], check=True)
+        proc = subprocess.Popen(command("build", "-q", "-j2"), cwd=project, env=env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0, 1.5 * whole))
+        proc.send_signal(signal.SIGKILL)
+        outcomes["killed" if proc.wait() == -signal.SIGKILL else "finished"] += 1
+        check_interrupted(project, references)
+        finish(project, version, references)
+    assert outcomes["killed"] > 0, outcomes
