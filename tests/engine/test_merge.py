@@ -105,6 +105,23 @@ def test_a_forked_worker_computes_and_the_parent_merges():
     assert log.executed == []
 
 
+def test_merged_values_are_saved_as_the_worker_encoded_them(tmp_path, monkeypatch):
+    worker, main = _copy(), _copy()
+    count(main, "a")                        # computed here too: already valid when merged
+    main.merge(_export(worker, (summary, ())))
+    unencoded = {_key(m) for m in main._every_memo()
+                 if m.blob is None and m.value is not NO_VALUE}
+    assert unencoded == {("opaque", ("a",)), ("via_opaque", ("a",))}   # not in the payload
+    encoded = []
+    monkeypatch.setattr(codec, "encode", lambda v, real=codec.encode: encoded.append(v) or real(v))
+    main.save(tmp_path, "salt")
+    assert encoded == [main._find(q, ("a",)).value for q in (via_opaque, opaque)]
+    loaded = Database.load(tmp_path, "salt")
+    with loaded.log() as log:
+        assert summary(loaded) == (2, 3, 1) and words(loaded, "a").words == ("alpha", "gamma")
+    assert log.executed == []
+
+
 def test_a_payload_from_an_older_revision_is_refused():
     worker, main = _copy(), _copy()
     payload = _export(worker, (summary, ()))

@@ -24,6 +24,7 @@ from typing import Iterable
 
 _REGISTRY: dict[str, type] = {}
 _NAMES: dict[type, str] = {}
+_FIELDS: dict[type, tuple[str, ...] | None] = {}   # a dataclass's field names (None: enum)
 
 
 class NotEncodable(TypeError):
@@ -49,6 +50,8 @@ def register(cls: type) -> type:
     name = f"{cls.__module__}.{cls.__qualname__}"
     _REGISTRY[name] = cls
     _NAMES[cls] = name
+    _FIELDS[cls] = None if issubclass(cls, enum.Enum) else \
+        tuple(f.name for f in dataclasses.fields(cls))
     return cls
 
 
@@ -97,10 +100,10 @@ def to_json(value):
     name = _NAMES.get(kind)
     if name is None:
         raise NotEncodable(f"cannot encode a {kind.__module__}.{kind.__qualname__}")
-    if isinstance(value, enum.Enum):
+    fields = _FIELDS[kind]
+    if fields is None:
         return {"$e": name, "v": value.name}
-    return {"$c": name, "v": [to_json(getattr(value, f.name))
-                              for f in dataclasses.fields(value)]}
+    return {"$c": name, "v": [to_json(getattr(value, f)) for f in fields]}
 
 
 def from_json(tree):
@@ -150,6 +153,6 @@ def _from_class(tree: dict, tag: str):
             raise CodecError(f"{tree[tag]} has no member {body!r}")
         return cls[body]
     if issubclass(cls, enum.Enum) or type(body) is not list \
-            or len(body) != len(dataclasses.fields(cls)):
+            or len(body) != len(_FIELDS[cls]):
         raise CodecError(f"malformed fields for {tree[tag]}")
     return cls(*(from_json(v) for v in body))

@@ -24,10 +24,12 @@ Terms:
   input whose fingerprint differs from the receiver's), ``unknown query``, ``other history``
   (its ``changed_at`` is neither the current revision nor that of the receiver's own memo:
   the exporter did not start from a copy of this database), ``already valid`` (the receiver
-  holds the key verified at the current revision; not passed on to dependents). An installed
-  record replaces the receiver's memo: its value is decoded lazily on first read, like a
-  loaded store's, and a record without a value re-runs on first read (as ``VALUE_LOST``,
-  keeping its ``changed_at``).
+  holds the key verified at the current revision; not passed on to dependents: the receiver's
+  memo keeps its value and takes the record's encoding if it has none, so saving it encodes
+  nothing). An installed record replaces the receiver's memo: its value is decoded lazily on
+  first read, like a loaded store's, and keeps its encoding, which a save writes as it is; a
+  record without a value re-runs on first read (as ``VALUE_LOST``, keeping its
+  ``changed_at``).
 Workers forked from one state compute equal records for a key (queries are pure), so the
 first payload holding a key installs it and later ones skip it as already valid: the memo
 states after merging do not depend on the order payloads arrive in.
@@ -168,12 +170,16 @@ def merge(db, payload: bytes) -> MergeReport:
     reasons: dict[str, int] = {}
     installed = without_value = 0
     for k, value, changed_at, durability, deps, cause, cause_rev, executed_at in records:
-        reason = bad.get(k) or next((bad[d] for d in deps if d in bad), None) \
-            or _conflict(keys.find(k, is_input=False), changed_at, db._revision)
+        reason = bad.get(k) or next((bad[d] for d in deps if d in bad), None)
+        held = None if reason else keys.find(k, is_input=False)
+        reason = reason or _conflict(held, changed_at, db._revision)
+        if reason == "already valid":
+            reasons[reason] = reasons.get(reason, 0) + 1
+            _adopt_blob(held, values, value)
+            continue
         if reason is not None:
             reasons[reason] = reasons.get(reason, 0) + 1
-            if reason != "already valid":
-                bad[k] = reason
+            bad[k] = reason
             continue
         memo = keys.memo(k)
         memo.value = NO_VALUE
@@ -187,6 +193,13 @@ def merge(db, payload: bytes) -> MergeReport:
         without_value += value is None
     return MergeReport(installed, len(records) - installed, reasons, meta["left_out"],
                        without_value)
+
+
+def _adopt_blob(memo, values: memoryview, value) -> None:
+    """An already valid memo without encoded bytes takes the record's (equal keys verified
+    at one revision hold equal values), so saving it encodes nothing."""
+    if memo.blob is None and value is not None:
+        memo.blob = _blob(values, *value)
 
 
 def _same_input(memo, fingerprint, durability: int) -> bool:
