@@ -1,19 +1,30 @@
 """Running units on a pool of forked worker processes (``--jobs N``).
 
 Terms:
-- *worker*: a child forked from the main process for one unit. It inherits the database as
-  it is at that moment (sources set, every result merged so far), runs its unit, and sends
-  back over a pipe either ``db.export([its key])`` (the records of what it computed) or the
-  traceback of the exception it raised, with its query counters for ``--timing``.
-- *merge*: the main process installs a worker's payload with ``db.merge``; reading the
-  unit's key afterwards executes nothing. Payloads hold equal records for equal keys
-  (queries are pure), so what the database holds after merging does not depend on which
-  worker finished first; outputs are read from it in target order: byte-identical outputs
-  whatever ``--jobs`` is.
+- *worker*: a child forked from the main process. It inherits the database as it is at that
+  moment (sources set, every result merged so far) and then runs units one after another,
+  as the main process hands them over: for each it sends back over a pipe, as one *frame*
+  (8-byte length, then a pickle), either ``db.export([its keys])`` (the records of what it
+  computed, its values encoded once, here) or the traceback of the exception it raised,
+  with its query counters for ``--timing``. A worker keeps what it computed, so work that
+  units share (and the caches of the front end) is done once per worker, not once per unit,
+  and only a few processes are forked. A worker that raised exits; a fresh one takes the
+  next unit.
+- *holds*: the units whose results a worker has: those merged before it was forked and
+  those it ran itself. A worker takes a unit only if it holds every unit that one depends
+  on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
+  another.
+- *merge*: the main process installs a payload with ``db.merge``; reading the unit's key
+  afterwards executes nothing, and the values keep the bytes the worker encoded, which the
+  store saves as they are. Payloads hold equal records for equal keys (queries are pure),
+  so what the database holds after merging does not depend on which worker finished first;
+  outputs are read from it in target order: byte-identical outputs whatever ``--jobs`` is.
 - *ready*: a unit whose dependencies are merged. Ready units start in ``units.order``
-  (critical path first), as slots allow: the first worker runs in the job slot this process
-  already has; each further one needs a slot from ``jobserver.slots`` (make's tokens under
-  ``make -jN``, else up to ``jobs - 1``), given back when it ends.
+  (critical path first), on an idle worker that holds their dependencies or on a new one,
+  as slots allow: the first worker runs in the job slot this process already has; each
+  further one needs a slot from ``jobserver.slots`` (make's tokens under ``make -jN``,
+  else up to ``jobs - 1``), given back when it ends. A worker with nothing to take is
+  retired at once, so it holds no slot while idle.
 
 A unit that fails is reported through its outcome; units depending on it are skipped and
 every other unit still runs. Without ``os.fork`` (or with one job, or one unit) units run in
@@ -31,6 +42,9 @@ import traceback
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
 
+_LENGTH = 8     # bytes of a frame's length prefix
+_INDEX = 4      # bytes of a unit index sent to a worker
+
 
 def run_units(db, units: list[Unit], jobs: int, show) -> tuple[dict[str, Outcome], list[dict], str]:
     """Every unit's outcome, the query counters of the workers (empty in-process), and a
@@ -46,25 +60,38 @@ def run_units(db, units: list[Unit], jobs: int, show) -> tuple[dict[str, Outcome
         gc.unfreeze()
         slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
-    return outcomes, stats, f"workers: {pool.most} at most at once, of {jobs} ({source})"
+    return outcomes, stats, (f"workers: {pool.most} at most at once, of {jobs} ({source}); "
+                             f"{pool.forked} forked for {len(units)} units")
+
+
+class _Worker:
+    """The main process's view of one worker."""
+    __slots__ = ("pid", "commands", "results", "slot", "holds", "unit", "start", "buffer")
+
+    def __init__(self, pid: int, commands: int, results: int, slot: bool, holds: set[str]):
+        self.pid, self.commands, self.results, self.slot = pid, commands, results, slot
+        self.holds = holds
+        self.unit: Unit | None = None        # the unit it is running (None: idle or exiting)
+        self.start = 0.0
+        self.buffer = bytearray()
 
 
 class _Pool:
     def __init__(self, db, units: list[Unit], slots, show):
-        self.db, self.slots, self.show = db, slots, show
+        self.db, self.units, self.slots, self.show = db, units, slots, show
+        self.index = {u.name: i for i, u in enumerate(units)}
         self.pending = order(units)
-        self.names = {u.name for u in units}
         self.outcomes: dict[str, Outcome] = {}
         self.stats: list[dict] = []
-        self.running: dict[int, list] = {}     # pipe fd -> [unit, pid, start, chunks, slot]
+        self.workers: dict[int, _Worker] = {}     # results pipe fd -> worker
         self.selector = selectors.DefaultSelector()
-        self.most = 0
+        self.most = self.forked = 0
 
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
-        while self.pending or self.running:
+        while self.pending or self.workers:
             self._start_ready()
             for key, _ in self.selector.select():
-                self._read(key.fd)
+                self._read(self.workers[key.fd])
         return self.outcomes, self.stats
 
     def _start_ready(self) -> None:
@@ -73,75 +100,138 @@ class _Pool:
             if failed is not None:
                 self.pending.remove(unit)
                 self.outcomes[unit.name] = Outcome(skipped=failed)
-            elif all(d in self.outcomes for d in unit.deps if d in self.names):
-                if self.running and not self.slots.acquire():
-                    return
+            elif all(d in self.outcomes for d in unit.deps if d in self.index):
+                worker = self._worker_for(unit)
+                if worker is None:
+                    break
                 self.pending.remove(unit)
-                self._fork(unit, slot=bool(self.running))
+                self._send(worker, unit)
+        for worker in self.workers.values():
+            if worker.unit is None and worker.commands >= 0:
+                self._retire(worker)
 
-    def _fork(self, unit: Unit, slot: bool) -> None:
-        read_fd, write_fd = os.pipe()
+    def _worker_for(self, unit: Unit) -> _Worker | None:
+        """An idle worker holding the unit's dependencies, else a new one (None: no slot)."""
+        idle = [w for w in self.workers.values() if w.unit is None and w.commands >= 0]
+        for worker in idle:
+            if all(d in worker.holds for d in unit.deps if d in self.index):
+                return worker
+        for worker in idle:
+            self._retire(worker)            # it cannot take the unit: a fresh one will
+        slot = any(w.commands >= 0 for w in self.workers.values())
+        if slot and not self.slots.acquire():
+            return None
+        return self._fork(slot)
+
+    def _fork(self, slot: bool) -> _Worker:
+        command_read, command_write = os.pipe()
+        result_read, result_write = os.pipe()
         pid = os.fork()
         if pid == 0:                                    # the worker
-            os.close(read_fd)
-            _work(self.db, unit, write_fd)
-        os.close(write_fd)
-        self.show.started(unit.name)
-        self.running[read_fd] = [unit, pid, time.perf_counter(), [], slot]
-        self.most = max(self.most, len(self.running))
-        self.selector.register(read_fd, selectors.EVENT_READ)
+            os.close(command_write)
+            os.close(result_read)
+            for worker in self.workers.values():       # siblings' pipes are not its own
+                for fd in (worker.commands, worker.results):
+                    if fd >= 0:
+                        os.close(fd)
+            _serve(self.db, self.units, command_read, result_write)
+        os.close(command_read)
+        os.close(result_write)
+        worker = _Worker(pid, command_write, result_read, slot, set(self.outcomes))
+        self.workers[result_read] = worker
+        self.selector.register(result_read, selectors.EVENT_READ)
+        self.forked += 1
+        self.most = max(self.most, sum(w.commands >= 0 for w in self.workers.values()))
+        return worker
 
-    def _read(self, fd: int) -> None:
-        entry = self.running[fd]
-        data = os.read(fd, 1 << 20)
-        if data:
-            entry[3].append(data)
+    def _send(self, worker: _Worker, unit: Unit) -> None:
+        worker.unit, worker.start = unit, time.perf_counter()
+        self.show.started(unit.name)
+        os.write(worker.commands, self.index[unit.name].to_bytes(_INDEX, "little"))
+
+    def _retire(self, worker: _Worker) -> None:
+        """Tell an idle worker to exit (it is reaped when its results pipe closes)."""
+        os.close(worker.commands)
+        worker.commands = -1
+
+    def _read(self, worker: _Worker) -> None:
+        data = os.read(worker.results, 1 << 20)
+        if not data:
+            self._reap(worker)
             return
-        self.selector.unregister(fd)
-        os.close(fd)
-        del self.running[fd]
-        unit, pid, start, chunks, slot = entry
-        _, status = os.waitpid(pid, 0)
-        if slot:
+        worker.buffer += data
+        while len(worker.buffer) >= _LENGTH:
+            size = int.from_bytes(worker.buffer[:_LENGTH], "little")
+            if len(worker.buffer) < _LENGTH + size:
+                return
+            frame = bytes(worker.buffer[_LENGTH:_LENGTH + size])
+            del worker.buffer[:_LENGTH + size]
+            self._finish(worker, frame)
+
+    def _finish(self, worker: _Worker, frame: bytes) -> None:
+        unit, worker.unit = worker.unit, None
+        kind, body, stats = pickle.loads(frame)
+        self.stats.append(stats)
+        seconds = time.perf_counter() - worker.start
+        if kind == "error":
+            outcome = Outcome(error=body, seconds=seconds)
+            self._retire(worker)                         # it exits after a failure
+        else:
+            self.db.merge(body)
+            got = run_one(self.db, unit)                  # installed by the merge: a lookup
+            outcome = Outcome(got.value, got.error, seconds=seconds)
+            worker.holds.add(unit.name)
+        self._done(unit, outcome)
+
+    def _reap(self, worker: _Worker) -> None:
+        self.selector.unregister(worker.results)
+        os.close(worker.results)
+        if worker.commands >= 0:
+            os.close(worker.commands)
+        del self.workers[worker.results]
+        _, status = os.waitpid(worker.pid, 0)
+        if worker.slot:
             self.slots.release()
-        outcome = self._outcome(unit, b"".join(chunks), status, time.perf_counter() - start)
+        if worker.unit is not None:
+            self._done(worker.unit, Outcome(
+                error=f"the worker building {worker.unit.name} died ({_describe(status)}) "
+                      "before reporting", seconds=time.perf_counter() - worker.start))
+
+    def _done(self, unit: Unit, outcome: Outcome) -> None:
         self.outcomes[unit.name] = outcome
         self.show.finished(unit.name, outcome.error is None)
 
-    def _outcome(self, unit: Unit, data: bytes, status: int, seconds: float) -> Outcome:
-        if not data:
-            return Outcome(error=f"the worker building {unit.name} died "
-                                 f"({_describe(status)}) before reporting", seconds=seconds)
-        kind, body, stats = pickle.loads(data)
-        self.stats.append(stats)
-        if kind == "error":
-            return Outcome(error=body, seconds=seconds)
-        self.db.merge(body)
-        got = run_one(self.db, unit)            # installed by the merge: a lookup
-        return Outcome(got.value, got.error, seconds=seconds)
 
-
-def _work(db, unit: Unit, fd: int) -> None:
-    """In the worker: run ``unit``, send the outcome, exit without cleanup handlers."""
+def _serve(db, units: list[Unit], commands: int, results: int) -> None:
+    """In a worker: run the units named on ``commands`` until it closes or one fails,
+    sending a frame for each; exit without cleanup handlers."""
     try:
-        before = db.stats()
-        outcome = run_one(db, unit)
-        if outcome.error is None:
-            message = ("ok", db.export(unit.keys()), _delta(db.stats(), before))
-        else:
-            message = ("error", outcome.error, _delta(db.stats(), before))
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        while len(data := os.read(commands, _INDEX)) == _INDEX:
+            unit = units[int.from_bytes(data, "little")]
+            before = db.stats()
+            outcome = run_one(db, unit)
+            if outcome.error is None:
+                message = ("ok", db.export(unit.keys()), _delta(db.stats(), before))
+            else:
+                message = ("error", outcome.error, _delta(db.stats(), before))
+            body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+            _write_all(results, len(body).to_bytes(_LENGTH, "little") + body)
+            if outcome.error is not None:
+                break
     except BaseException:
         traceback.print_exc()
     finally:
         os._exit(0)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _delta(after: dict, before: dict) -> dict:
-    """Query counters of ``after`` minus those the worker inherited in ``before``."""
+    """Query counters of ``after`` minus those the worker had in ``before``."""
     from tribuild.engine import QueryStats
     out = {}
     for name, s in after.items():
