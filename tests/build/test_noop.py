@@ -17,7 +17,7 @@ import json, sys
 from tribuild.cli import main
 code = main(sys.argv[1:])
 heavy = ("torch", "triton", "networkx", "rich", "argparse", "tribuild.engine",
-         "tribuild.queries", "tribuild.lang", "tribuild.config")
+         "tribuild.queries", "tribuild.lang", "tribuild.config", "tomllib")
 print(json.dumps([code, [m for m in heavy if m in sys.modules]]))
 """
 
@@ -59,6 +59,19 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
     assert code == 0 and "no work to do" not in err
     assert cli(args, mini)[2] == "tribuild: no work to do\n"
     assert (mini / "out" / "mlp.d").exists()
+
+
+def test_a_cache_folder_configured_elsewhere_is_found_past_a_stale_manifest(mini, cli):
+    cli(["build", "-q"], mini)                 # leaves a manifest in .tribuild-cache
+    toml = mini / "Tribuild.toml"
+    toml.write_text(toml.read_text() + '\n[cache]\ndir = "elsewhere"\n')
+    assert "no work to do" not in cli(["build"], mini)[2]
+    assert (mini / ".tribuild-cache" / "build-manifest.json").exists()
+    assert (mini / "elsewhere" / "build-manifest.json").exists()
+    code, heavy, err = _fresh(mini, "build")
+    assert (code, err) == (0, "tribuild: no work to do\n") and heavy == ["tomllib"]
+    (mini / "models" / "mlp.tri").write_text((mini / "models" / "mlp.tri").read_text() + "\n")
+    assert "no work to do" not in cli(["build"], mini)[2]
 
 
 def test_simple_command_lines():

@@ -5,7 +5,8 @@ Terms:
   succeeded for every target it was asked for. It holds the *request key*, the *tool stamp*,
   every *input* (Tribuild.toml and each target's import closure) as ``[path, size,
   mtime_ns, digest]`` and every *output* as ``[path, size, mtime_ns]``, paths relative to
-  the project root.
+  the project root, and the (absolute) cache folder it was written to: when that is the
+  default folder and Tribuild.toml is unchanged, ``locate`` needs no TOML parser.
 - *request key*: what on the command line changes outputs (the targets asked for, an
   ``-O`` override). ``--jobs`` does not: outputs are the same whatever it is.
 - *tool stamp*: the size and mtime of every source file of tribuild itself, and Python's
@@ -18,14 +19,14 @@ Terms:
 
 A build deletes the manifest before it writes anything, so a failed or killed build never
 leaves one behind. This module imports only the standard library (no engine, no
-compiler): ``python -c pass`` plus reading one JSON file and a few dozen ``stat`` calls.
+compiler; ``tomllib`` only when the cache folder is not the default one): ``python -c pass``
+plus reading one JSON file and a few hundred ``stat`` calls.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
-import tomllib
 import zlib
 
 NAME = "build-manifest.json"
@@ -42,10 +43,11 @@ def tool_stamp() -> str:
     entries = [sys.version]
     for folder, dirs, files in os.walk(_PACKAGE):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel = folder[len(_PACKAGE):]
         for name in sorted(files):
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
-                entries.append(f"{os.path.relpath(folder, _PACKAGE)}/{name}:{st.st_size}:{st.st_mtime_ns}")
+                entries.append(f"{rel}/{name}:{st.st_size}:{st.st_mtime_ns}")
     return f"{zlib.crc32(chr(0).join(entries).encode()):08x}:{len(entries)}"
 
 
@@ -60,23 +62,44 @@ def file_digest(path: str) -> str:
 
 
 def locate(start: str) -> tuple[str, str] | None:
-    """(project root, cache folder) of the project around ``start``, from a plain parse of
-    its Tribuild.toml; None when there is none or it does not parse (the full build path
-    then reports why). The upward search mirrors ``config.find_project_root``, which is not
-    imported here because ``tribuild.config`` brings in the whole validator."""
+    """(project root, cache folder) of the project around ``start``; None when there is no
+    Tribuild.toml or it does not parse (the full build path then reports why). The cache
+    folder is the default one when the manifest there says so (``_recorded_here``), else
+    read from a plain parse of Tribuild.toml. The upward search mirrors
+    ``config.find_project_root``, which is not imported here because ``tribuild.config``
+    brings in the whole validator."""
     folder = os.path.abspath(start)
     while not os.path.isfile(os.path.join(folder, CONFIG)):
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
         folder = parent
+    default = os.path.join(folder, DEFAULT_CACHE)
+    if _recorded_here(folder, default):
+        return folder, default
     try:
+        import tomllib
         with open(os.path.join(folder, CONFIG), "rb") as file:
             table = tomllib.load(file)
         cache = table.get("cache", {}).get("dir", DEFAULT_CACHE)
         return folder, os.path.join(folder, os.path.normpath(cache.replace("\\", "/")))
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _recorded_here(root: str, cache_dir: str) -> bool:
+    """Whether the manifest in ``cache_dir`` was written there as the configured cache
+    folder by a build of Tribuild.toml as it is now (same size and mtime): then that is
+    still the configured folder, and parsing Tribuild.toml (tomllib costs more than the
+    rest of the no-op check) is not needed."""
+    try:
+        with open(os.path.join(cache_dir, NAME), "rb") as file:
+            data = json.load(file)
+        st = os.stat(os.path.join(root, CONFIG))
+        return data["cache"] == cache_dir and \
+            [CONFIG, st.st_size, st.st_mtime_ns] in (e[:3] for e in data["inputs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def up_to_date(root: str, cache_dir: str, key: str, name: str = NAME) -> bool:
@@ -136,7 +159,7 @@ def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
         if file_digest(os.path.join(root, rel)) != inputs[rel]:
             row[1] = -1
         return row
-    data = {"version": 1, "key": key, "tool": tool_stamp(),
+    data = {"version": 1, "key": key, "tool": tool_stamp(), "cache": cache_dir,
             "inputs": [input_entry(rel) for rel in sorted(inputs)],
             "outputs": [entry(rel) for rel in sorted(outputs)]}
     _write(os.path.join(cache_dir, name), data)
