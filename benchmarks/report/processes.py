@@ -17,19 +17,17 @@ Terms:
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
-from benchmarks import bench_build
 from benchmarks.report.edits import SCENARIOS, applies, with_edit
-from benchmarks.report.timing import round_robin, run_process, summary
+from benchmarks.report.timing import TRIBUILD, round_robin, run_process, summary
 from benchmarks.report.zoo import Zoo
 
-STARTUP = [sys.executable, "-c", "import tribuild.build.driver, tribuild.queries.codegen"]
+STARTUP = TRIBUILD[:3] + ["import tribuild.build.driver, tribuild.queries.codegen"]
 
 
 def build(root: str, *args: str):
-    return run_process(bench_build.TRIBUILD + ["build", "-q", *args], root)
+    return run_process(TRIBUILD + ["build", "-q", *args], root)
 
 
 def clear(root: str) -> None:

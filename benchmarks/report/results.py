@@ -87,38 +87,47 @@ def figures(report: dict) -> dict[str, float]:
     return out
 
 
-def _cold_s(report: dict, model: str) -> float | None:
+def _cold_s(report: dict, model: str) -> tuple | None:
     row = report.get("cold", {}).get(model)
-    return row["levels"]["2"]["wall"]["median"] if row and "2" in row["levels"] else None
+    s = row and row["levels"].get("2")
+    return (s["wall"]["median"], s["cpu"]["median"]) if s else None
 
 
-def _worst(report: dict, scenario: str) -> float | None:
-    values = [per[scenario]["wall"]["median"] * 1e3 for per in report.get("incremental", {}).values()
-              if scenario in per]
-    return max(values) if values else None
+def _worst(report: dict, scenario: str) -> tuple | None:
+    runs = [per[scenario] for per in report.get("incremental", {}).values() if scenario in per]
+    return tuple(max(s[c]["median"] for s in runs) * 1e3 for c in ("wall", "cpu")) if runs else None
 
 
-def measured_goals(report: dict) -> dict[str, float | None]:
-    """Goal name -> the measured figure in the goal's unit (None: not measured)."""
-    cold18, cold152 = _cold_s(report, "resnet18"), _cold_s(report, "resnet152")
+def _per_line(report: dict) -> tuple | None:
     files = report.get("scaling", {}).get("files")
+    row = files and files[-1]
+    return tuple(row["in_process"][c]["median"] * 1e3 / row["lines"] for c in ("wall", "cpu")) if row else None
+
+
+def measured_goals(report: dict) -> dict[str, tuple | None]:
+    """Goal name -> the measured (wall, CPU) figures in the goal's unit (CPU None where the
+    figure is not a time; None: not measured)."""
     rss = report.get("process", {}).get("cold", {}).get("resnet152")
     run = report.get("runtime")
     return {
-        "cold ResNet-18, in-process": cold18,
-        "cold ResNet-152, in-process": cold152,
-        "time per source line": files[-1]["ms_per_line"] if files else None,
-        "peak memory, ResNet-152": rss["rss_bytes"]["median"] / 1e6 if rss else None,
+        "cold ResNet-18, in-process": _cold_s(report, "resnet18"),
+        "cold ResNet-152, in-process": _cold_s(report, "resnet152"),
+        "time per source line": _per_line(report),
+        "peak memory, ResNet-152": (rss["rss_bytes"]["median"] / 1e6, None) if rss else None,
         "no-change rebuild, every zoo model": _worst(report, "no change"),
         "one-body edit, every zoo model": _worst(report, "body edit"),
-        "runtime overhead": runtime.worst_overhead(run, "2") if run else None,
+        "runtime overhead": (runtime.worst_overhead(run, "2"), None) if run else None,
     }
 
 
 def goals(report: dict) -> list[dict]:
+    """Goal rows; ``met`` is judged on the wall time (the figure a user sees), ``met_cpu`` on
+    the CPU time (what the load of a shared machine does not stretch)."""
     rows = []
     for name, value in measured_goals(report).items():
         bound, unit, how = seed.GOALS[name]
-        rows.append({"goal": name, "bound": bound, "unit": unit, "how": how, "measured": value,
-                     "met": None if value is None else value <= bound})
+        wall, cpu = value or (None, None)
+        rows.append({"goal": name, "bound": bound, "unit": unit, "how": how, "measured": wall,
+                     "measured_cpu": cpu, "met": None if wall is None else wall <= bound,
+                     "met_cpu": None if cpu is None else cpu <= bound})
     return rows

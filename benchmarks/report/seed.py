@@ -34,7 +34,7 @@ GOALS = {
     "cold ResNet-18, in-process": (0.1, "s", "median wall time of the cold compile"),
     "cold ResNet-152, in-process": (0.5, "s", "median wall time of the cold compile"),
     "time per source line": (0.15, "ms", "median wall time per line of the 50k-line project"),
-    "peak memory, ResNet-152": (100.0, "MB", "peak RSS of a fresh `tribuild build` process"),
+    "peak memory, ResNet-152": (100.0, "MB", "peak RSS (VmHWM) of a fresh `tribuild build -j 1` process"),
     "no-change rebuild, every zoo model": (1.0, "ms", "the slowest model's median, in-process"),
     "one-body edit, every zoo model": (5.0, "ms", "the slowest model's median, in-process"),
     "runtime overhead": (2.0, "%", "the worst generated/reference ratio over the models, -O2"),

@@ -9,14 +9,18 @@ Terms:
   {...}}``. Figures quoted in the report are medians.
 - *round-robin*: the runs being compared take turns within each repeat (A B C A B C ...), so
   a change in the shared machine's speed touches them alike.
-- *peak RSS*: ``ru_maxrss`` of a fresh process (the largest resident set of it and its
-  waited-for children), in bytes.
+- *peak RSS*: ``VmHWM`` of a fresh process, read from /proc by the process itself as it
+  exits (``TRIBUILD`` wraps the CLI to do so), in bytes. Not ``ru_maxrss``: Linux carries
+  the parent's high-water mark across fork and exec into it, so every child of a large
+  benchmark process would report the benchmark's own peak.
 """
 from __future__ import annotations
 
 import gc
 import os
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -64,19 +68,29 @@ def summary(samples: list) -> dict:
     return out
 
 
-def run_process(argv: list[str], cwd, env: dict | None = None) -> ProcessRun:
-    """Run ``argv`` in ``cwd`` to completion; raise with its stderr if it fails."""
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             env=env)
-    err = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    child.stderr.close()
-    if child.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed in {cwd} ({child.returncode}):\n{err.decode()}")
-    return ProcessRun(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+# `python -c HWM code...`: runs ``code`` with ``sys.argv[1:]`` = the rest, then writes the
+# process's VmHWM line to the file named by $BENCH_HWM.
+HWM = ("import os, sys\ntry:\n    exec(sys.argv.pop(1))\nfinally:\n    open(os.environ['BENCH_HWM'], 'w')"
+       ".write(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')))")
+TRIBUILD = [sys.executable, "-c", HWM, "from tribuild.cli import main; sys.exit(main())"]
+
+
+def run_process(argv: list[str], cwd) -> ProcessRun:
+    """Run ``argv`` (a ``TRIBUILD``-style command: it writes its VmHWM) in ``cwd`` to
+    completion; raise with its stderr if it fails."""
+    with tempfile.NamedTemporaryFile("r") as hwm:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env=os.environ | {"BENCH_HWM": hwm.name})
+        err = child.stderr.read()
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        child.stderr.close()
+        if child.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed in {cwd} ({child.returncode}):\n{err.decode()}")
+        rss = int(hwm.read().split()[1]) * 1024
+    return ProcessRun(wall, usage.ru_utime + usage.ru_stime, rss)
 
 
 def round_robin(repeats: int, names: list, run) -> dict[object, list]:
