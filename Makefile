@@ -13,5 +13,5 @@ test: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev,runtime,gpu]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev,runtime,gpu]' --config-settings editable_mode=compat
 	touch $(STAMP)
