@@ -9,13 +9,16 @@ Each must exit 1 or 2 with a one-line reason and no traceback, and leave every o
 its previous bytes (or, for the in-process case, its previous or new bytes), and the next
 build with space must match a clean build.
 - *concurrency*: three builds of one project started at once: all succeed, one or two say
-  they wait for the lock, and the outputs match a clean build.
+  they wait for the lock, and the outputs match a clean build; a build started while
+  `tribuild watch` runs says it waits and builds once watch stops.
 """
 from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -108,3 +111,27 @@ def test_builds_at_once(project, references):
     assert outputs(project) == references["b"]
     waited = [err for _, err in results if "waiting for another tribuild (pid" in err]
     assert len(waited) <= 2 and all("Traceback" not in err for _, err in results)
+
+
+def test_watch_and_build_at_once(project, references):
+    """`tribuild watch` holds the project lock from start to stop (``watch_loop``): a build
+    started meanwhile says it waits, then builds once watch stops; nothing is lost."""
+    watch = subprocess.Popen(command("watch", "--json"), cwd=project, env=env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    build = None
+    try:
+        assert watch.stdout.readline(), "watch printed no event"    # its first build is done
+        time.sleep(1)    # a SIGINT while watch starts its threads hangs it (report of issue 8)
+        set_version(project, "b")
+        build = subprocess.Popen(command("build"), cwd=project, env=env(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert "waiting for another tribuild (pid" in build.stderr.readline()
+    finally:
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert build.wait(timeout=300) == 0
+    rest = build.stderr.read()
+    build.stderr.close()
+    assert "Traceback" not in rest, rest
+    assert outputs(project) == references["b"]
