@@ -264,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
+    except OSError as err:  # e.g. a cache or output folder that cannot be written
+        where = f": {err.filename}" if err.filename else ""
+        print(f"tribuild: error: {err.strerror or err}{where}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

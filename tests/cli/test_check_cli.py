@@ -113,3 +113,12 @@ def test_usage_error_exits_2(monkeypatch, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["check", "--format", "yaml"])
     assert exc.value.code == 2
+
+
+def test_an_unwritable_cache_folder_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "m.tri").write_text(CHAIN)
+    (tmp_path / "blocker").write_text("a file where the cache folder should be\n")
+    (tmp_path / "Tribuild.toml").write_text('[project]\nname = "x"\n\n[cache]\ndir = "blocker"\n')
+    code, _, err = _run(["check"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert "Traceback" not in err and "tribuild: error:" in err and "blocker" in err

@@ -154,4 +154,5 @@ class Watches:
 
     def stop(self) -> None:
         self.observer.stop()
-        self.observer.join()
+        if self.observer.is_alive():
+            self.observer.join()

@@ -63,14 +63,15 @@ class Watcher:
             manifest.forget(project.cache_dir)
             self.db = open_database(project)
             watches = Watches(Handler(self._scope(frozenset()), self._on_change))
-            watches.start()
             builder = threading.Thread(target=self._loop, args=(watches,), name="builder")
-            builder.start()
-            try:
+            try:  # a Ctrl-C may land while the threads start: everything is inside
+                watches.start()
+                builder.start()
                 builder.join()
             except KeyboardInterrupt:
                 self.stop()
-                builder.join()
+                if builder.is_alive():
+                    builder.join()
             finally:
                 watches.stop()
                 save_database(self.db, project)
