@@ -90,8 +90,6 @@ def test_damaged_cache_file(built, tmp_path, references, part, kind):
             assert build_and_compare(root, "b", references) == []
 
 
-@pytest.mark.xfail(strict=True, reason="engine: a save carries a damaged entry it did not "
-                   "read over to the new pack with its old checksum (store.blob_of)")
 def test_save_drops_damage_it_did_not_read(built, tmp_path, references):
     root = copy(built, tmp_path)
     (pack,) = (root / CACHE).glob(FILES["pack"])

@@ -80,9 +80,6 @@ def test_crafted_pack_name_cannot_leave_the_cache(project, references):
     assert "bad pack name" in done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="engine: Loaded.find/_build_index decode tagged key "
-                   "args lazily and let CodecError escape the build (refused, nothing runs, "
-                   "but the build crashes instead of dropping the key)")
 def test_crafted_key_arguments_are_refused(project, references):
     assert tribuild(project, "build", "-q").returncode == 0
     canary = project / "CANARY"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import codec, columns
 from .durability import DurabilityClock
-from .loaded import Loaded, deps_starts, split_deps, without
+from .loaded import Loaded, decode_args, deps_starts, split_deps, without
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
@@ -209,7 +209,14 @@ def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
 
 
 def blob_of(memo: Memo, unencodable: dict[str, int]):
-    """The memo's encoded value and its checksum (cached on the memo), or None."""
+    """The memo's encoded value and its checksum (cached on the memo), or None. Bytes carried
+    from a loaded store or a merge and never decoded are checked against their checksum first:
+    a damaged entry is dropped (its key keeps its dependencies and re-runs when read), never
+    carried into a new store."""
+    if memo.blob is not None and memo.value is NO_VALUE and checksum(memo.blob[0]) != memo.blob[1]:
+        log.warning("engine store: dropped a damaged value of %s", memo.query.name)
+        memo.blob = None
+        return None
     if memo.blob is None and memo.value is not NO_VALUE:
         try:
             data = codec.encode(memo.value)
@@ -275,7 +282,7 @@ def load(db, path, salt: str) -> None:
     db.store_report = LoadReport("loaded", f"loaded {len(db._memos)} keys", len(db._memos))
     if unknown:
         db.store_report.problem(f"dropped {unknown} keys of queries not declared in this "
-                                "process, with their dependents")
+                                "process or with undecodable arguments, with their dependents")
     if pack is None:
         db.store_report.problem(f"value pack {pack_name} is missing; values will be "
                                 "recomputed when needed")
@@ -303,19 +310,30 @@ def _read_pack(path: Path) -> bytes | None:
 
 def _fill(db, body: dict, pack: bytes | None) -> int:
     """Point the empty ``db`` at the columns of ``body`` (memos are built on first use);
-    returns how many keys were dropped because their query (or one they depend on) is not
-    declared in this process."""
+    returns how many keys were dropped because their query is not declared in this process or
+    their arguments do not decode (or because they depend on such a key)."""
     queries = [REGISTRY.get(ident) for ident in body["queries"]]
+    seeds = {i for i, qi in enumerate(body["query"]) if queries[qi] is None}
+    seeds |= {i for i, a in enumerate(body["args"]) if type(a) is not list and not _decodable(a)}
     unknown: set[int] = set()
-    if None in queries:
+    if seeds:
         deps_of = split_deps(body["deps_len"], body["deps"])
-        unknown = _with_dependents(deps_of, {i for i, qi in enumerate(body["query"])
-                                             if queries[qi] is None})
+        unknown = _with_dependents(deps_of, seeds)
         body = without(body, deps_of, unknown)
     graph = Loaded(queries, body, pack)
     db._memos, db._tables, db._loaded = [None] * graph.count, {}, graph
     db._revision, db._clock = body["revision"], DurabilityClock(body["clock"])
     return len(unknown)
+
+
+def _decodable(encoded) -> bool:
+    """Whether a key's tagged arguments decode (names only registered classes): checked at load,
+    so a crafted or damaged key is dropped with its dependents instead of failing a build."""
+    try:
+        decode_args(encoded)
+    except (codec.CodecError, TypeError, KeyError):
+        return False
+    return True
 
 
 def restore(db, memo: Memo, admit: bool) -> bool:
