@@ -23,6 +23,7 @@ def mini(tmp_path) -> Path:
 def tool(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     environ = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
                    **(env or {}))
-    environ.pop("MAKEFLAGS", None)
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # CI runs the suite under `make test`:
+        environ.pop(name, None)                        # each tool runs as if from a shell
     return subprocess.run(args, cwd=cwd, env=environ, capture_output=True, text=True,
                           timeout=300)
