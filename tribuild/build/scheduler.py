@@ -4,7 +4,8 @@ Terms:
 - *worker*: a child forked from the main process. It inherits the database as it is at that
   moment (sources set, every result merged so far) and then runs units one after another,
   as the main process hands them over: for each it sends back over a pipe, as one *frame*
-  (8-byte length, then a pickle), either ``db.export([its keys])`` (the records of what it
+  (8-byte length, a JSON header line, then the raw payload bytes; no pickle, so nothing a
+  worker sends is executed when read), either ``db.export([its keys])`` (the records of what it
   computed, its values encoded once, here) or the traceback of the exception it raised,
   with its query counters for ``--timing``. A worker keeps what it computed, so work that
   units share (and the caches of the front end) is done once per worker, not once per unit,
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
+import json
 import selectors
 import time
 import traceback
@@ -170,7 +171,7 @@ class _Pool:
 
     def _finish(self, worker: _Worker, frame: bytes) -> None:
         unit, worker.unit = worker.unit, None
-        kind, body, stats = pickle.loads(frame)
+        kind, body, stats = _decode_frame(frame)
         self.stats.append(stats)
         seconds = time.perf_counter() - worker.start
         if kind == "error":
@@ -211,10 +212,9 @@ def _serve(db, units: list[Unit], commands: int, results: int) -> None:
             before = db.stats()
             outcome = run_one(db, unit)
             if outcome.error is None:
-                message = ("ok", db.export(unit.keys()), _delta(db.stats(), before))
+                body = _encode_frame("ok", db.export(unit.keys()), _delta(db.stats(), before))
             else:
-                message = ("error", outcome.error, _delta(db.stats(), before))
-            body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+                body = _encode_frame("error", outcome.error.encode(), _delta(db.stats(), before))
             _write_all(results, len(body).to_bytes(_LENGTH, "little") + body)
             if outcome.error is not None:
                 break
@@ -228,6 +228,21 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _encode_frame(kind: str, body: bytes, stats: dict) -> bytes:
+    """A worker's message: a JSON header line (kind and query counters), then ``body``."""
+    header = {"kind": kind, "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
+                                      for name, s in stats.items()}}
+    return json.dumps(header).encode() + b"\n" + body
+
+
+def _decode_frame(frame: bytes) -> tuple[str, bytes | str, dict]:
+    from tribuild.engine import QueryStats
+    header, _, body = frame.partition(b"\n")
+    meta = json.loads(header)
+    stats = {name: QueryStats(*values) for name, values in meta["stats"].items()}
+    return meta["kind"], body.decode() if meta["kind"] == "error" else body, stats
 
 
 def _delta(after: dict, before: dict) -> dict:
