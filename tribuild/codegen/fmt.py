@@ -7,35 +7,33 @@ WIDTH = 99
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
 
 
-def _matching(text: str, start: int) -> int:
+def _unquoted(text: str, start: int = 0):
+    """``(index, char, depth)`` of each character of ``text`` from ``start`` that is outside a
+    string literal, ``depth`` counting the brackets open after it."""
     depth, quote = 0, None
     for i in range(start, len(text)):
         c = text[i]
         if quote:
             quote = None if c == quote and text[i - 1] != "\\" else quote
-        elif c in "'\"":
+            continue
+        if c in "'\"":
             quote = c
-        elif c in _CLOSE:
+            continue
+        if c in _CLOSE:
             depth += 1
         elif c in ")]}":
             depth -= 1
-            if depth == 0:
-                return i
-    return -1
+        yield i, c, depth
+
+
+def _matching(text: str, start: int) -> int:
+    return next((i for i, c, depth in _unquoted(text, start) if c in ")]}" and depth == 0), -1)
 
 
 def _split(inner: str) -> list[str]:
-    items, depth, quote, start = [], 0, None, 0
-    for i, c in enumerate(inner):
-        if quote:
-            quote = None if c == quote and inner[i - 1] != "\\" else quote
-        elif c in "'\"":
-            quote = c
-        elif c in _CLOSE:
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
+    items, start = [], 0
+    for i, c, depth in _unquoted(inner):
+        if c == "," and depth == 0:
             items.append(inner[start:i].strip())
             start = i + 1
     last = inner[start:].strip()
