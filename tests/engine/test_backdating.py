@@ -1,15 +1,7 @@
-from tribuild.engine import derived, input_query
+from tribuild.engine import derived
 
 from .conftest import run
-
-
-@input_query
-def text(db, name): ...
-
-
-@derived
-def words(db, name):
-    return tuple(text(db, name).split())
+from .pipelines import text, words
 
 
 @derived

@@ -1,16 +1,9 @@
 import subprocess
 import sys
 
-from tribuild.engine import Durability, derived, input_query
+from tribuild.engine import Durability, derived
 
-
-@input_query
-def text(db, name): ...
-
-
-@derived
-def length(db, name):
-    return len(text(db, name))
+from .pipelines import length, text
 
 
 @derived

@@ -1,20 +1,5 @@
-from tribuild.engine import derived, input_query
-
 from .conftest import run
-
-
-@input_query
-def text(db, name): ...
-
-
-@derived
-def words(db, name):
-    return tuple(text(db, name).split())
-
-
-@derived
-def count(db, name):
-    return len(words(db, name))
+from .pipelines import count, text, words
 
 
 def test_first_call_executes_each_query_once_in_order(db):

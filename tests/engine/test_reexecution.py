@@ -1,17 +1,9 @@
 import pytest
 
-from tribuild.engine import MissingInput, derived, input_query
+from tribuild.engine import MissingInput, derived
 
 from .conftest import run
-
-
-@input_query
-def text(db, name): ...
-
-
-@derived
-def length(db, name):
-    return len(text(db, name))
+from .pipelines import length, text
 
 
 @derived

@@ -1,18 +1,6 @@
-from tribuild.engine import Step, derived, input_query
+from tribuild.engine import Step, derived
 
-
-@input_query
-def text(db, name): ...
-
-
-@derived
-def words(db, name):
-    return tuple(text(db, name).split())
-
-
-@derived
-def count(db, name):
-    return len(words(db, name))
+from .pipelines import count, text, words
 
 
 @derived
