@@ -14,6 +14,7 @@ Terms:
 """
 from __future__ import annotations
 
+import bisect
 import difflib
 import posixpath
 from dataclasses import dataclass
@@ -44,11 +45,13 @@ class ResolvedImport:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    names: tuple[tuple[str, ItemRef], ...]
+    names: tuple[tuple[str, ItemRef], ...]   # sorted by name, each name once
     diagnostics: tuple[Diagnostic, ...]
 
     def lookup(self, name: str) -> ItemRef | None:
-        return dict(self.names).get(name)
+        """Binary search of ``names`` (no dict built per lookup)."""
+        i = bisect.bisect_left(self.names, name, key=lambda pair: pair[0])
+        return self.names[i][1] if i < len(self.names) and self.names[i][0] == name else None
 
 
 def resolve_path(importer: str, spec: str) -> str | None:
