@@ -21,13 +21,13 @@ import os
 import posixpath
 import re
 import tomllib
-from dataclasses import dataclass
 from ntpath import isabs as _windows_isabs
 from typing import Any
 
 from tribuild.config_check import Checker
 from tribuild.config_locate import Locator, Path
 from tribuild.config_problems import ConfigError, Problem, syntax_problem
+from tribuild.record import record
 
 __all__ = ["Config", "ConfigError", "Problem", "STARTER_TOML", "Target", "find_project_root",
            "load_config", "resolves_inside", "write_starter"]
@@ -50,7 +50,7 @@ _REQUIRED_PROJECT = {"name": 'add a line name = "my-project"'}
 _REQUIRED_TARGET = {"entry": 'add a line entry = "models/net.tri:Net" (file:Layer)'}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Target:
     name: str
     entry_path: str
@@ -59,7 +59,7 @@ class Target:
     input: tuple[int, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Config:
     root: str
     name: str

@@ -19,16 +19,16 @@ import difflib
 import json
 import re
 import tomllib
-from dataclasses import dataclass
 
 from tribuild.config_locate import Path
+from tribuild.record import record
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_MESSAGE = re.compile(r"(.*) \(at (?:line (\d+), column (\d+)|end of document)\)", re.S)
 _TUPLE_KEY = re.compile(r"\((?:'[^'\\]*',? ?)+\)")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Problem:
     path: str
     line: int | None

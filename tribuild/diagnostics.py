@@ -15,25 +15,26 @@ Locs into line and column.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .record import record
+
 
 Span = tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Loc:
     path: str
     item: str | None
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Label:
     loc: Loc
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Diagnostic:
     code: str
     message: str

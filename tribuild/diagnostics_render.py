@@ -18,6 +18,7 @@ from typing import Mapping, Protocol
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang.locate import SourceMap, line_col
+from tribuild.record import record
 
 _MAX_LINES = 4  # a longer span shows its first two and last two lines
 _ANSI = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "gutter": "\x1b[1;34m",
@@ -46,7 +47,7 @@ class TextSources:
         return smap.char_range(loc)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Place:
     """Where a label lands: its file's text and 1-based start and end (exclusive) positions."""
     text: str

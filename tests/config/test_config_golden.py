@@ -6,13 +6,13 @@ the fixture folder shown as ``<root>``. Regenerate with ``TRIBUILD_UPDATE_GOLDEN
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
 from tribuild.config import Config, ConfigError, load_config
+from tribuild.record import fields
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
 CASES = sorted(path.stem for path in FIXTURES.glob("*.toml"))
@@ -21,12 +21,12 @@ CPU_COUNT = 6  # what os.cpu_count() reports during these tests, so that jobs = 
 
 def render_config(config: Config) -> str:
     lines = ["loaded"]
-    for field in dataclasses.fields(Config):
-        value = getattr(config, field.name)
-        if field.name == "targets":
+    for name in fields(Config):
+        value = getattr(config, name)
+        if name == "targets":
             lines += [f"target {target!r}" for target in value]
         else:
-            lines.append(f"{field.name} = {value!r}".replace(str(FIXTURES), "<root>"))
+            lines.append(f"{name} = {value!r}".replace(str(FIXTURES), "<root>"))
     return "\n".join(lines) + "\n"
 
 

@@ -1,14 +1,13 @@
 """Queries and values shared by the persistence tests (module level, so their identities
 are stable across a save and a load)."""
-from dataclasses import dataclass
-
 from tribuild.engine import codec, derived, input_query
+from tribuild.record import record
 
 TEXTS = {"a": "alpha beta", "b": "bravo charlie delta", "c": "echo"}
 
 
 @codec.register
-@dataclass(frozen=True, slots=True)
+@record
 class Words:
     name: str
     words: tuple[str, ...]

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tribuild.engine import codec
+from tribuild.record import record
 
 
 class Color(enum.Enum):
@@ -16,7 +17,7 @@ class Color(enum.Enum):
     BLUE = "b"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Point:
     x: int
     label: str
@@ -34,7 +35,7 @@ class Trap:
         Trap.made += 1
 
 
-@dataclass(frozen=True)
+@record
 class Unregistered:
     x: int
 
@@ -117,11 +118,15 @@ def test_garbage_is_a_codec_error(data):
         codec.decode(data)
 
 
-def test_only_frozen_dataclasses_and_enums_can_be_registered():
+def test_only_records_and_enums_can_be_registered():
     @dataclass
     class Mutable:
         x: int
 
-    for cls in (Mutable, Trap, int):
+    @dataclass(frozen=True)
+    class Frozen:
+        x: int
+
+    for cls in (Mutable, Frozen, Trap, int, Point(1, "a")):
         with pytest.raises(TypeError):
             codec.register(cls)

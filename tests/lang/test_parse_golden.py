@@ -4,7 +4,6 @@ Each NAME.tri has NAME.ast (a stable dump of every item's tree) and NAME.expecte
 diagnostic, rendered as text). Regenerate both with ``TRIBUILD_UPDATE_GOLDEN=1``.
 """
 import os
-from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tribuild.diagnostics_render import TextSources, render_text
 from tribuild.lang.items import item_tokens
 from tribuild.lang.locate import SourceMap
 from tribuild.lang.parser import parse_item
+from tribuild.record import fields, is_record
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "parse"
 CASES = sorted(FIXTURES.glob("*.tri"))
@@ -23,16 +23,16 @@ UPDATE = os.environ.get("TRIBUILD_UPDATE_GOLDEN") == "1"
 def dump(node, indent: int = 0, label: str = "") -> list[str]:
     """One line per node: class and scalar fields; child nodes indented below."""
     pad, prefix = "  " * indent, f"{label}: " if label else ""
-    if not is_dataclass(node):
+    if not is_record(node):
         return [f"{pad}{prefix}{node!r}"]
     scalars, children = [], []
-    for f in fields(node):
-        value = getattr(node, f.name)
-        is_nodes = isinstance(value, tuple) and value and all(is_dataclass(v) for v in value)
-        if is_dataclass(value) or is_nodes:
-            children.append((f.name, value))
+    for name in fields(node):
+        value = getattr(node, name)
+        is_nodes = isinstance(value, tuple) and value and all(is_record(v) for v in value)
+        if is_record(value) or is_nodes:
+            children.append((name, value))
         else:
-            scalars.append(f"{f.name}={value!r}")
+            scalars.append(f"{name}={value!r}")
     lines = [f"{pad}{prefix}{type(node).__name__} {' '.join(scalars)}".rstrip()]
     for name, value in children:
         if isinstance(value, tuple):

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from tribuild.build.outputs import remove_temps
 from tribuild.build.session import salt
 from tribuild.engine import store
+from tribuild.record import record
 
 _WRITTEN_UNDER_LOCK = re.compile(r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Generation:
     id: str
     files: tuple[Path, ...]

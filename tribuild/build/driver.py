@@ -32,6 +32,7 @@ from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
+from tribuild.record import record
 
 STAGES = ("parse", "check", "codegen")
 
@@ -42,7 +43,7 @@ def target_build_query():
     return target_build
 
 
-@dataclass(frozen=True)
+@record
 class Request:
     targets: tuple[str, ...] = ()
     jobs: int | None = None

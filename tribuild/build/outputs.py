@@ -28,6 +28,7 @@ from pathlib import Path
 from tribuild.build.manifest import digest
 from tribuild.config import resolves_inside
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.record import record
 
 RECORD = ".tribuild-outputs.json"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
@@ -153,7 +154,7 @@ class Record:
         return {p: d for files in self.targets.values() for p, d in files.items()}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WriteReport:
     written: tuple[str, ...]     # relative paths whose bytes changed
     unchanged: tuple[str, ...]

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import graphlib
 import traceback
-from dataclasses import dataclass
+
+from ..record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unit:
     name: str
     query: object
@@ -33,7 +34,7 @@ class Unit:
         return list(self.prelude) + [(self.query, self.args)]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Outcome:
     value: object = None
     error: str | None = None        # traceback text of a bug

@@ -22,14 +22,15 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from watchdog.events import FileSystemEventHandler
+
+from ..record import record
 
 IGNORED_EVENTS = ("opened", "closed_no_write")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scope:
     root: str                       # absolute
     config: str                     # absolute path of Tribuild.toml

@@ -24,7 +24,6 @@ import threading
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
 
 from tribuild.build import cache, driver, manifest, timing
 from tribuild.build.lock import project_lock
@@ -36,9 +35,10 @@ from tribuild.build.watch_screen import Rebuild
 from tribuild.config_problems import ConfigError
 from tribuild.engine import Cancelled
 from tribuild.queries.inputs import source_text
+from tribuild.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Options:
     targets: tuple[str, ...] = ()
     opt_level: str | None = None

@@ -18,10 +18,11 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+
+from ..record import record
 
 
-@dataclass(frozen=True)
+@record
 class Rebuild:
     changed: tuple[str, ...]
     executed: dict[str, int]

@@ -11,12 +11,12 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.codegen.pyname import ident, literal, member
 from tribuild.ir.graph import In, InList, Node
 from tribuild.lang import dims
 from tribuild.lang.values import Sym, Trit
+from tribuild.record import record
 
 ATOM, POWER, UNARY, MUL, ADD = 100, 16, 15, 13, 12
 _PREC = {"**": POWER, "*": MUL, "/": MUL, "//": MUL, "%": MUL, "@": MUL, "+": ADD, "-": ADD}
@@ -24,7 +24,7 @@ _ELEMENTWISE = {"relu": "torch.relu", "relu6": "F.relu6", "gelu": "F.gelu", "sil
                 "sigmoid": "torch.sigmoid", "tanh": "torch.tanh", "sqrt": "torch.sqrt", "exp": "torch.exp"}
 
 
-@dataclass(frozen=True)
+@record
 class Expr:
     text: str
     prec: int = ATOM

@@ -19,17 +19,17 @@ Terms:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 from tribuild.codegen.fmt import wrap_text
 from tribuild.codegen.pyname import literal
 from tribuild.ir.graph import Node
 from tribuild.lang import dims
+from tribuild.record import record
 
 FAMILIES = ("linear", "conv2d", "depthwise", "act_quant")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelSpec:
     family: str
     shape: tuple[tuple[str, int], ...]

@@ -18,7 +18,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.codegen.body import body_lines
 from tribuild.codegen.fmt import wrap, wrap_text
@@ -28,18 +27,19 @@ from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_
 from tribuild.ir.graph import Graph, Node
 from tribuild.lang.types import TensorT
 from tribuild.lang.values import InstanceKey, LayerV, Value, describe_instance
+from tribuild.record import record
 
 _FLOAT = TensorT("float32", None)  # the type of the nodes that stand for plain member uses
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Instance:
     key: InstanceKey
     members: tuple[tuple[str, Value], ...]
     graph: Graph
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ModuleText:
     text: str
     kernels: tuple[KernelSpec, ...]

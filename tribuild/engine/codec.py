@@ -7,7 +7,7 @@ Terms:
   ``{"$l": [...]}`` list, ``{"$d": [[k, v], ...]}`` dict (any hashable keys),
   ``{"$s": [...]}`` frozenset (sorted by encoding, so equal sets encode equally),
   ``{"$b": "base64"}`` bytes, ``{"$f": "inf" | "-inf" | "nan"}``,
-  ``{"$c": "module.Qual", "v": [fields...]}`` a registered frozen dataclass and
+  ``{"$c": "module.Qual", "v": [fields...]}`` a registered record and
   ``{"$e": "module.Qual", "v": "MEMBER"}`` a member of a registered enum.
 - *registry*: classes allowed in stored values, by ``module.qualname``. Decoding only looks
   classes up there and calls their constructor (or ``Enum[name]``); it never imports, never
@@ -16,15 +16,16 @@ Terms:
 from __future__ import annotations
 
 import base64
-import dataclasses
 import enum
 import json
 import math
 from typing import Iterable
 
+from .. import record
+
 _REGISTRY: dict[str, type] = {}
 _NAMES: dict[type, str] = {}
-_FIELDS: dict[type, tuple[str, ...] | None] = {}   # a dataclass's field names (None: enum)
+_FIELDS: dict[type, tuple[str, ...] | None] = {}   # a record's field names (None: enum)
 
 
 class NotEncodable(TypeError):
@@ -36,22 +37,14 @@ class CodecError(ValueError):
 
 
 def register(cls: type) -> type:
-    """Allow a frozen dataclass (every field in ``__init__``) or an enum in stored values.
+    """Allow a record (``tribuild.record``) or an enum in stored values.
     Returns ``cls``, so it also works as a decorator."""
-    if isinstance(cls, type) and issubclass(cls, enum.Enum):
-        pass
-    elif dataclasses.is_dataclass(cls) and isinstance(cls, type):
-        if not cls.__dataclass_params__.frozen:
-            raise TypeError(f"{cls.__qualname__} is not a frozen dataclass")
-        if not all(f.init for f in dataclasses.fields(cls)):
-            raise TypeError(f"{cls.__qualname__} has fields outside __init__")
-    else:
-        raise TypeError(f"{cls!r} is neither a frozen dataclass nor an enum")
+    if not isinstance(cls, type) or not (issubclass(cls, enum.Enum) or record.is_record(cls)):
+        raise TypeError(f"{cls!r} is neither a record nor an enum")
     name = f"{cls.__module__}.{cls.__qualname__}"
     _REGISTRY[name] = cls
     _NAMES[cls] = name
-    _FIELDS[cls] = None if issubclass(cls, enum.Enum) else \
-        tuple(f.name for f in dataclasses.fields(cls))
+    _FIELDS[cls] = None if issubclass(cls, enum.Enum) else record.fields(cls)
     return cls
 
 

@@ -37,8 +37,8 @@ states after merging do not depend on the order payloads arrive in.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
+from ..record import record
 from . import store
 from .loaded import decode_args
 from .memo import FIRST_RUN, NO_VALUE, key_label
@@ -48,7 +48,7 @@ FORMAT = 1
 _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MergeReport:
     installed: int
     skipped: int

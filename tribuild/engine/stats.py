@@ -10,10 +10,11 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import record
 
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class QueryStats:
     executed: int = 0
     validated: int = 0

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..record import record
 from . import codec, columns
 from .durability import DurabilityClock
 from .loaded import Loaded, decode_args, deps_starts, split_deps, without
@@ -56,7 +57,7 @@ class LoadReport:
         log.warning("engine store: %s", message)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SaveReport:
     keys: int
     values: int

@@ -22,18 +22,19 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
+
+from ..record import record
 
 CACHE_VERSION = 1
 TUNED_LEVEL = 3
 CPU_BENCH_REPEATS = 3
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelConfig:
     """Block sizes as sorted ``(name, value)`` pairs, and the launch's warps and stages."""
 

@@ -16,11 +16,11 @@ Terms:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
 from tribuild.gpu.ternarize import ternarize
+from tribuild.record import record
 
 CODES_PER_BYTE = 4
 _SHIFTS = torch.arange(CODES_PER_BYTE, dtype=torch.int32) * 2
@@ -59,7 +59,7 @@ def pack_ternary(w: torch.Tensor, scale: str = "tensor") -> tuple[torch.Tensor, 
     return pack(codes), g
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ZeroSkip:
     """Output channels with all-zero codes and K blocks of ``block_k`` zero in every channel."""
 

@@ -12,11 +12,11 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
 from tribuild.ir.graph import Graph, Node, node
 from tribuild.lang.types import ScalarT
+from tribuild.record import replace
 
 
 class Builder:

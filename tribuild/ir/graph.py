@@ -26,28 +26,28 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 
 from tribuild.lang.types import ScalarT, TensorT
+from tribuild.record import record, replace
 
 OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 
 Type = TensorT | ScalarT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class In:
     """Argument ``index`` of a call's ``inputs``."""
     index: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InList:
     """A list argument whose elements are ``inputs[i]`` for ``i`` in ``indices``."""
     indices: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Node:
     op: str
     inputs: tuple[int, ...]
@@ -69,7 +69,7 @@ def node(op: str, inputs: tuple[int, ...], type: Type, name: str = "", /, **attr
     return Node(op, tuple(inputs), tuple(sorted(attrs.items())), type, name)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Graph:
     nodes: tuple[Node, ...]
     output: int

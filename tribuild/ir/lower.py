@@ -22,7 +22,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Callable
 
 from tribuild.ir.builder import Builder
@@ -39,6 +38,7 @@ from tribuild.lang.signature import ParamSig, Signature, forward_of
 from tribuild.lang.types import ScalarT, TensorT
 from tribuild.diagnostics import register
 from tribuild.lang.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
+from tribuild.record import fields, is_record, record, replace
 
 UNSUPPORTED = register("E0601", "a construct that code generation cannot express")
 FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]
@@ -51,7 +51,7 @@ class Unsupported(Exception):
         self.span = span
 
 
-@dataclass(frozen=True)
+@record
 class Lowered:
     value: Value
     ref: int | tuple[int, ...] | None = None
@@ -209,8 +209,8 @@ class _Body:
             return e.id in self.refs
         if isinstance(e, tuple):
             return any(self.mentions_tensor(x) for x in e)
-        if hasattr(e, "__dataclass_fields__"):
-            return any(self.mentions_tensor(getattr(e, f)) for f in e.__dataclass_fields__ if f != "span")
+        if is_record(e):
+            return any(self.mentions_tensor(getattr(e, f)) for f in fields(e) if f != "span")
         return False
 
     def expr(self, e: ast.Expr) -> Lowered:

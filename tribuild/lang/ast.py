@@ -9,63 +9,64 @@ Terms:
   tree equal, which is what lets the engine cut the rebuild off right after the lexer.
   ``tribuild.lang.locate`` turns a span back into line and column for messages.
 
-All nodes are frozen, slotted dataclasses holding tuples, so trees are hashable, compare by
+All nodes are records (``tribuild.record``: frozen, slotted) holding tuples, so trees are hashable, compare by
 value (the engine backdates on equality) and serialise through the engine's codec.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
+
+from ..record import record
 
 Span = tuple[int, int]
 
 
 # --- expressions -----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class IntLit:
     value: int
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FloatLit:
     value: float
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BoolLit:
     value: bool
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StringLit:
     value: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Name:
     id: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unknown:
     """`?` in a dimension list: a dimension nobody knows."""
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unary:
     op: str  # "-", "+", "!"
     operand: Expr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Binary:
     op: str  # one of + - * / // % ** @ == != < <= > >= && ||
     left: Expr
@@ -73,7 +74,7 @@ class Binary:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Conditional:
     """`cond ? then : otherwise`."""
     cond: Expr
@@ -82,14 +83,14 @@ class Conditional:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Keyword:
     name: str
     value: Expr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Call:
     func: Expr
     args: tuple[Expr, ...]
@@ -97,27 +98,27 @@ class Call:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Index:
     value: Expr
     index: Expr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attr:
     value: Expr
     name: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListLit:
     elems: tuple[Expr, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Range:
     """`start..end`, half-open; only meaningful at construction time."""
     start: Expr
@@ -125,7 +126,7 @@ class Range:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListComp:
     """`[elem for var in iterable]`."""
     elem: Expr
@@ -134,7 +135,7 @@ class ListComp:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorExpr:
     """Stands where the parser could not read an expression (a diagnostic was emitted)."""
     span: Span
@@ -146,13 +147,13 @@ Expr = Union[IntLit, FloatLit, BoolLit, StringLit, Name, Unknown, Unary, Binary,
 
 # --- types -----------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class ScalarType:
     name: str  # as written: trit bool int int8 int32 int64 float float16 bfloat16 float32
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TensorType:
     """`Tensor<dtype, [dims]>`, `TernaryTensor<trit, [dims]>` and the older short forms.
 
@@ -167,14 +168,14 @@ class TensorType:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListType:
     """`[int]`: a construction-time list."""
     elem: TypeExpr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NamedType:
     """Any other type name (an unknown one, or a layer used as a type); checked later."""
     name: str
@@ -186,7 +187,7 @@ TypeExpr = Union[ScalarType, TensorType, ListType, NamedType]
 
 # --- statements ------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class Let:
     name: str
     type: TypeExpr | None
@@ -195,20 +196,20 @@ class Let:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Assign:
     name: str
     value: Expr
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Return:
     value: Expr | None
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class For:
     var: str
     iterable: Expr
@@ -216,7 +217,7 @@ class For:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class If:
     cond: Expr
     then: tuple[Stmt, ...]
@@ -224,7 +225,7 @@ class If:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExprStmt:
     value: Expr
     span: Span
@@ -235,7 +236,7 @@ Stmt = Union[Let, Assign, Return, For, If, ExprStmt]
 
 # --- items -----------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class Param:
     name: str
     type: TypeExpr | None
@@ -243,13 +244,13 @@ class Param:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ImportName:
     name: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Import:
     """`import "path"` (names is None: every public item) or `from "path" import A, B`."""
     path: str
@@ -258,7 +259,7 @@ class Import:
     path_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Const:
     """Top-level `let NAME: Type = value`."""
     name: str
@@ -268,7 +269,7 @@ class Const:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fn:
     name: str
     params: tuple[Param, ...]
@@ -278,7 +279,7 @@ class Fn:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Layer:
     """A layer, in one of two forms.
 
@@ -297,7 +298,7 @@ class Layer:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorItem:
     """Top-level tokens that start no item; the parser reported them."""
     span: Span

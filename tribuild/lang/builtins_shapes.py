@@ -10,7 +10,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tribuild.lang import ast, dims
@@ -20,12 +19,13 @@ from tribuild.lang.check_unify import definitely_different
 from tribuild.lang.dims import ANY, AnyDim, DimLike
 from tribuild.lang.types import FLOATS, TensorT
 from tribuild.lang.values import POISON, TensorV, Value, as_dim, is_poison, kind_of, trackable
+from tribuild.record import record
 
 if TYPE_CHECKING:
     from tribuild.lang.consteval import Ctx
 
 
-@dataclass(frozen=True)
+@record
 class Site:
     ctx: Ctx
     span: ast.Span

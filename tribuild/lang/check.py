@@ -13,7 +13,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang import ast, dims
@@ -27,12 +26,13 @@ from tribuild.lang.signature import ParamSig, Signature, forward_of
 from tribuild.lang.types import ScalarT, TensorT, Type, lower_type
 from tribuild.lang.values import (InstanceKey, LayerV, Sym, TensorV, Unk, Value, describe_instance,
                                   is_concrete, normalise)
+from tribuild.record import record
 
 __all__ = ["CheckedInstance", "check_item", "check_instance", "check_target_input", "const_value_of",
            "describe_instance", "instance_key"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CheckedInstance:
     key: InstanceKey
     diagnostics: tuple[Diagnostic, ...]

@@ -12,7 +12,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from tribuild.lang import ast, consteval, dims
@@ -28,11 +27,12 @@ from tribuild.lang.signature import ParamSig, Signature
 from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
 from tribuild.lang.values import (POISON, Callee, Choice, LayerV, TensorV, Trit, Unk, UnkList, Value, as_dim,
                                   is_bool, is_int, is_number, is_poison, kind_of)
+from tribuild.record import record
 
 Span = ast.Span
 
 
-@dataclass(frozen=True)
+@record
 class CallArgs:
     positional: tuple[tuple[Value, Span], ...]
     keywords: tuple[tuple[str, Value, Span], ...] = ()

@@ -18,11 +18,12 @@ Every operation returns ``None`` for a division or remainder by zero; callers re
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
+from ..record import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class AnyDim:
     """`?`: unifies with every dim; arithmetic with it gives `?`."""
 
@@ -33,7 +34,7 @@ class AnyDim:
 ANY = AnyDim()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Quot:
     """``num // den`` (op "//") or ``num % den`` (op "%") kept symbolic."""
     op: str
@@ -84,11 +85,11 @@ def _term_key(term: tuple[Monomial, int]) -> tuple:
     return memo(_MONOMIAL_KEYS, term[0], _monomial_key)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Dim:
     terms: tuple[tuple[Monomial, int], ...]  # normal form: sorted by monomial, no zero coefficient
 
-    # Written out (the dataclass would compare and hash a tuple holding ``terms``): dims are
+    # Written out (the record would compare and hash a tuple holding ``terms``): dims are
     # compared and hashed more than anything else in the checker.
     def __eq__(self, other: object) -> bool:
         return self.terms == other.terms if other.__class__ is Dim else NotImplemented

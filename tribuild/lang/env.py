@@ -15,12 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from ..record import record
+
 if TYPE_CHECKING:
     from tribuild.lang.signature import Signature
     from tribuild.lang.values import Value
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ItemRef:
     path: str
     item_id: str

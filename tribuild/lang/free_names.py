@@ -6,9 +6,9 @@ Terms:
 """
 from __future__ import annotations
 
-import dataclasses
 
 from tribuild.lang import ast
+from tribuild.record import fields, is_record
 
 
 def free_names(expr: ast.Expr) -> tuple[str, ...]:
@@ -25,7 +25,7 @@ def free_names(expr: ast.Expr) -> tuple[str, ...]:
             stack.append((node.elem, bound | {node.var}))
         elif isinstance(node, tuple):
             stack.extend((child, bound) for child in reversed(node))
-        elif dataclasses.is_dataclass(node):
-            fields = [getattr(node, f.name) for f in dataclasses.fields(node) if f.name != "span"]
-            stack.extend((child, bound) for child in reversed(fields))
+        elif is_record(node):
+            children = [getattr(node, name) for name in fields(node) if name != "span"]
+            stack.extend((child, bound) for child in reversed(children))
     return tuple(out)

@@ -17,15 +17,15 @@ Terms:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 from tribuild.lang.tokens import BREAKS, ITEM_KEYWORDS, LexResult
+from tribuild.record import record
 
 _KINDS = {"import": "import", "from": "import", "let": "const", "fn": "fn", "layer": "layer"}
 _ANY_DEPTH = frozenset(("import", "from", "layer"))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ItemEntry:
     id: str
     kind: str         # "import", "const", "fn", "layer" or "error"

@@ -47,7 +47,7 @@ _LINE_STARTERS = frozenset(("import", "from", "layer", "fn", "let", "return"))
 _CLOSE = {")": "(", "]": "[", "}": "{"}
 
 
-# Tokens are built without the frozen dataclass's ``__init__`` (which sets each field through
+# Tokens are built without the record's ``__init__`` (which sets each field through
 # ``object.__setattr__``): a bare instance whose slots are filled directly, one per token.
 _new = object.__new__
 _SET_KIND, _SET_TEXT, _SET_OFFSET = Token.kind.__set__, Token.text.__set__, Token.offset.__set__

@@ -12,25 +12,24 @@ Terms:
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic
 from tribuild.lang import ast
 from tribuild.lang.check_codes import Sink
 from tribuild.lang.types import Type, lower_type
+from tribuild.record import fields, is_record, record
 
 KINDS = ("fn", "layer", "functional", "const", "import", "error")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParamSig:
     name: str
     type: Type | None
     default: ast.Expr | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Signature:
     kind: str
     name: str
@@ -46,15 +45,15 @@ def rebase(node, offset: int):
     """A copy of a syntax node with every span shifted by ``-offset``."""
     if isinstance(node, tuple):
         return tuple(rebase(x, offset) for x in node)
-    if not dataclasses.is_dataclass(node):
+    if not is_record(node):
         return node
     changes = {}
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if f.name.endswith("span") and isinstance(value, tuple):
-            changes[f.name] = (value[0] - offset, value[1] - offset)
+    for name in fields(node):
+        value = getattr(node, name)
+        if name.endswith("span") and isinstance(value, tuple):
+            changes[name] = (value[0] - offset, value[1] - offset)
         else:
-            changes[f.name] = rebase(value, offset)
+            changes[name] = rebase(value, offset)
     return type(node)(**changes)
 
 

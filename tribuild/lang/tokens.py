@@ -12,10 +12,11 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import record
 
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Token:
     kind: str
     text: str

@@ -12,12 +12,12 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Union
 
 from tribuild.lang import ast, dims
 from tribuild.lang.check_codes import BAD_DIM, BAD_TYPE, DIV_ZERO
 from tribuild.lang.dims import DimLike
+from tribuild.record import record
 
 ALIASES = {"int": "int64", "float": "float32"}
 DTYPES = ("bool", "trit", "int8", "int32", "int64", "float16", "bfloat16", "float32")
@@ -44,7 +44,7 @@ def promote(a: str, b: str) -> str:
     return a if _RANK[a] > _RANK[b] else b
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ScalarT:
     dtype: str
 
@@ -52,7 +52,7 @@ class ScalarT:
         return self.dtype
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TensorT:
     dtype: str
     dims: tuple[DimLike, ...] | None
@@ -65,7 +65,7 @@ class TensorT:
         return f"{head}<{self.dtype}, {format_shape(self.dims)}>"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListT:
     elem: Type
 
@@ -73,7 +73,7 @@ class ListT:
         return f"[{self.elem}]"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NamedT:
     """A type written as a name: a layer used as a type."""
     name: str

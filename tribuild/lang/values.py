@@ -24,59 +24,59 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
 
 from tribuild.lang import dims
 from tribuild.lang.dims import DimLike
 from tribuild.lang.env import ItemRef
 from tribuild.lang.types import FLOATS, NamedT, ScalarT, TensorT, Type
+from tribuild.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Trit:
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sym:
     dim: dims.Dim
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unk:
     type: Type
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnkList:
     elem: Value | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Choice:
     options: tuple[Value, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RangeV:
     start: Value
     end: Value
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TensorV:
     type: TensorT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LayerV:
     name: str
     args: tuple[tuple[str, Value], ...]
     ref: ItemRef | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Callee:
     name: str
     ref: ItemRef | None = None
@@ -86,7 +86,7 @@ Value = Union[int, float, bool, str, tuple, Trit, Sym, Unk, UnkList, Choice, Ran
               LayerV, Callee]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InstanceKey:
     path: str
     item_id: str

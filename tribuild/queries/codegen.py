@@ -11,7 +11,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.codegen.kernels import KernelSpec, kernel_source as render_kernel
 from tribuild.codegen.module import Instance, module_text
@@ -20,22 +19,23 @@ from tribuild.engine import derived
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.semantic import checked_instance
 from tribuild.queries.targets import reached_instances, target_report
+from tribuild.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GeneratedFile:
     relpath: str
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TargetBuild:
     files: tuple[GeneratedFile, ...]
     diagnostics: tuple[Diagnostic, ...]
     problem: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ModuleSource:
     text: str | None
     kernels: tuple[KernelSpec, ...]

@@ -9,12 +9,12 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.engine import input_query
+from tribuild.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceText:
     text: str | None
     error: str | None = None

@@ -10,7 +10,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.engine import derived
@@ -21,9 +20,10 @@ from tribuild.lang.env import ItemRef
 from tribuild.lang.values import InstanceKey
 from tribuild.queries.semantic import QueryEnv, checked_instance, signature
 from tribuild.queries.syntax import item_ast
+from tribuild.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lowering:
     graph: Graph | None
     diagnostics: tuple[Diagnostic, ...]

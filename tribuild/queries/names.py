@@ -17,13 +17,13 @@ from __future__ import annotations
 import bisect
 import difflib
 import posixpath
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang import ast
 from tribuild.lang.env import ItemRef
 from tribuild.queries.syntax import item_ast, item_index, read_error
+from tribuild.record import record
 
 E_DUPLICATE = register("E0201", "a name is defined twice")
 E_IMPORT_CONFLICT = register("E0202", "an imported name is already taken")
@@ -35,7 +35,7 @@ E_IMPORT_CYCLE = register("E0206", "files import each other in a cycle")
 _DEFINING = ("const", "fn", "layer")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ResolvedImport:
     item_id: str
     target: str | None                      # project-relative path; None if it leaves the root
@@ -43,7 +43,7 @@ class ResolvedImport:
     span: ast.Span                          # the path string, relative to the import item
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scope:
     names: tuple[tuple[str, ItemRef], ...]   # sorted by name, each name once
     diagnostics: tuple[Diagnostic, ...]

@@ -2,21 +2,20 @@
 store can save and reload them without pickle (the codec decodes only registered classes)."""
 from __future__ import annotations
 
-import dataclasses
 import enum
 from types import ModuleType
 
 from tribuild.engine import codec
+from tribuild.record import is_record
 
 
 def value_classes(module: ModuleType) -> list[type]:
-    """The frozen dataclasses and enums defined in ``module``."""
+    """The records and enums defined in ``module``."""
     out = []
     for obj in vars(module).values():
         if not isinstance(obj, type) or obj.__module__ != module.__name__:
             continue
-        frozen = dataclasses.is_dataclass(obj) and obj.__dataclass_params__.frozen
-        if frozen or issubclass(obj, enum.Enum):
+        if is_record(obj) or issubclass(obj, enum.Enum):
             out.append(obj)
     return out
 

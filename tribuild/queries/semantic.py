@@ -17,7 +17,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
@@ -30,11 +29,12 @@ from tribuild.lang.signature import Signature, signature_of
 from tribuild.lang.values import InstanceKey, Value
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import item_ast
+from tribuild.record import record
 
 E_CONST_CYCLE = register("E0207", "a constant depends on itself")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SignatureResult:
     signature: Signature
     diagnostics: tuple[Diagnostic, ...]

@@ -13,7 +13,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
@@ -23,9 +22,10 @@ from tribuild.lang.lexer import lex
 from tribuild.lang.parser import parse_item
 from tribuild.lang.tokens import LexResult
 from tribuild.queries.inputs import source_text
+from tribuild.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Parsed:
     item: ast.Item
     diagnostics: tuple[Diagnostic, ...]

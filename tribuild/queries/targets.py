@@ -14,7 +14,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
@@ -24,6 +23,7 @@ from tribuild.queries.names import scope
 from tribuild.queries.semantic import (has_defaults, instance_children, instance_diagnostics,
                                        layer_instance, signature)
 from tribuild.queries.syntax import item_ast, item_index, read_error
+from tribuild.record import record
 
 Chain = tuple[tuple[str, InstanceKey], ...]
 MAX_NESTING = 64
@@ -33,7 +33,7 @@ E_CONTAINS_ITSELF = register("E0208", "a layer contains an instance of itself")
 E_TOO_DEEP = register("E0209", "layer instances nest too deeply")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reach:
     """Every instance a root reaches, with its chain; and where the walk was cut: a child that
     is one of its own ancestors (``"self"``) or nests deeper than ``MAX_NESTING``."""
@@ -109,7 +109,7 @@ def _chain_notes(root: InstanceKey, chain: Chain) -> tuple[str, ...]:
     return tuple(notes)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TargetReport:
     root: InstanceKey | None
     problem: str | None                 # a target that cannot be instantiated: a config error

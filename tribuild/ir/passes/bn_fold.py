@@ -11,10 +11,10 @@ with an empty epilogue (no bn, activation or residual yet).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node, node
+from tribuild.record import replace
 
 TERNARY_LAYERS = ("TernaryConv2d", "TernaryLinear")
 

@@ -12,12 +12,12 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node
 from tribuild.ir.passes.bn_fold import as_ternary, single_use
+from tribuild.record import replace
 
 EPILOGUE_ACTS = ("relu", "relu6", "silu", "gelu", "sigmoid")
 

@@ -14,10 +14,10 @@ Terms (each rule keeps the value and its type exactly):
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, In, Node, node
+from tribuild.record import replace
 
 ACTIVATION_LAYERS = {"ReLU": "relu", "ReLU6": "relu6", "GELU": "gelu", "SiLU": "silu",
                      "Sigmoid": "sigmoid", "Tanh": "tanh"}

@@ -1,0 +1,97 @@
+"""Records: the compiler's immutable value classes, cheap to define.
+
+A *record* is a class decorated with ``@record``. Its *fields* are the names it annotates, in
+order, each with an optional default. The decorator returns a slotted copy of the class with
+an ``__init__`` taking the fields, field-wise ``__eq__`` (equal only to the same class) and
+``__hash__`` and a ``__repr__`` (each unless the class writes its own), ``__match_args__``, and
+``__setattr__``/``__delattr__`` that raise ``FrozenInstanceError``: what
+``@dataclass(frozen=True, slots=True)`` gives, without ``field()``, ``__post_init__`` or
+inheritance (records need none of them).
+
+Why not dataclasses: they compile every generated method from source, about 0.9 ms per
+class; importing the compiler spent 108 of its 172 ms there. A record compiles only its
+``__init__`` (whose signature is the class's own); the other methods are shared functions
+reading the fields through a per-class ``operator.attrgetter``. ``fields`` and ``replace``
+serve records as their dataclasses namesakes serve dataclasses.
+"""
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError
+from operator import attrgetter
+
+
+def record(cls: type) -> type:
+    """The record made from ``cls`` (see the module docstring)."""
+    names = tuple(cls.__dict__.get("__annotations__", {}))
+    defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
+    body = {k: v for k, v in cls.__dict__.items()
+            if k not in defaults and k not in ("__dict__", "__weakref__")}
+    shared = {"__init__": _init(cls.__qualname__, names, defaults), "__eq__": _eq,
+              "__hash__": _hash, "__repr__": _repr, "__setattr__": _setattr,
+              "__delattr__": _delattr, "__reduce__": _reduce}
+    for method, function in shared.items():
+        body.setdefault(method, function)
+    body["__slots__"] = names
+    body["__match_args__"] = names
+    body["__record_fields__"] = names
+    body["_record_key"] = attrgetter(*names) if names else staticmethod(_no_fields)
+    return type(cls)(cls.__name__, cls.__bases__, body)
+
+
+def _init(qualname: str, names: tuple[str, ...], defaults: dict):
+    params = ", ".join(f"{n}=_default_{n}" if n in defaults else n for n in names)
+    sets = "".join(f"\n    _set(self, {n!r}, {n})" for n in names) or "\n    pass"
+    namespace = {"_set": object.__setattr__}
+    namespace.update((f"_default_{n}", v) for n, v in defaults.items())
+    exec(f"def __init__(self, {params}):{sets}", namespace)
+    init = namespace["__init__"]
+    init.__qualname__ = f"{qualname}.__init__"
+    return init
+
+
+def _no_fields(obj) -> tuple:
+    return ()
+
+
+def _eq(self, other):
+    if other.__class__ is self.__class__:
+        return self._record_key(self) == other._record_key(other)
+    return NotImplemented
+
+
+def _hash(self):
+    return hash(self._record_key(self))
+
+
+def _repr(self):
+    shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__record_fields__)
+    return f"{self.__class__.__qualname__}({shown})"
+
+
+def _setattr(self, name, value):
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _delattr(self, name):
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _reduce(self):
+    return (self.__class__, tuple(getattr(self, n) for n in self.__record_fields__))
+
+
+def is_record(obj) -> bool:
+    """Whether ``obj`` is a record class or an instance of one."""
+    return hasattr(obj, "__record_fields__")
+
+
+def fields(obj) -> tuple[str, ...]:
+    """The field names of a record class or instance, in order."""
+    return obj.__record_fields__
+
+
+def replace(obj, **changes):
+    """A copy of the record ``obj`` with the given fields changed."""
+    values = {n: getattr(obj, n) for n in obj.__record_fields__}
+    values.update(changes)
+    return obj.__class__(**values)
