@@ -3,8 +3,11 @@
 Terms:
 - *spec*: ``LayerSpec``: the parameters in order, each ``(name, kind, default)`` where kind is
   ``int``, ``float``, ``bool``, ``str`` or ``layers`` and ``REQUIRED`` marks a parameter with no
-  default; ``check`` validates evaluated arguments (divisibility); ``apply`` is the shape rule
-  ``(args, input type, site) -> output value``.
+  default; ``check`` validates evaluated arguments (ranges, then divisibility); ``apply`` is
+  the shape rule ``(args, input type, site) -> output value``.
+- *range*: the values PyTorch accepts for a parameter (sizes at least 1, padding at least 0,
+  ``eps`` above 0, a dropout probability in [0, 1]). A symbolic value is checked where it
+  becomes concrete, in an instance.
 - ``None`` as a default of a pool's ``stride`` means "equal to the kernel", as in PyTorch.
 """
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Callable
 
 from tribuild.lang import dims
 from tribuild.lang.builtins_shapes import Site, expect_dim, float_dtype, pool2d, tensor_of, window
-from tribuild.lang.check_codes import DIVISIBILITY
+from tribuild.lang.check_codes import DIVISIBILITY, OUT_OF_RANGE
 from tribuild.lang.types import TensorT
 from tribuild.lang.values import POISON, TensorV, Value, as_dim
 
@@ -26,7 +29,7 @@ Args = dict[str, Value]
 class LayerSpec:
     params: tuple[tuple[str, str, object], ...]
     apply: Callable[[Args, Value, Site], Value]
-    check: Callable[[Args, Site], None] = lambda args, site: None
+    check: Callable[[Args, Site], None] = lambda args, site: _in_range(args, site)
     names: tuple[str, ...] = field(init=False)  # the parameter names, in order
     required: frozenset[str] = field(init=False)  # those without a default
 
@@ -58,7 +61,36 @@ def _conv(args: Args, x: Value, site: Site) -> Value:
     return TensorV(TensorT(float_dtype(t), (t.dims[0], as_dim(args["out_channels"]), h, w)))
 
 
+_AT_LEAST = {"in_features": 1, "out_features": 1, "in_channels": 1, "out_channels": 1, "kernel": 1,
+             "stride": 1, "padding": 0, "groups": 1, "features": 1, "d": 1, "heads": 1}
+
+
+def _in_range(args: Args, site: Site) -> bool:
+    """Report the first argument outside its range; True when all are inside."""
+    for name, value in args.items():
+        problem = _range_problem(name, value)
+        if problem:
+            site.error(OUT_OF_RANGE, f"{name} = {value!r} {problem}", label="argument out of range")
+            return False
+    return True
+
+
+def _range_problem(name: str, value: Value) -> str | None:
+    if name in _AT_LEAST:
+        n = dims.as_int(as_dim(value))
+        return f"must be at least {_AT_LEAST[name]}" if n is not None and n < _AT_LEAST[name] else None
+    if type(value) not in (int, float):
+        return None
+    if name == "eps" and value <= 0:
+        return "must be greater than 0"
+    if name == "p" and not 0 <= value <= 1:
+        return "must be between 0 and 1"
+    return None
+
+
 def _check_groups(args: Args, site: Site) -> None:
+    if not _in_range(args, site):
+        return
     if args["groups"] == 1 and type(args["groups"]) is int:
         return  # every channel count is a multiple of 1
     groups = as_dim(args["groups"])
@@ -96,6 +128,8 @@ def _attention(args: Args, x: Value, site: Site) -> Value:
 
 
 def _check_heads(args: Args, site: Site) -> None:
+    if not _in_range(args, site):
+        return
     rest = dims.mod(as_dim(args["d"]), as_dim(args["heads"]))
     if rest is None or (dims.as_int(rest) or 0) != 0:
         site.error(DIVISIBILITY, f"d = {dims.format_dim(as_dim(args['d']))} is not divisible by "

@@ -44,6 +44,7 @@ DIV_ZERO = register("E0502", "division by zero")
 INDEX_RANGE = register("E0503", "index out of range")
 BUDGET = register("E0504", "construction-time evaluation exceeds its work bound")
 CONST_TYPE = register("E0505", "construction-time operation on values of the wrong type")
+OUT_OF_RANGE = register("E0506", "a built-in layer's argument is outside the range it accepts")
 
 
 @dataclass(slots=True)
