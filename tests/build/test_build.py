@@ -171,3 +171,30 @@ def test_write_if_changed_leaves_equal_files_alone(tmp_path):
     assert outputs.write_if_changed(path, b"x") is False and os.stat(path).st_mtime_ns == 5
     assert outputs.write_if_changed(path, b"y") is True and Path(path).read_bytes() == b"y"
     assert not [p for p in os.listdir(tmp_path / "a") if p.endswith(".tmp")]
+
+
+def test_write_syncs_each_file_before_its_rename_and_each_folder_after(tmp_path, monkeypatch):
+    """Durability without ``os.sync``: every temporary file is fsynced before any rename, and
+    every folder that received a file is fsynced after its last rename; nothing else is."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
+        ("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(
+        ("replace", src, dst)), real_replace(src, dst))[1])
+    monkeypatch.setattr(os, "sync", lambda: events.append(("sync",)))
+    outputs.write_changed({str(tmp_path / "same.py"): b"x"})
+    events.clear()
+    files = {str(tmp_path / name): name.encode() for name in
+             ("same.py", "a.py", "k/b.py", "k/c.py", "k/d/e.py")}
+    files[str(tmp_path / "same.py")] = b"x"
+    assert outputs.write_changed(files) == sorted(set(files) - {str(tmp_path / "same.py")})
+    synced = [e[1] for e in events if e[0] == "fsync"]
+    renames = [e for e in events if e[0] == "replace"]
+    first_rename = events.index(renames[0])
+    assert sorted(synced[:len(renames)]) == sorted(src for _, src, _ in renames)
+    assert all(e[0] == "fsync" for e in events[:first_rename])
+    folders = {str(tmp_path), str(tmp_path / "k"), str(tmp_path / "k" / "d")}
+    assert sorted(synced[len(renames):]) == sorted(folders)
+    assert all(e[0] == "fsync" for e in events[events.index(renames[-1]) + 1:])
+    assert ("sync",) not in events and len(synced) == len(renames) + len(folders)

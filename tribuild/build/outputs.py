@@ -7,6 +7,10 @@ Terms:
 - *write if changed*: an output whose file already holds the same bytes is left alone, so its
   mtime does not move (what ninja's ``restat = 1`` and make rely on); otherwise it is written
   to a temporary file, synced to disk and renamed into place.
+- *durable*: on disk, so it survives a crash of the machine, not only of tribuild: a file's
+  bytes after ``fsync`` of the file, a rename after ``fsync`` of its folder. Only what a
+  build wrote is synced, never the whole system (``os.sync`` waits for every other
+  program's writes too).
 - *record*: ``<out>/.tribuild-outputs.json``, what tribuild wrote for each target: relative
   path -> digest of the bytes written. Only recorded files are ever deleted, and only while
   they still hold the bytes tribuild wrote: a file a person edited or put there is kept.
@@ -32,6 +36,7 @@ from tribuild.record import record
 
 RECORD = ".tribuild-outputs.json"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+_SYNC_THREADS = 32            # fsyncs in flight at once
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -85,10 +90,10 @@ def write_if_changed(path: str, data: bytes) -> bool:
 
 def write_changed(files: dict[str, bytes]) -> list[str]:
     """Write every ``path: data`` whose file does not already hold exactly ``data``, as one
-    batch: all temporary files are written, then flushed to disk with one ``os.sync`` (one
-    call instead of an fsync per file: a clean build writes hundreds of kernel files), then
-    renamed into place, then each folder is fsynced once. A crash at any point leaves every
-    file with either its old or its new bytes. Returns the paths written, in order."""
+    batch: all temporary files are written and made durable, then renamed into place, then
+    each folder that received one is made durable. A crash at any point leaves every file
+    with either its old or its new bytes; once this returns, the new ones are durable.
+    Returns the paths written, in order."""
     changed = [path for path in sorted(files) if not _holds(path, files[path])]
     temps = []
     try:
@@ -100,8 +105,7 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
             with os.fdopen(fd, "wb") as file:
                 file.write(files[path])
             os.chmod(tmp, 0o666 & ~_UMASK)   # mkstemp's files are private; outputs are not
-        if changed:
-            os.sync()
+        fsync_all(temps)
         for tmp, path in zip(temps, changed):
             os.replace(tmp, path)
     except BaseException as err:
@@ -112,13 +116,30 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
             raise WriteFailed(where, f"cannot write outputs: {err.strerror or err}; each "
                               "output holds its previous or its new bytes") from err
         raise
-    for folder in sorted({os.path.dirname(path) or "." for path in changed}):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fsync_all(sorted({os.path.dirname(path) or "." for path in changed}))
     return changed
+
+
+def fsync_all(paths: list[str]) -> None:
+    """Make each file or folder of ``paths`` durable, concurrently when there are several: a
+    journalling file system (ext4, xfs) commits the fsyncs that wait at the same time
+    together, so a batch costs about one commit instead of one per file."""
+    if len(paths) < 2:
+        for path in paths:
+            _fsync(path)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(min(len(paths), _SYNC_THREADS)) as pool:
+        for _ in pool.map(_fsync, paths):     # re-raises the first OSError
+            pass
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _holds(path: str, data: bytes) -> bool:
