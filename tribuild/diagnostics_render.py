@@ -13,7 +13,6 @@ editors and CI annotators can parse it. Colour (ANSI) is off unless asked for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
@@ -31,11 +30,13 @@ class Source(Protocol):
     def char_range(self, loc: Loc) -> tuple[int, int]: ...
 
 
-@dataclass(slots=True)
 class TextSources:
     """A ``Source`` over file texts (a missing file reads as empty)."""
-    texts: Mapping[str, str]
-    _maps: dict[str, SourceMap] = field(default_factory=dict)
+    __slots__ = ("texts", "_maps")
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self.texts = texts
+        self._maps: dict[str, SourceMap] = {}
 
     def text(self, path: str) -> str:
         return self.texts.get(path, "")

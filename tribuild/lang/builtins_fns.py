@@ -9,7 +9,6 @@ Terms:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Callable
 
 from tribuild.lang import ast, dims
@@ -26,16 +25,14 @@ from tribuild.lang.values import (POISON, TensorV, Trit, Unk, Value, as_dim, is_
 Args = dict[str, Value]
 
 
-@dataclass(frozen=True)
 class FnSpec:
-    params: tuple[tuple[str, object], ...]
-    rule: Callable[[Args, Site], Value]
-    names: tuple[str, ...] = field(init=False)  # the parameter names, in order
-    required: frozenset[str] = field(init=False)  # those without a default
+    """``names``: the parameter names, in order; ``required``: those without a default."""
+    __slots__ = ("params", "rule", "names", "required")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "names", tuple(p for p, _ in self.params))
-        object.__setattr__(self, "required", frozenset(p for p, d in self.params if d is REQUIRED))
+    def __init__(self, params: tuple[tuple[str, object], ...], rule: Callable[[Args, Site], Value]) -> None:
+        self.params, self.rule = params, rule
+        self.names = tuple(p for p, _ in params)
+        self.required = frozenset(p for p, d in params if d is REQUIRED)
 
 
 def _elementwise(args: Args, site: Site) -> Value:

@@ -12,7 +12,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 from tribuild.lang import dims
@@ -25,17 +24,15 @@ REQUIRED = object()
 Args = dict[str, Value]
 
 
-@dataclass(frozen=True)
 class LayerSpec:
-    params: tuple[tuple[str, str, object], ...]
-    apply: Callable[[Args, Value, Site], Value]
-    check: Callable[[Args, Site], None] = lambda args, site: _in_range(args, site)
-    names: tuple[str, ...] = field(init=False)  # the parameter names, in order
-    required: frozenset[str] = field(init=False)  # those without a default
+    """``names``: the parameter names, in order; ``required``: those without a default."""
+    __slots__ = ("params", "apply", "check", "names", "required")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "names", tuple(p for p, _, _ in self.params))
-        object.__setattr__(self, "required", frozenset(p for p, _, d in self.params if d is REQUIRED))
+    def __init__(self, params: tuple[tuple[str, str, object], ...], apply: Callable[[Args, Value, Site], Value],
+                 check: Callable[[Args, Site], object] | None = None) -> None:
+        self.params, self.apply, self.check = params, apply, check or _in_range
+        self.names = tuple(p for p, _, _ in params)
+        self.required = frozenset(p for p, _, d in params if d is REQUIRED)
 
 
 def _same(args: Args, x: Value, site: Site) -> Value:

@@ -9,8 +9,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.lang.ast import Span
 
@@ -47,12 +45,13 @@ CONST_TYPE = register("E0505", "construction-time operation on values of the wro
 OUT_OF_RANGE = register("E0506", "a built-in layer's argument is outside the range it accepts")
 
 
-@dataclass(slots=True)
 class Sink:
     """Collects the diagnostics of one checking run of one item."""
-    path: str
-    item_id: str | None
-    diags: list[Diagnostic] = field(default_factory=list)
+    __slots__ = ("path", "item_id", "diags")
+
+    def __init__(self, path: str, item_id: str | None, diags: list[Diagnostic] | None = None) -> None:
+        self.path, self.item_id = path, item_id
+        self.diags: list[Diagnostic] = [] if diags is None else diags
 
     def loc(self, span: Span) -> Loc:
         return Loc(self.path, self.item_id, span)

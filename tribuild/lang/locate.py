@@ -11,8 +11,6 @@ tokens (the query layer) reuse it; ``SourceMap`` bundles it with one file's text
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from tribuild.diagnostics import Loc
 from tribuild.lang.items import ItemEntry, split_items
 from tribuild.lang.lexer import lex
@@ -48,17 +46,14 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
-@dataclass(frozen=True, slots=True)
 class SourceMap:
     """One file's text with its tokens and items, for locating its Locs."""
-    text: str
-    tokens: LexResult = field(init=False)
-    items: tuple[ItemEntry, ...] = field(init=False)
+    __slots__ = ("text", "tokens", "items")
 
-    def __post_init__(self) -> None:
-        tokens = lex(self.text)
-        object.__setattr__(self, "tokens", tokens)
-        object.__setattr__(self, "items", split_items(tokens))
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: LexResult = lex(text)
+        self.items: tuple[ItemEntry, ...] = split_items(self.tokens)
 
     def char_range(self, loc: Loc) -> tuple[int, int]:
         return char_range(self.tokens, self.items, loc)
