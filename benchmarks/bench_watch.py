@@ -2,18 +2,26 @@
 
 Each case runs `tribuild watch --json --debounce 50` on a copy of the zoo's models with a
 Tribuild.toml holding one target, waits for its first build, then edits a file and, as an
-outside observer, polls the target's module until its bytes change (*latency*: from just
-before the write to the new bytes being readable). A comment edit changes no output: its
+outside observer, polls the target's module every 0.5 ms until its bytes change
+(*latency*: from just before the write to the new bytes being readable). A comment edit changes no output: its
 latency is taken at the arrival of the watch's `rebuild` event on stdout instead. The edit
 toggles between two texts, so every repeat is a real change; repeats are spaced out so
-each is one rebuild. Also recorded: the watch's own time for the rebuild (`ms` of the
-event: from the end of the debounce to the outputs written) and the queries re-run.
+each is one rebuild. Also recorded, from the `rebuild` event: the watch's own time (`ms`:
+from the start of the rebuild to the outputs written), its *phases* (``late``: from the end
+of the debounce to the start; ``read sources``; ``build units``: the queries; ``collect
+outputs``; ``write outputs``: durable, stale ones deleted, the record saved), the queries
+re-run, and the CPU time of the watch process per rebuild (user + system, from
+/proc/PID/stat, the mean over the repeats: the clock ticks are 10 ms).
 
-Goal: latency <= debounce + 30 ms, the same for ResNet-18 and ResNet-152. Writes
+``--before DIR`` measures another tribuild too (DIR holds its ``tribuild`` package, e.g. a
+``git worktree`` of an earlier commit; it goes first on PYTHONPATH): each case then runs
+both, one watch process each on its own copy, their repeats alternating, so both see the
+same load. Goal: latency <= debounce + 30 ms, the same for ResNet-18 and ResNet-152. Writes
 benchmarks/results/watch.json and watch.md; the machine is shared, so the load average
-before and after is recorded and figures are medians.
+before and after is recorded and figures are medians. Children run with bytecode caching
+on, as installed.
 
-    python benchmarks/bench_watch.py [--repeats N]
+    python benchmarks/bench_watch.py [--repeats N] [--before DIR]
 """
 from __future__ import annotations
 
@@ -36,6 +44,9 @@ RESULTS = REPO / "benchmarks" / "results"
 BLOCKS = "models/blocks/resnet_blocks.tri"
 DEBOUNCE_MS = 50
 GOAL_MS = 30
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+POLL = 0.0005      # seconds between two reads of the module: a busy loop would take a core
+PHASES = ("late", "read sources", "build units", "collect outputs", "write outputs")
 CASES = {
     # name: (target, (old, new) in BLOCKS, the module changes)
     "resnet18 body edit": ("resnet18", ("let y = relu(bn1", "let y = relu6(bn1"), True),
@@ -61,12 +72,14 @@ def project(base: Path, target: str) -> Path:
 
 
 class Watch:
-    """`tribuild watch --json` as a process; its events arrive in a queue with their time."""
+    """`tribuild watch --json` as a process (with the package of ``package`` first on
+    PYTHONPATH, if given); its events arrive in a queue with their time."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, package: Path | None = None):
+        env = CHILD_ENV | ({"PYTHONPATH": str(package)} if package else {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tribuild", "watch", "--json", "--debounce", str(DEBOUNCE_MS)],
-            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -80,63 +93,123 @@ class Watch:
             if event["event"] == "rebuild":
                 return at, event
 
+    def cpu_seconds(self) -> float:
+        """User + system time of the process so far, every thread included."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(60)
 
 
-def measure(root: Path, target: str, edit: tuple[str, str], changes_output: bool,
-            repeats: int) -> list[dict]:
-    watch = Watch(root)
+class Case:
+    """One case on one tribuild: a project copy and its running watch."""
+
+    def __init__(self, base: Path, target: str, edit: tuple[str, str], changes_output: bool,
+                 package: Path | None):
+        self.root = project(base, target)
+        self.target, self.edit, self.changes_output = target, edit, changes_output
+        self.watch = Watch(self.root, package)
+        self.watch.rebuild()
+        self.runs: list[dict] = []
+        self.cpu = self.watch.cpu_seconds()
+
+    def once(self) -> None:
+        """Apply the edit (forward on even runs, back on odd ones) and time it."""
+        module = self.root / "out" / f"{self.target}.py"
+        blocks = self.root / BLOCKS
+        text = blocks.read_text()
+        old, new = self.edit if len(self.runs) % 2 == 0 else self.edit[::-1]
+        before = module.read_bytes()
+        start = time.perf_counter()
+        blocks.write_text(text.replace(old, new, 1))
+        seen = None
+        while self.changes_output and seen is None:
+            if module.read_bytes() != before:
+                seen = time.perf_counter()
+            elif time.perf_counter() - start > 30:
+                raise SystemExit(f"{self.target}: the module did not change")
+            else:
+                time.sleep(POLL)
+        at, event = self.watch.rebuild(60)
+        assert event["ok"], event
+        self.runs.append({"latency_ms": 1e3 * ((seen or at) - start), "event_ms": event["ms"],
+                          "phases_ms": event.get("phases", {}),
+                          "reran": sum(event["executed"].values()),
+                          "written": len(event["written"])})
+
+    def finish(self) -> dict:
+        cpu = self.watch.cpu_seconds() - self.cpu
+        self.watch.stop()
+        return summarize(self.runs, cpu)
+
+
+def measure(base: Path, name: str, packages: dict[str, Path | None], repeats: int
+            ) -> dict[str, dict]:
+    """Each variant of ``packages`` (label -> package folder) on case ``name``, their runs
+    alternating; label -> summary."""
+    target, edit, changes_output = CASES[name]
+    cases = {}
     try:
-        watch.rebuild()
-        module = root / "out" / f"{target}.py"
-        blocks = root / BLOCKS
-        runs = []
-        for i in range(repeats * 2):                       # forward and back: 2 per repeat
-            text = blocks.read_text()
-            old, new = edit if i % 2 == 0 else edit[::-1]
-            before = module.read_bytes()
-            start = time.perf_counter()
-            blocks.write_text(text.replace(old, new, 1))
-            seen = None
-            while changes_output and seen is None:
-                if module.read_bytes() != before:
-                    seen = time.perf_counter()
-                elif time.perf_counter() - start > 30:
-                    raise SystemExit(f"{target}: the module did not change")
-            at, event = watch.rebuild(60)
-            assert event["ok"], event
-            runs.append({"latency_ms": 1e3 * ((seen or at) - start), "event_ms": event["ms"],
-                         "reran": sum(event["executed"].values()), "written": len(event["written"])})
-            time.sleep(0.3)
-        return runs
+        for label, package in packages.items():
+            cases[label] = Case(base / label, target, edit, changes_output, package)
+        for _ in range(repeats * 2):                      # forward and back: 2 per repeat
+            for case in cases.values():
+                case.once()
+                time.sleep(0.3)
+        return {label: case.finish() for label, case in cases.items()}
     finally:
-        watch.stop()
+        for case in cases.values():
+            if case.watch.proc.poll() is None:
+                case.watch.stop()
 
 
-def summarize(runs: list[dict]) -> dict:
+def summarize(runs: list[dict], cpu_seconds: float) -> dict:
     latency = statistics.median(r["latency_ms"] for r in runs)
+    phases = {p: round(statistics.median(r["phases_ms"].get(p, 0.0) for r in runs), 1)
+              for p in PHASES if any(p in r["phases_ms"] for r in runs)}
     return {"latency_ms": round(latency, 1),
             "beyond_debounce_ms": round(latency - DEBOUNCE_MS, 1),
             "watch_ms": round(statistics.median(r["event_ms"] for r in runs), 1),
+            "phases_ms": phases,
+            "cpu_ms_per_rebuild": round(1e3 * cpu_seconds / len(runs), 1),
             "reran": statistics.median(r["reran"] for r in runs),
             "written": statistics.median(r["written"] for r in runs),
             "runs_ms": [round(r["latency_ms"], 1) for r in runs]}
 
 
-def report(results: dict, load: tuple) -> str:
+def report(results: dict, before: dict, load: tuple) -> str:
     lines = ["# tribuild watch: latency from a file write to the outputs on disk", "",
              f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, debounce {DEBOUNCE_MS} ms, "
              f"load average before {load[0]:.2f}, after {load[1]:.2f}. Medians of the repeats "
              "(each edit applied and reverted). Body edits: observed by polling the module's "
              "bytes; comment edits change no output: observed at the `rebuild` event.", "",
-             "| case | latency | beyond debounce | watch's own time | queries re-run | outputs written | runs |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+             "| case | latency | beyond debounce | watch's own time | CPU per rebuild | queries re-run | outputs written | runs |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, r in results.items():
         lines.append(f"| {name} | {r['latency_ms']} ms | {r['beyond_debounce_ms']} ms | "
-                     f"{r['watch_ms']} ms | {r['reran']:g} | {r['written']:g} | "
-                     f"{', '.join(f'{x:.0f}' for x in r['runs_ms'])} |")
+                     f"{r['watch_ms']} ms | {r['cpu_ms_per_rebuild']} ms | {r['reran']:g} | "
+                     f"{r['written']:g} | {', '.join(f'{x:.0f}' for x in r['runs_ms'])} |")
+    lines += ["", "Where the time beyond the debounce goes (medians of each phase, ms; *rest*: "
+              "the event's way from the write to the watch, and for body edits the part of "
+              "`write outputs` after the module is visible, with a minus sign):", "",
+              "| case | beyond debounce | " + " | ".join(PHASES) + " | rest |",
+              "|---|---:|" + "---:|" * (len(PHASES) + 1)]
+    for name, r in results.items():
+        phases = [r["phases_ms"].get(p, 0.0) for p in PHASES]
+        rest = r["beyond_debounce_ms"] - sum(phases)
+        lines.append(f"| {name} | {r['beyond_debounce_ms']} | "
+                     + " | ".join(f"{x:.1f}" for x in phases) + f" | {rest:.1f} |")
+    if before:
+        lines += ["", "Before and after, measured in alternation in this run (`--before`):", "",
+                  "| case | latency before | after | watch's own time before | after | CPU per rebuild before | after |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, r in results.items():
+            b = before[name]
+            lines.append(f"| {name} | {b['latency_ms']} ms | {r['latency_ms']} ms | "
+                         f"{b['watch_ms']} ms | {r['watch_ms']} ms | "
+                         f"{b['cpu_ms_per_rebuild']} ms | {r['cpu_ms_per_rebuild']} ms |")
     lines += ["", "| goal | met |", "|---|---|"]
     for name, r in results.items():
         met = "yes" if r["beyond_debounce_ms"] <= GOAL_MS else "no"
@@ -147,21 +220,29 @@ def report(results: dict, load: tuple) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tribuild", type=Path, metavar="DIR",
+                        help="the folder holding the tribuild package measured (default: the "
+                        "installed one)")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="also measure the tribuild package in DIR, in alternation")
     args = parser.parse_args()
+    packages = {"after": args.tribuild} | ({"before": args.before} if args.before else {})
     load_before = os.getloadavg()[0]
-    results = {}
+    results, before = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (target, edit, changes_output) in CASES.items():
-            root = project(Path(tmp), target)
-            results[name] = summarize(measure(root, target, edit, changes_output, args.repeats))
-            print(name, results[name], file=sys.stderr)
+        for name in CASES:
+            got = measure(Path(tmp), name, packages, args.repeats)
+            results[name] = got["after"]
+            if "before" in got:
+                before[name] = got["before"]
+            print(name, got, file=sys.stderr)
     load = (load_before, os.getloadavg()[0])
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "watch.json").write_text(json.dumps(
         {"cpus": os.cpu_count(), "python": sys.version.split()[0], "debounce_ms": DEBOUNCE_MS,
          "load_before": load[0], "load_after": load[1], "goal_beyond_debounce_ms": GOAL_MS,
-         "cases": results}, indent=1) + "\n")
-    (RESULTS / "watch.md").write_text(report(results, load))
+         "cases": results} | ({"before": before} if before else {}), indent=1) + "\n")
+    (RESULTS / "watch.md").write_text(report(results, before, load))
 
 
 if __name__ == "__main__":

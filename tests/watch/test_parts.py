@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 
 import pytest
 
@@ -44,7 +45,10 @@ def test_a_burst_of_events_is_one_batch_and_bumps_the_generation_each_time():
     changes = Changes(debounce=0.05)
     for path in ("a.tri", "b.tri", "a.tri"):
         changes.note({path})
-    assert changes.take() == (frozenset({"a.tri", "b.tri"}), 3)
+    start = time.monotonic()
+    batch = changes.take()
+    assert (batch.paths, batch.generation) == (frozenset({"a.tri", "b.tri"}), 3)
+    assert batch.due <= time.monotonic() and batch.due <= start + 0.05   # 50 ms after the last note
     with changes.current(3) as current:
         assert current
     changes.note({"c.tri"})
@@ -64,7 +68,7 @@ def test_stop_ends_a_waiting_take():
 
 def _rebuild(failed: tuple[str, ...], errors=()) -> Rebuild:
     return Rebuild(("models/mlp.tri",), {"lexed": 1, "read_error": 1}, 40, ("mlp.py",), (),
-                   0.0123, failed, (), errors, None)
+                   0.0123, {"late": 0.001, "build units": 0.01}, failed, (), errors, None)
 
 
 def test_plain_screen_reports_each_rebuild_and_when_errors_are_fixed():

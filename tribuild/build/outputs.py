@@ -63,14 +63,19 @@ def resolve(out_dir: str, relpath: str) -> str:
     return os.path.join(out_dir, *norm.split("/"))
 
 
-def inside_output(out_dir: str, relpath: str) -> str:
-    """``resolve``, then refuse (WriteFailed) a path whose folder leads outside ``out_dir``
-    through a symbolic link."""
-    path = resolve(out_dir, relpath)
-    if not resolves_inside(out_dir, os.path.dirname(path)):
-        raise WriteFailed(path, f"refusing to write `{relpath}`: its folder leads outside the "
-                          f"output folder through a symbolic link")
-    return path
+def inside_output(out_dir: str, relpaths) -> dict[str, str]:
+    """``resolve`` each of ``relpaths``: relpath -> path; refuse (WriteFailed) a path whose
+    folder leads outside ``out_dir`` through a symbolic link (each folder checked once)."""
+    paths = {rel: resolve(out_dir, rel) for rel in relpaths}
+    inside = {}
+    for rel, path in paths.items():
+        folder = os.path.dirname(path)
+        if folder not in inside:
+            inside[folder] = resolves_inside(out_dir, folder)
+        if not inside[folder]:
+            raise WriteFailed(path, f"refusing to write `{rel}`: its folder leads outside the "
+                              f"output folder through a symbolic link")
+    return paths
 
 
 def _relative(relpath: str) -> bool:
@@ -189,7 +194,7 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     (target -> its relpaths). Then delete what is stale: what those targets produced before
     but not now, and what targets no longer in ``targets`` (those of the configuration)
     produced. A target that failed keeps its previous outputs and record."""
-    paths = {rel: inside_output(out_dir, rel) for rel in sorted(files)}
+    paths = inside_output(out_dir, sorted(files))
     mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
     names = {os.path.basename(p) for p in mine}
     for folder in sorted({os.path.dirname(p) for p in mine}):

@@ -14,7 +14,8 @@ Terms:
   current one (``Changes.current``), so nothing from a superseded revision is ever written.
 - *batch*: the paths changed since the last batch, handed to the builder once no event
   came for ``debounce`` seconds (an editor's save is often several events: a write to a
-  temporary file, a rename, an attribute change).
+  temporary file, a rename, an attribute change). Its *due* time is the end of that quiet
+  period (``time.monotonic()``); how late the builder starts after it is reported.
 """
 from __future__ import annotations
 
@@ -23,11 +24,24 @@ import threading
 import time
 from contextlib import contextmanager
 
-from watchdog.events import FileSystemEventHandler
+from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent,
+                             FileCreatedEvent, FileDeletedEvent, FileModifiedEvent,
+                             FileMovedEvent, FileSystemEventHandler)
 
 from ..record import record
 
-IGNORED_EVENTS = ("opened", "closed_no_write")
+# The kinds of events asked of the OS. Not opening a file, closing it unwritten or a
+# folder's own changes: every rebuild reads every source, and each read would be two events
+# through watchdog's threads, competing with the builder for the interpreter.
+EVENTS = (FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileDeletedEvent,
+          FileMovedEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent)
+
+
+@record
+class Batch:
+    paths: frozenset[str]
+    generation: int                 # the generation the batch ends at
+    due: float                      # when its quiet period ended (time.monotonic())
 
 
 @record
@@ -81,16 +95,16 @@ class Changes:
             self._last = time.monotonic()
             self._cond.notify_all()
 
-    def take(self) -> tuple[frozenset[str], int] | None:
-        """Wait for a batch quiet for ``debounce`` seconds: (its paths, the generation it
-        ends at). None once ``stop`` was called."""
+    def take(self) -> Batch | None:
+        """Wait for a batch quiet for ``debounce`` seconds; None once ``stop`` was called."""
         with self._cond:
             while not self._stopped:
                 if self._paths:
-                    left = self._last + self.debounce - time.monotonic()
+                    due = self._last + self.debounce
+                    left = due - time.monotonic()
                     if left <= 0:
                         paths, self._paths = frozenset(self._paths), set()
-                        return paths, self.generation
+                        return Batch(paths, self.generation, due)
                     self._cond.wait(left)
                 else:
                     self._cond.wait()
@@ -117,9 +131,6 @@ class Handler(FileSystemEventHandler):
         self.on_change = on_change
 
     def on_any_event(self, event) -> None:
-        if event.event_type in IGNORED_EVENTS or (event.is_directory
-                                                  and event.event_type == "modified"):
-            return
         scope = self.scope
         paths = {scope.relevant(p, event.is_directory)
                  for p in (event.src_path, getattr(event, "dest_path", "")) if p}
@@ -149,7 +160,7 @@ class Watches:
         for folder, recursive in sorted(wanted - set(self.watched)):
             try:
                 self.watched[folder, recursive] = self.observer.schedule(
-                    self.handler, folder, recursive=recursive)
+                    self.handler, folder, recursive=recursive, event_filter=list(EVENTS))
             except OSError:
                 continue            # gone meanwhile: its parent's events bring it back
 

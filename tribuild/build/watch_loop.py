@@ -30,7 +30,7 @@ from tribuild.build.lock import project_lock
 from tribuild.build.progress import Quiet
 from tribuild.build.session import Project, open_database, save_database
 from tribuild.build.sources import read_source
-from tribuild.build.watch_events import Changes, Handler, Scope, Watches
+from tribuild.build.watch_events import Batch, Changes, Handler, Scope, Watches
 from tribuild.build.watch_screen import Rebuild
 from tribuild.config_problems import ConfigError
 from tribuild.engine import Cancelled
@@ -90,10 +90,10 @@ class Watcher:
 
     def _loop(self, watches: Watches) -> None:
         self.screen.watching(self.project.root, self._targets_names())
-        batch = (frozenset(), self.changes.generation)
+        batch = Batch(frozenset(), self.changes.generation, time.monotonic())
         while batch is not None:
             try:
-                scope = self._rebuild(*batch)
+                scope = self._rebuild(batch)
             except Exception:                          # a bug: report it, keep watching
                 self.screen.problem("error: internal error in tribuild watch:\n"
                                     + traceback.format_exc())
@@ -105,34 +105,36 @@ class Watcher:
     def _targets_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in driver.select(self.project, self.options.targets))
 
-    def _rebuild(self, paths: frozenset[str], generation: int) -> Scope | None:
-        """One attempt at building the state of ``generation``; the new scope if it was
-        current to the end, else None."""
-        start = time.perf_counter()
-        self.changed |= paths
+    def _rebuild(self, batch: Batch) -> Scope | None:
+        """One attempt at building the state of ``batch.generation``; the new scope if it
+        was current to the end, else None."""
+        start = time.monotonic()
+        self.changed |= batch.paths
         config = os.path.relpath(self.project.config.path, self.project.root)
-        if config in paths:
+        if config in batch.paths:
             self._reload()
         project = self.project
         targets = driver.select(project, self.options.targets)
         request = driver.Request(targets=self.options.targets, opt_level=self.options.opt_level)
+        clock = timing.Clock(False)
         with self.db.log() as log:
             try:
-                result, _, _ = driver.compute(self.db, project, targets, request, Quiet(),
-                                              timing.Clock(False))
+                result, _, _ = driver.compute(self.db, project, targets, request, Quiet(), clock)
             except Cancelled:
                 result = None
             except ConfigError as err:                 # a target cannot be instantiated
                 result = err
-        with self.changes.current(generation) as current:
+        with self.changes.current(batch.generation) as current:
             if not current or result is None:
                 self.screen.cancelled(tuple(sorted(self.changed)))
                 return None
             if isinstance(result, ConfigError):
                 self.screen.problem(str(result))
                 return None
-            driver.write_result(project, result)
-            self.screen.rebuilt(self._report(result, log, time.perf_counter() - start))
+            with clock.stage("write outputs"):
+                driver.write_result(project, result)
+            phases = {"late": max(start - batch.due, 0.0), **clock.driver}
+            self.screen.rebuilt(self._report(result, log, time.monotonic() - start, phases))
             self.changed = set()
         if self.options.on_success and not result.failed:
             self._run_command(self.options.on_success)
@@ -148,13 +150,13 @@ class Watcher:
         project.cache_dir = self.project.cache_dir
         self.project = project
 
-    def _report(self, result, log, seconds: float) -> Rebuild:
+    def _report(self, result, log, seconds: float, phases: dict[str, float]) -> Rebuild:
         ran = set(log.executed)
         reused = (set(log.validated) | set(log.hits)) - ran
         failed = [t for t in result.targets if t.failed]
         return Rebuild(tuple(sorted(self.changed)), dict(sorted(Counter(
             name for name, _ in log.executed).items())), len(reused), result.report.written,
-            result.report.removed, seconds, tuple(t.name for t in failed),
+            result.report.removed, seconds, phases, tuple(t.name for t in failed),
             tuple(d for t in failed for d in t.diagnostics),
             tuple((t.name, t.error) for t in failed if t.error), result.sources)
 

@@ -3,9 +3,12 @@
 Terms:
 - *rebuild*: one build whose outputs were written: the files whose events started it, the
   queries that re-ran (by name, with counts) and the keys *reused* (found valid or already
-  computed without running), the outputs written and removed, the time from the end of the
-  debounce to the outputs being on disk, and the failures (diagnostics, or the traceback of
-  a bug in tribuild) of the targets that failed.
+  computed without running), the outputs written and removed, the time from its start to
+  the outputs being on disk, its *phases*, and the failures (diagnostics, or the traceback
+  of a bug in tribuild) of the targets that failed.
+- *phases*: where a rebuild's time went, in seconds: ``late`` (from the end of the
+  debounce to the start), then the driver's stages (``read sources``, ``build units``: the
+  queries, ``collect outputs``, ``write outputs``: durable on disk, stale ones deleted).
 - *screen*: where the reports go. ``Plain``: lines on stderr (not a terminal, or ``CI``);
   ``Live``: rich on a terminal, status lines scrolling above a region that shows the
   current errors and is cleared when they are fixed; ``Json``: one JSON object per line on
@@ -30,6 +33,7 @@ class Rebuild:
     written: tuple[str, ...]
     removed: tuple[str, ...]
     seconds: float
+    phases: dict[str, float]
     failed: tuple[str, ...]
     diagnostics: tuple
     errors: tuple[tuple[str, str], ...]     # (target, traceback) of bugs in tribuild
@@ -136,6 +140,7 @@ class Json:
         self.emit("rebuild", changed=list(rebuild.changed), executed=rebuild.executed,
                   reused=rebuild.reused, written=list(rebuild.written),
                   removed=list(rebuild.removed), ms=round(rebuild.seconds * 1e3, 3),
+                  phases={k: round(v * 1e3, 3) for k, v in rebuild.phases.items()},
                   ok=not rebuild.failed, failed=list(rebuild.failed),
                   diagnostics=[to_json(d, rebuild.sources) for d in rebuild.diagnostics],
                   errors=[{"target": n, "traceback": tb} for n, tb in rebuild.errors])
