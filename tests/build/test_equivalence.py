@@ -24,6 +24,27 @@ def test_jobs_1_and_jobs_2_give_the_same_bytes(mini, tmp_path):
     assert _build(mini, jobs=1) == _build(other, jobs=2)
 
 
+def test_with_workers_the_workers_write_the_outputs_and_the_report_counts_them(mini, tmp_path):
+    other = Path(shutil.copytree(mini, tmp_path / "mini2"))
+    one = build(Project.discover(str(mini)), Request(jobs=1))
+    two = build(Project.discover(str(other)), Request(jobs=2))
+    assert one.written_early == () and two.written_early == two.report.written
+    assert (two.report.written, two.report.unchanged) == (one.report.written, one.report.unchanged)
+    assert two.explain.keys() == one.explain.keys()
+
+
+def test_with_workers_a_failing_target_keeps_its_previous_outputs(mini):
+    build(Project.discover(str(mini)), Request(jobs=1))
+    before = snapshot(mini / "out")
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("fc2(relu(fc1(x)))", "fc2(x)"))
+    shutil.rmtree(mini / ".tribuild-cache")          # a clean build: workers run
+    result = build(Project.discover(str(mini)), Request(jobs=2))
+    assert [t.name for t in result.failed] == ["mlp"]
+    assert not any(rel.startswith("mlp") for rel in result.written_early)
+    assert snapshot(mini / "out") == before
+
+
 @pytest.mark.slow
 def test_jobs_1_and_jobs_3_give_the_same_bytes_on_the_zoo(zoo, tmp_path):
     other = Path(shutil.copytree(zoo, tmp_path / "zoo2"))

@@ -13,6 +13,11 @@ Terms:
 The build holds the project lock throughout. It forgets the manifest first and writes it
 again only when every requested target built, so a failed or killed build is never taken
 for an up-to-date one.
+
+With workers (``--jobs N`` on a clean build), each worker writes the files of the targets it
+built as soon as they are built (*written early*: atomically and only if changed, like
+every output); ``write_result`` then finds them holding their bytes, records them and
+deletes what is stale, as for any build.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
-from tribuild.record import record
+from tribuild.record import record, replace
 
 STAGES = ("parse", "check", "codegen")
 
@@ -76,6 +81,7 @@ class BuildResult:
     executed: int = 0
     explain: dict[str, list[str]] = field(default_factory=dict)   # output -> why written
     inputs: tuple[str, ...] = ()       # the .tri files the targets were made from
+    written_early: tuple[str, ...] = ()   # outputs the workers wrote (relative paths)
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -119,7 +125,8 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         with clock.stage("load cache"):
             db = open_database(project)
         with db.log() as log:
-            result, units, outcomes = compute(db, project, targets, request, show, clock)
+            result, units, outcomes = compute(db, project, targets, request, show, clock,
+                                              write=request.stop_after is None)
             if request.stop_after is None:
                 with clock.stage("write outputs"):
                     write_result(project, result)
@@ -137,31 +144,62 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     return result
 
 
-def compute(db, project: Project, targets, request: Request, show, clock
+def compute(db, project: Project, targets, request: Request, show, clock, write: bool = False
             ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
     """Read the sources from disk into ``db`` (an open database, kept by the caller) and
-    build ``targets`` in it, writing nothing: the result, the units and their outcomes."""
+    build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
+    unless ``write``: then workers write their targets' outputs early (``write_result``
+    must follow)."""
     config = project.config
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
         load_sources(db, project.root, scan(project.root, config.sources) + entries)
     result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
     opt = request.opt_level or config.opt_level
-    units, outcomes = run(db, targets, request, opt, show, clock)
+    emit = _writer(project, targets, result.out_dir) if write else None
+    units, outcomes = run(db, targets, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):
         _collect(db, project, targets, outcomes, result, request)
+    result.written_early = tuple(sorted({rel for o in outcomes.values() for rel in o.emitted}))
     return result, units, outcomes
 
 
 def write_result(project: Project, result: BuildResult) -> None:
     """Write the files ``compute`` produced into the output folder and delete stale ones
-    (``outputs.write_outputs``); failed targets keep their previous outputs."""
+    (``outputs.write_outputs``); failed targets keep their previous outputs. Files written
+    early count as written."""
     record = outputs.Record.load(result.out_dir)
     produced = {t.name: t.files for t in result.targets if not t.failed}
     known = {t.name for t in project.config.targets}
-    result.report = outputs.write_outputs(result.out_dir, result.generated, record, produced,
-                                          known)
+    report = outputs.write_outputs(result.out_dir, result.generated, record, produced, known)
+    early = set(result.written_early)
+    if early:
+        written = early | set(report.written)
+        report = replace(report, written=tuple(r for r in sorted(result.generated) if r in written),
+                         unchanged=tuple(r for r in report.unchanged if r not in early))
+    result.report = report
     record.save(result.out_dir)
+
+
+def _writer(project: Project, targets, out_dir: str):
+    """The scheduler's emit step for a build that writes: in a worker, write the files of
+    a target that built without errors (``outputs.write_changed``, atomic and only if
+    changed) and return those written. A file it cannot write is left for ``write_result``,
+    which reports why."""
+    by_name = {t.name: t for t in targets}
+
+    def emit(db, unit: Unit, value) -> tuple[str, ...]:
+        t = by_name[unit.name]
+        if value.problem is not None or judged(db, t, value).failed:
+            return ()
+        files = target_files(db, project, t, value, out_dir)
+        try:
+            paths = outputs.inside_output(out_dir, sorted(files))
+            written = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths}))
+        except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
+            return ()
+        return tuple(rel for rel, path in paths.items() if path in written)
+    return emit
 
 
 def _jobs(db, request: Request) -> int:
@@ -192,15 +230,18 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     return units
 
 
-def run(db, targets, request: Request, opt: str, show, clock) -> tuple[list[Unit], dict]:
-    """The units of ``targets`` and their outcomes (sources must be loaded)."""
+def run(db, targets, request: Request, opt: str, show, clock, emit=None
+        ) -> tuple[list[Unit], dict]:
+    """The units of ``targets`` and their outcomes (sources must be loaded); ``emit`` is
+    the workers' step after each unit (``scheduler.run_units``)."""
     units = _units(db, targets, request, opt)
     if not units:
         return units, {}
     with clock.stage("build units"):
         show.start(len(units))
         try:
-            outcomes, clock.extra_stats, clock.workers = run_units(db, units, _jobs(db, request), show)
+            outcomes, clock.extra_stats, clock.workers = run_units(
+                db, units, _jobs(db, request), show, emit)
         finally:
             show.stop()
     return units, outcomes
@@ -209,8 +250,6 @@ def run(db, targets, request: Request, opt: str, show, clock) -> tuple[list[Unit
 def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
              result: BuildResult, request: Request) -> None:
     """Fill ``result`` from the outcomes: its targets and the files they generate."""
-    out_dir = result.out_dir
-    config_name = os.path.relpath(project.config.path, project.root)
     files: dict[str, bytes] = {}
     result.inputs = tuple(sorted({p for t in targets
                                   for p in depfile.import_closure(db, t.entry_path)}))
@@ -221,10 +260,7 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
             raise target_problem(project, t, value.problem)
         if request.stop_after in ("parse", "check") or target.failed:
             continue
-        mine = generated(value)
-        module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
-        mine[f"{t.name}.d"] = depfile.render(
-            module, depfile.import_closure(db, t.entry_path) + (config_name,)).encode()
+        mine = target_files(db, project, t, value, result.out_dir)
         for rel, data in mine.items():
             if files.setdefault(rel, data) != data:
                 raise RuntimeError(f"two targets generate different `{rel}`")
@@ -241,15 +277,32 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
     failed = got.error or (got.skipped and outcomes[got.skipped].error)
     if failed:
         return TargetResult(t.name, error=failed), None
+    return judged(db, t, got.value), got.value
+
+
+def judged(db, t: Target, value) -> TargetResult:
+    """The TargetResult of target ``t`` whose unit gave ``value``: the diagnostics of the
+    files of its import closure, then its own."""
     files_diags = [d for p in depfile.import_closure(db, t.entry_path)
                    for d in file_diagnostics(db, p)]
-    diags = tuple(dict.fromkeys(files_diags + list(got.value.diagnostics)))
-    return TargetResult(t.name, diagnostics=diags), got.value
+    diags = tuple(dict.fromkeys(files_diags + list(value.diagnostics)))
+    return TargetResult(t.name, diagnostics=diags)
 
 
 def generated(value) -> dict[str, bytes]:
     """The files of a ``TargetBuild``: relative path -> bytes."""
     return {f.relpath: f.text.encode("utf-8") for f in value.files}
+
+
+def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[str, bytes]:
+    """Every file target ``t`` produces from its ``TargetBuild``: the generated ones and
+    its depfile (relative path -> bytes)."""
+    files = generated(value)
+    module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
+    config_name = os.path.relpath(project.config.path, project.root)
+    files[f"{t.name}.d"] = depfile.render(
+        module, depfile.import_closure(db, t.entry_path) + (config_name,)).encode()
+    return files
 
 
 def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:

@@ -7,10 +7,15 @@ Terms:
   (8-byte length, a JSON header line, then the raw payload bytes; no pickle, so nothing a
   worker sends is executed when read), either ``db.export([its keys])`` (the records of what it
   computed, its values encoded once, here) or the traceback of the exception it raised,
-  with its query counters for ``--timing``. A worker keeps what it computed, so work that
+  with its query counters for ``--timing`` and what *emit* returned. A worker keeps what
+  it computed, so work that
   units share (and the caches of the front end) is done once per worker, not once per unit,
   and only a few processes are forked. A worker that raised exits; a fresh one takes the
   next unit.
+- *emit*: an optional step ``emit(db, unit, value) -> tuple[str, ...]`` a worker runs after
+  each unit that succeeded, before exporting it (the driver writes the unit's outputs there,
+  in parallel with the other workers). What it returns comes back in the unit's outcome
+  (``Outcome.emitted``). It is not run for units run in this process.
 - *holds*: the units whose results a worker has: those merged before it was forked and
   those it ran itself. A worker takes a unit only if it holds every unit that one depends
   on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
@@ -47,13 +52,14 @@ _LENGTH = 8     # bytes of a frame's length prefix
 _INDEX = 4      # bytes of a unit index sent to a worker
 
 
-def run_units(db, units: list[Unit], jobs: int, show) -> tuple[dict[str, Outcome], list[dict], str]:
+def run_units(db, units: list[Unit], jobs: int, show, emit=None
+              ) -> tuple[dict[str, Outcome], list[dict], str]:
     """Every unit's outcome, the query counters of the workers (empty in-process), and a
-    line saying how many processes ran at most and who granted them."""
+    line saying how many processes ran at most and who granted them. ``emit``: see above."""
     if jobs <= 1 or len(units) < 2 or not hasattr(os, "fork"):
         return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
-    pool = _Pool(db, units, slots, show)
+    pool = _Pool(db, units, slots, show, emit)
     gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
     try:
         outcomes, stats = pool.run()
@@ -78,8 +84,8 @@ class _Worker:
 
 
 class _Pool:
-    def __init__(self, db, units: list[Unit], slots, show):
-        self.db, self.units, self.slots, self.show = db, units, slots, show
+    def __init__(self, db, units: list[Unit], slots, show, emit):
+        self.db, self.units, self.slots, self.show, self.emit = db, units, slots, show, emit
         self.index = {u.name: i for i, u in enumerate(units)}
         self.pending = order(units)
         self.outcomes: dict[str, Outcome] = {}
@@ -135,7 +141,7 @@ class _Pool:
                 for fd in (worker.commands, worker.results):
                     if fd >= 0:
                         os.close(fd)
-            _serve(self.db, self.units, command_read, result_write)
+            _serve(self.db, self.units, self.emit, command_read, result_write)
         os.close(command_read)
         os.close(result_write)
         worker = _Worker(pid, command_write, result_read, slot, set(self.outcomes))
@@ -171,7 +177,7 @@ class _Pool:
 
     def _finish(self, worker: _Worker, frame: bytes) -> None:
         unit, worker.unit = worker.unit, None
-        kind, body, stats = _decode_frame(frame)
+        kind, body, stats, emitted = _decode_frame(frame)
         self.stats.append(stats)
         seconds = time.perf_counter() - worker.start
         if kind == "error":
@@ -180,7 +186,7 @@ class _Pool:
         else:
             self.db.merge(body)
             got = run_one(self.db, unit)                  # installed by the merge: a lookup
-            outcome = Outcome(got.value, got.error, seconds=seconds)
+            outcome = Outcome(got.value, got.error, seconds=seconds, emitted=emitted)
             worker.holds.add(unit.name)
         self._done(unit, outcome)
 
@@ -203,7 +209,7 @@ class _Pool:
         self.show.finished(unit.name, outcome.error is None)
 
 
-def _serve(db, units: list[Unit], commands: int, results: int) -> None:
+def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
     """In a worker: run the units named on ``commands`` until it closes or one fails,
     sending a frame for each; exit without cleanup handlers."""
     try:
@@ -212,7 +218,9 @@ def _serve(db, units: list[Unit], commands: int, results: int) -> None:
             before = db.stats()
             outcome = run_one(db, unit)
             if outcome.error is None:
-                body = _encode_frame("ok", db.export(unit.keys()), _delta(db.stats(), before))
+                emitted = emit(db, unit, outcome.value) if emit is not None else ()
+                body = _encode_frame("ok", db.export(unit.keys()), _delta(db.stats(), before),
+                                     emitted)
             else:
                 body = _encode_frame("error", outcome.error.encode(), _delta(db.stats(), before))
             _write_all(results, len(body).to_bytes(_LENGTH, "little") + body)
@@ -230,19 +238,22 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _encode_frame(kind: str, body: bytes, stats: dict) -> bytes:
-    """A worker's message: a JSON header line (kind and query counters), then ``body``."""
-    header = {"kind": kind, "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
-                                      for name, s in stats.items()}}
+def _encode_frame(kind: str, body: bytes, stats: dict, emitted: tuple[str, ...] = ()) -> bytes:
+    """A worker's message: a JSON header line (kind, query counters, what emit returned),
+    then ``body``."""
+    header = {"kind": kind, "emitted": list(emitted),
+              "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
+                        for name, s in stats.items()}}
     return json.dumps(header).encode() + b"\n" + body
 
 
-def _decode_frame(frame: bytes) -> tuple[str, bytes | str, dict]:
+def _decode_frame(frame: bytes) -> tuple[str, bytes | str, dict, tuple[str, ...]]:
     from tribuild.engine import QueryStats
     header, _, body = frame.partition(b"\n")
     meta = json.loads(header)
     stats = {name: QueryStats(*values) for name, values in meta["stats"].items()}
-    return meta["kind"], body.decode() if meta["kind"] == "error" else body, stats
+    return (meta["kind"], body.decode() if meta["kind"] == "error" else body, stats,
+            tuple(meta["emitted"]))
 
 
 def _delta(after: dict, before: dict) -> dict:
