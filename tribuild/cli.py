@@ -69,6 +69,8 @@ def _build_args(p) -> None:
     dump = p.add_mutually_exclusive_group()
     dump.add_argument("--dump-ast", action="store_true", help="print the AST of every input")
     dump.add_argument("--dump-code", action="store_true", help="print the generated files")
+    dump.add_argument("--dump-ir", action="store_true",
+                      help="print the optimised IR of every instance of the targets")
     p.add_argument("--explain", action="store_true", help="say why each output was rebuilt")
     p.add_argument("-k", "--keep-going", action="store_true",
                    help="report every failing target in full (default: the first)")

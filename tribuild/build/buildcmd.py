@@ -30,6 +30,8 @@ def run(project, args) -> int:
             sys.stdout.write(f"# ==> {rel} <==\n{result.generated[rel].decode()}")
     if args.dump_ast:
         _dump_ast(result)
+    if args.dump_ir:
+        _dump_ir(project, result)
     if args.explain:
         for rel, why in sorted(result.explain.items()):
             _say(f"{rel}: written")
@@ -45,7 +47,7 @@ def run(project, args) -> int:
 def _stop_after(args) -> str | None:
     if args.dump_ast:
         return args.stop_after or "parse"
-    if args.dump_code:
+    if args.dump_code or args.dump_ir:
         return args.stop_after or "codegen"
     return args.stop_after
 
@@ -112,3 +114,13 @@ def _dump_ast(result) -> None:
         for entry in item_index(db, path):
             tree = item_ast(db, path, entry.id).item
             sys.stdout.write(f"# ==> {path}:{entry.id} <==\n{pprint.pformat(tree, width=100)}\n")
+
+
+def _dump_ir(project, result) -> None:
+    """The optimised IR of every instance of each target that built, in target order."""
+    from tribuild.build.irtext import target_ir
+    configured = {t.name: t for t in project.config.targets}
+    for target in result.targets:
+        if not target.failed:
+            sys.stdout.write(target_ir(result.sources.db, configured[target.name],
+                                       result.opt_level))

@@ -82,6 +82,7 @@ class BuildResult:
     explain: dict[str, list[str]] = field(default_factory=dict)   # output -> why written
     inputs: tuple[str, ...] = ()       # the .tri files the targets were made from
     written_early: tuple[str, ...] = ()   # outputs the workers wrote (relative paths)
+    opt_level: str = ""                # the -O level the targets were built at
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -154,8 +155,9 @@ def compute(db, project: Project, targets, request: Request, show, clock, write:
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
         load_sources(db, project.root, scan(project.root, config.sources) + entries)
-    result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db))
     opt = request.opt_level or config.opt_level
+    result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db),
+                         opt_level=opt)
     emit = _writer(project, targets, result.out_dir) if write else None
     units, outcomes = run(db, targets, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):
