@@ -56,6 +56,26 @@ def test_a_burst_of_events_is_one_batch_and_bumps_the_generation_each_time():
         assert not current
 
 
+def test_a_batch_is_taken_after_the_settle_period_and_written_after_the_debounce():
+    changes = Changes(debounce=0.05)
+    start = time.monotonic()
+    changes.note({"a.tri"})
+    batch = changes.take()
+    assert changes.settle == 0.025 and batch.due >= start + 0.025
+    assert changes.quiet(batch.generation) and time.monotonic() >= start + 0.05
+    changes.note({"b.tri"})
+    assert not changes.quiet(batch.generation)
+
+
+def test_a_newer_event_or_stop_ends_the_wait_for_quiet():
+    changes = Changes(debounce=600.0)
+    for end in (lambda: changes.note({"b.tri"}), changes.stop):
+        changes.note({"a.tri"})
+        generation = changes.generation
+        threading.Timer(0.01, end).start()
+        assert not changes.quiet(generation)       # long before the 600 s debounce
+
+
 def test_stop_ends_a_waiting_take():
     changes = Changes(debounce=0.05)
     got = []

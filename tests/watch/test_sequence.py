@@ -32,7 +32,7 @@ def test_each_step_gives_the_outputs_of_a_clean_build(project, watch, tmp_path, 
     first = session.events.next("rebuild")
     assert first["ok"] and "target_build" in first["executed"]
     assert list(first["phases"]) == ["late", "read sources", "build units", "collect outputs",
-                                     "write outputs"]
+                                     "debounce", "write outputs"]
     for step in STEPS:
         before = snapshot(project / "out")
         _apply(project, step)

@@ -12,10 +12,15 @@ Terms:
 - *generation*: a counter bumped by every event that matters. A build remembers the
   generation it started from; its outputs may be written only while that is still the
   current one (``Changes.current``), so nothing from a superseded revision is ever written.
-- *batch*: the paths changed since the last batch, handed to the builder once no event
-  came for ``debounce`` seconds (an editor's save is often several events: a write to a
-  temporary file, a rename, an attribute change). Its *due* time is the end of that quiet
-  period (``time.monotonic()``); how late the builder starts after it is reported.
+- *batch*: the paths changed since the last batch. An editor's save is often several
+  events (a write to a temporary file, a rename, an attribute change), a millisecond or two
+  apart. The batch is handed to the builder once no event came for ``settle`` seconds (half
+  the debounce), and the builder computes at once; it writes the outputs only once no event
+  came for the whole ``debounce`` (``Changes.quiet``). So the queries run while the
+  debounce runs out, and a further event, which would have restarted the debounce, cancels
+  the build instead (its queries stop at once) and starts the next batch. The batch's *due*
+  time is the end of its settle period (``time.monotonic()``); how late the builder starts
+  after it is reported.
 """
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ EVENTS = (FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileDeletedEvent
 class Batch:
     paths: frozenset[str]
     generation: int                 # the generation the batch ends at
-    due: float                      # when its quiet period ended (time.monotonic())
+    due: float                      # when its settle period ended (time.monotonic())
 
 
 @record
@@ -78,10 +83,11 @@ class Scope:
 
 class Changes:
     """The generation and the pending batch, shared by the event thread (``note``) and the
-    builder (``take``, ``current``)."""
+    builder (``take``, ``quiet``, ``current``)."""
 
     def __init__(self, debounce: float):
         self.debounce = debounce
+        self.settle = debounce / 2
         self.generation = 0
         self._cond = threading.Condition()
         self._paths: set[str] = set()
@@ -96,11 +102,11 @@ class Changes:
             self._cond.notify_all()
 
     def take(self) -> Batch | None:
-        """Wait for a batch quiet for ``debounce`` seconds; None once ``stop`` was called."""
+        """Wait for a batch quiet for ``settle`` seconds; None once ``stop`` was called."""
         with self._cond:
             while not self._stopped:
                 if self._paths:
-                    due = self._last + self.debounce
+                    due = self._last + self.settle
                     left = due - time.monotonic()
                     if left <= 0:
                         paths, self._paths = frozenset(self._paths), set()
@@ -109,6 +115,17 @@ class Changes:
                 else:
                     self._cond.wait()
             return None
+
+    def quiet(self, generation: int) -> bool:
+        """Wait until no event came for ``debounce`` seconds; whether ``generation`` is then
+        still the latest (False as soon as a newer event is noted, or ``stop`` called)."""
+        with self._cond:
+            while generation == self.generation and not self._stopped:
+                left = self._last + self.debounce - time.monotonic()
+                if left <= 0:
+                    return True
+                self._cond.wait(left)
+            return False
 
     @contextmanager
     def current(self, generation: int):

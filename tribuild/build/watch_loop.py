@@ -3,9 +3,10 @@
 Terms:
 - *builder*: the thread that builds. It takes a batch of changed paths (``watch_events``),
   re-reads the sources from disk into the database (``driver.compute``: only queries whose
-  inputs changed re-run), and writes the outputs with ``driver.write_result``, exactly as
-  `tribuild build` does, but only if no newer event arrived meanwhile (the *generation*
-  check); otherwise it drops the result and takes the next batch.
+  inputs changed re-run), waits for the rest of the debounce, and writes the outputs with
+  ``driver.write_result``, exactly as `tribuild build` does, but only if no newer event
+  arrived meanwhile (the *generation* check); otherwise it drops the result and takes the
+  next batch.
 - *event thread*: watchdog's. For each event that matters it bumps the generation, then
   sets the changed ``.tri`` files' texts in the database: a set from another thread makes
   the builder's running queries raise ``Cancelled`` (they store nothing), so stale work
@@ -124,8 +125,10 @@ class Watcher:
                 result = None
             except ConfigError as err:                 # a target cannot be instantiated
                 result = err
+        with clock.stage("debounce"):
+            quiet = result is not None and self.changes.quiet(batch.generation)
         with self.changes.current(batch.generation) as current:
-            if not current or result is None:
+            if not (quiet and current):
                 self.screen.cancelled(tuple(sorted(self.changed)))
                 return None
             if isinstance(result, ConfigError):

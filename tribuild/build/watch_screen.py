@@ -7,8 +7,9 @@ Terms:
   the outputs being on disk, its *phases*, and the failures (diagnostics, or the traceback
   of a bug in tribuild) of the targets that failed.
 - *phases*: where a rebuild's time went, in seconds: ``late`` (from the end of the
-  debounce to the start), then the driver's stages (``read sources``, ``build units``: the
-  queries, ``collect outputs``, ``write outputs``: durable on disk, stale ones deleted).
+  batch's settle period to the start), the driver's stages (``read sources``, ``build
+  units``: the queries, ``collect outputs``), ``debounce`` (waiting for the rest of the
+  debounce once computed) and ``write outputs`` (durable on disk, stale ones deleted).
 - *screen*: where the reports go. ``Plain``: lines on stderr (not a terminal, or ``CI``);
   ``Live``: rich on a terminal, status lines scrolling above a region that shows the
   current errors and is cleared when they are fixed; ``Json``: one JSON object per line on
