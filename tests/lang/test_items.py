@@ -1,7 +1,10 @@
 """Tests of the item splitter: ids, kinds, bounds, hashes and their insensitivity to layout."""
-import pytest
+from pathlib import Path
 
-from tribuild.lang.items import item_tokens, split_items
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tribuild.lang.items import chunked_items, item_tokens, lex_chunk, split_chunks, split_items
 from tribuild.lang.lexer import lex
 
 SOURCE = '''# header
@@ -86,3 +89,57 @@ def test_bounds_exclude_breaks_and_cover_every_other_token():
     rest = [toks[i].kind for i in range(len(toks)) if i not in covered]
     assert set(rest) <= {"newline", ";"}
     assert all(toks[e.end - 1].kind not in ("newline", ";") for e in items)
+
+
+# -- chunks: lexing a file piecewise gives the file's tokens and items -------------------------
+
+FRAGMENTS = ("layer ", "fn ", "let ", "import ", "from ", "  layer ", "x ", "=", "+", ",", "(", ")", "[",
+             "]", "{", "}", ";", "/*", "*/", "# ", '"s"', '"', "1", "else ", "\n", "\n", " ",
+             "\nlayer ", "\nlet ", "\nfn ", "\nimport ", "\nfrom ")
+ZOO = sorted((Path(__file__).resolve().parents[2] / "models").rglob("*.tri"))
+
+
+def _chunked(text: str):
+    """The places of ``text``'s items lexed chunk by chunk, or None when a chunk ends unclean."""
+    lexes = [lex_chunk(c) for c in split_chunks(text)]
+    if not all(c.clean for c in lexes[:-1]):
+        return None
+    return lexes, chunked_items(lexes)
+
+
+def _assert_same_as_whole(text: str) -> None:
+    assert "".join(split_chunks(text)) == text
+    chunked = _chunked(text)
+    if chunked is None:
+        return
+    lexes, places = chunked
+    tokens = lex(text)
+    assert [(k, t) for c in lexes for k, t in c.pairs] == [(t.kind, t.text) for t in tokens]
+    assert [p.entry for p in places] == list(split_items(tokens))
+    for p in places:
+        pairs = lexes[p.chunk].pairs[p.entry.start - p.base:p.entry.end - p.base]
+        assert pairs == item_tokens(tokens, p.entry)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
+def test_chunks_lex_like_the_whole_file(text):
+    _assert_same_as_whole(text)
+
+
+@pytest.mark.parametrize("text", [
+    "layer A {\n  let x = 1\nlayer B {}",          # a brace left open: unclean, lexed whole
+    "let a = 1 +\nlet b = 2",                     # a joiner before the cut
+    "/* a\nlet b = 1 */\nlet c = 2",              # a cut inside a block comment
+    "let a = f(1,\nlet b = 2\n)",                 # a bracket left open
+    "# header\nlet a = 1\n\nfn f() {\n}\nlayer L {\n}\n",
+])
+def test_chunks_at_awkward_cuts(text):
+    _assert_same_as_whole(text)
+
+
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.name)
+def test_zoo_files_lex_chunk_by_chunk(path):
+    text = path.read_text()
+    assert _chunked(text) is not None
+    _assert_same_as_whole(text)

@@ -4,9 +4,12 @@ Terms:
 - *generic check* (``check_item``): an item checked once for all its uses: an int
   construction parameter ``c`` is the symbolic dim ``c`` (so ``c`` and ``2*c`` differ), other
   parameters are values of their type whose value is unknown.
-- *instance* (``check_instance``): a stateful layer with concrete construction arguments,
-  named by an ``InstanceKey``; its members are evaluated and `forward` is checked with them.
-  ``CheckedInstance.children`` lists the user-layer instances among the members, by
+- *instance*: a stateful layer with concrete construction arguments, named by an
+  ``InstanceKey``. Checking one is two steps: ``evaluate_members`` evaluates its members
+  (``Members``), then ``check_instance`` checks `forward` with them. The steps are apart so a
+  body edit re-runs the second only; ``Members`` carries the run's state across (diagnostics
+  so far, the work bound left, the fresh-name counter), so the two steps together say exactly
+  what one run would. ``children`` lists the user-layer instances among the members, by
   *member path* (``layer2[0]``), which the query layer checks in turn.
 - Diagnostics about the declared parameter and return types come from ``signature_of``;
   the functions here do not repeat them.
@@ -28,8 +31,19 @@ from tribuild.lang.values import (InstanceKey, LayerV, Sym, TensorV, Unk, Value,
                                   is_concrete, normalise)
 from tribuild.record import record
 
-__all__ = ["CheckedInstance", "check_item", "check_instance", "check_target_input", "const_value_of",
-           "describe_instance", "instance_key"]
+__all__ = ["CheckedInstance", "Members", "check_item", "check_instance", "check_target_input", "const_value_of",
+           "describe_instance", "evaluate_members", "instance_key"]
+
+
+@record
+class Members:
+    """The members of one instance, evaluated, and the state of the run that evaluated them."""
+    diagnostics: tuple[Diagnostic, ...]
+    members: tuple[tuple[str, Value], ...]
+    children: tuple[tuple[str, InstanceKey], ...]
+    work: int          # ``Ctx.work`` left
+    exhausted: bool    # ``Ctx.exhausted``
+    fresh: int         # fresh names used
 
 
 @record
@@ -86,9 +100,9 @@ def _defaults(item: ast.Fn | ast.Layer, sig_params: tuple[ParamSig, ...], scope:
                            f"default of `{p.name}`")
 
 
-def _members(layer: ast.Layer, scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...]:
+def _members(members: tuple[ast.Let, ...], scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...]:
     out = []
-    for member in layer.members:
+    for member in members:
         value = evaluate(member.value, scope, ctx)
         if member.type is not None:
             value = check_declared(Body(ctx, scope, None, None), _lower(member.type, ctx), value,
@@ -103,19 +117,23 @@ def _lower(t: ast.TypeExpr, ctx: Ctx) -> Type:
     return lower_type(t, ctx.sink.report)
 
 
-def _stateful(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...] | None:
-    members = _members(item, scope, ctx)
+def _stateful(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx) -> None:
+    _members(item.members, scope, ctx)
+    _methods(item, sig, scope, ctx)
+
+
+def _methods(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx) -> None:
+    """Check the methods of a stateful layer, its members in ``scope``."""
     forward = forward_of(item)
     if forward is None:
         ctx.sink.error(NO_FORWARD, item.name_span, f"layer `{item.name}` has no `fn forward`",
                        label="expected `fn forward(x: Tensor<...>) -> Tensor<...>` among its members")
-        return None
+        return
     for method in item.methods:
         inputs = sig.inputs if method is forward else tuple(ParamSig(p.name, _lower(p.type, ctx) if p.type else None)
                                                              for p in method.params)
         ret = sig.ret if method is forward else (_lower(method.ret, ctx) if method.ret else None)
         _check_body(method.body, method, inputs, ret, scope, ctx)
-    return members
 
 
 def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env) -> tuple[Diagnostic, ...]:
@@ -173,19 +191,34 @@ def _children(path: str, value: Value) -> list[tuple[str, InstanceKey]]:
     return []
 
 
-def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env) -> CheckedInstance:
-    """Evaluate the members of one instance with its arguments, then check `forward` with them."""
+def evaluate_members(members: tuple[ast.Let, ...], key: InstanceKey, env: Env) -> Members:
+    """The first step of checking an instance: its members (the ``let``s of a stateful layer,
+    none for a functional one) evaluated with its arguments."""
     ctx = Ctx(Sink(key.path, key.item_id), env)
+    values = _members(members, dict(key.args), ctx)
+    children = tuple(c for name, v in values for c in _children(name, v))
+    return Members(ctx.sink.result(), values, children, ctx.work, ctx.exhausted, ctx.fresh[0])
+
+
+def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env,
+                   members: Members | None = None) -> CheckedInstance:
+    """Check `forward` (or a functional layer's body) with the evaluated ``members`` (evaluated
+    here when not given: both steps in one call)."""
+    if members is None:
+        members = evaluate_members(item.members, key, env)
+    ctx = Ctx(Sink(key.path, key.item_id, list(members.diagnostics)), env, members.work, members.exhausted,
+              [members.fresh], {m.name: m.span for m in item.members})
     scope: dict[str, Value] = dict(key.args)
     inputs = tuple(resolve(p.type, scope, ctx) for p in sig.inputs)
     output = resolve(sig.ret, scope, ctx)
     if item.body is not None:
-        body = _check_body(item.body, item, sig.inputs, sig.ret, scope, ctx)
-        members: tuple[tuple[str, Value], ...] = ()
+        _check_body(item.body, item, sig.inputs, sig.ret, scope, ctx)
     else:
-        members = _stateful(item, sig, scope, ctx) or ()
-    children = tuple(c for name, v in members for c in _children(name, v))
-    return CheckedInstance(key, ctx.sink.result(), children, members, inputs, output)
+        scope.update(members.members)
+        _methods(item, sig, scope, ctx)
+    if forward_of(item) is None:  # a functional layer has no members, one without forward builds nothing
+        return CheckedInstance(key, ctx.sink.result(), (), (), inputs, output)
+    return CheckedInstance(key, ctx.sink.result(), members.children, members.members, inputs, output)
 
 
 def check_target_input(sig: Signature, key: InstanceKey, input_shape: tuple[int, ...]) -> tuple[Diagnostic, ...]:

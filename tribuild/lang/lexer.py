@@ -45,55 +45,67 @@ _STATEMENT_KEYWORDS = frozenset(("import", "from", "layer", "fn", "let", "return
 _OPENS_LINE = BREAKS | {"{"}  # a newline right after these is never a token
 _LINE_STARTERS = frozenset(("import", "from", "layer", "fn", "let", "return"))
 _CLOSE = {")": "(", "]": "[", "}": "{"}
-
-
-# Tokens are built without the record's ``__init__`` (which sets each field through
-# ``object.__setattr__``): a bare instance whose slots are filled directly, one per token.
-_new = object.__new__
-_SET_KIND, _SET_TEXT, _SET_OFFSET = Token.kind.__set__, Token.text.__set__, Token.offset.__set__
+_BRACKETS = _OPEN | frozenset(_CLOSE)
+_NEWLINE = ("newline", "\n")
 
 
 def lex(text: str) -> LexResult:
     """Split ``text`` into tokens; never raises."""
-    out: list[Token] = []
+    pairs, offsets, _ = scan(text)
+    return tuple(map(_token, pairs, offsets))
+
+
+def _token(pair: tuple[str, str], offset: int) -> Token:
+    return Token(pair[0], pair[1], offset)
+
+
+def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
+    """The tokens of ``text`` as ``(kind, text)`` pairs and their offsets, and whether the
+    text ends *clean*: no bracket left open, no unterminated block comment, and a last token
+    that is no joiner. Text that follows a clean text on a new line, starting with an item
+    keyword, lexes the same on its own as after it (``tribuild.lang.items`` relies on this)."""
+    pairs: list[tuple[str, str]] = []
+    offsets: list[int] = []
     stack: list[str] = []  # open brackets
     pending = -1           # offset of a newline not yet emitted, or -1
     last = "newline"       # kind of the last token emitted ("newline" at file start)
+    unclosed = False
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind == "newline":
             if pending < 0:
                 pending = m.end() - 1
             continue
-        start, end = m.span(kind)
-        tok = text[start:end]
+        start = m.start(kind)
+        tok = m.group(kind)
         if kind == "op":
             kind = tok
         elif kind == "ident":
             if tok in KEYWORDS:
                 kind = tok
-                if kind in _STATEMENT_KEYWORDS:
+                if stack and kind in _STATEMENT_KEYWORDS:
                     _drop_brackets(stack)
         elif kind in _ERRORS:
+            unclosed = unclosed or kind == "unclosed"
             kind = "error"
         if pending >= 0:
             if (not stack or stack[-1] == "{") and last not in _OPENS_LINE and (
                     kind in _LINE_STARTERS or (last not in JOINERS and kind not in JOINERS)):
-                out.append(Token("newline", "\n", pending))
+                pairs.append(_NEWLINE)
+                offsets.append(pending)
             pending = -1
-        if kind in _OPEN:
-            stack.append(kind)
-        elif kind in _CLOSE:
-            _close(stack, _CLOSE[kind])
-        token = _new(Token)
-        _SET_KIND(token, kind)
-        _SET_TEXT(token, tok)
-        _SET_OFFSET(token, start)
-        out.append(token)
+        if kind in _BRACKETS:
+            if kind in _OPEN:
+                stack.append(kind)
+            elif stack:
+                _close(stack, _CLOSE[kind])
+        pairs.append((kind, tok))
+        offsets.append(start)
         last = kind
     if pending >= 0 and last not in BREAKS and last not in JOINERS:
-        out.append(Token("newline", "\n", pending))
-    return tuple(out)
+        pairs.append(_NEWLINE)
+        offsets.append(pending)
+    return pairs, offsets, not stack and not unclosed and last not in JOINERS
 
 
 def _drop_brackets(stack: list[str]) -> None:

@@ -5,6 +5,9 @@ Terms:
   brings every public item of ``f.tri`` into scope, ``from "f.tri" import A, B`` just those.
 - *import path*: relative to the importing file. An import whose path leaves the project
   root (``..`` past it, or an absolute path) is refused: nothing outside the root is read.
+- *item_head(path, item_id)*: what names see of one item: its ``ItemRef`` and the span of
+  its name; equal after an edit of the item's body, so ``exports`` and ``scope``, which read
+  heads and ``item_names`` only, stay green after one.
 - *exports(path)*: name -> ItemRef of a file's public items (first definition of a name).
 - *scope(path)*: every user name visible in a file, defined or imported, plus the
   diagnostics of name resolution (duplicates, unknown imported names, missing files,
@@ -22,7 +25,7 @@ from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang import ast
 from tribuild.lang.env import ItemRef
-from tribuild.queries.syntax import item_ast, item_index, read_error
+from tribuild.queries.syntax import item_ast, item_names, read_error
 from tribuild.record import record
 
 E_DUPLICATE = register("E0201", "a name is defined twice")
@@ -67,12 +70,12 @@ def resolve_path(importer: str, spec: str) -> str | None:
 @derived
 def imports(db, path: str) -> tuple[ResolvedImport, ...]:
     out = []
-    for entry in item_index(db, path):
-        if entry.kind != "import":
+    for item_id, kind, _ in item_names(db, path):
+        if kind != "import":
             continue
-        item = item_ast(db, path, entry.id).item
+        item = item_ast(db, path, item_id).item
         if isinstance(item, ast.Import):
-            out.append(ResolvedImport(entry.id, resolve_path(path, item.path), item.names,
+            out.append(ResolvedImport(item_id, resolve_path(path, item.path), item.names,
                                       item.path_span))
     return tuple(out)
 
@@ -82,25 +85,29 @@ def import_targets(db, path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i.target for i in imports(db, path) if i.target))
 
 
-def _ref(db, path: str, item_id: str) -> ItemRef | None:
+@derived
+def item_head(db, path: str, item_id: str) -> tuple[ItemRef, ast.Span] | None:
+    """(ref, name span) of a const, fn or layer; None for other items."""
     item = item_ast(db, path, item_id).item
     if isinstance(item, ast.Layer):
-        return ItemRef(path, item_id, "functional" if item.body is not None else "layer")
-    if isinstance(item, ast.Fn):
-        return ItemRef(path, item_id, "fn")
-    if isinstance(item, ast.Const):
-        return ItemRef(path, item_id, "const")
-    return None
+        ref = ItemRef(path, item_id, "functional" if item.body is not None else "layer")
+    elif isinstance(item, ast.Fn):
+        ref = ItemRef(path, item_id, "fn")
+    elif isinstance(item, ast.Const):
+        ref = ItemRef(path, item_id, "const")
+    else:
+        return None
+    return ref, item.name_span
 
 
 def _definitions(db, path: str) -> list[tuple[str, ItemRef, ast.Span]]:
     """(name, ref, name span) of every item the file defines, duplicates included."""
     out = []
-    for entry in item_index(db, path):
-        if entry.kind in _DEFINING and entry.name:
-            ref = _ref(db, path, entry.id)
-            if ref is not None:
-                out.append((entry.name, ref, item_ast(db, path, entry.id).item.name_span))
+    for item_id, kind, name in item_names(db, path):
+        if kind in _DEFINING and name:
+            head = item_head(db, path, item_id)
+            if head is not None:
+                out.append((name, *head))
     return out
 
 

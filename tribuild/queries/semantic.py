@@ -10,6 +10,8 @@ Terms:
   target (construction parameters symbolic), signature problems included.
 - *checked_instance(key)*: one concrete instantiation (``InstanceKey``: layer + construction
   values), checked with those values. Its ``children`` are the user-layer instances it builds.
+  It reads ``instance_members(key)``, the members evaluated, which reads only the item's
+  ``item_members``: a body edit re-checks `forward` without evaluating the members again.
 - *const cycle*: a constant whose value names itself, directly or through other constants or
   the parameter defaults of layers it builds (E0207); its value is POISON, so checking it ends.
 - *default instance*: a layer whose construction parameters all have defaults; ``tribuild
@@ -21,14 +23,15 @@ from __future__ import annotations
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang import ast
-from tribuild.lang.check import CheckedInstance, check_instance, check_item, const_value_of, instance_key
+from tribuild.lang.check import (CheckedInstance, Members, check_instance, check_item, const_value_of,
+                                 evaluate_members, instance_key)
 from tribuild.lang.consteval import POISON
 from tribuild.lang.env import ItemRef
 from tribuild.lang.free_names import free_names
 from tribuild.lang.signature import Signature, signature_of
 from tribuild.lang.values import InstanceKey, Value
 from tribuild.queries.names import scope
-from tribuild.queries.syntax import item_ast
+from tribuild.queries.syntax import item_ast, item_members
 from tribuild.record import record
 
 E_CONST_CYCLE = register("E0207", "a constant depends on itself")
@@ -136,10 +139,16 @@ def item_diagnostics(db, path: str, item_id: str) -> tuple[Diagnostic, ...]:
 
 
 @derived
+def instance_members(db, key: InstanceKey) -> Members:
+    return evaluate_members(item_members(db, key.path, key.item_id), key, QueryEnv(db, key.path))
+
+
+@derived
 def checked_instance(db, key: InstanceKey) -> CheckedInstance:
     item = item_ast(db, key.path, key.item_id).item
     sig = signature(db, key.path, key.item_id).signature
-    return check_instance(item, sig, key, QueryEnv(db, key.path))
+    env = QueryEnv(db, key.path)
+    return check_instance(item, sig, key, env, instance_members(db, key))
 
 
 @derived

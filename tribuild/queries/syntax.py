@@ -2,14 +2,23 @@
 
 Terms:
 - *read_error(path)*: why a file could not be read, or None.
-- *lexed(path)*: the file's tokens, with character offsets; re-runs on every edit.
-- *item_index(path)*: the file's items (``ItemEntry``: id, kind, name, hash, token range).
-  Token indices do not move when comments or whitespace change, so after such an edit this
-  query re-runs and yields an equal value: the rebuild stops here (early cutoff).
+- *lexed(path)*: the file's tokens, with character offsets: what locating a diagnostic needs
+  (and the item index of a file whose chunks do not all end clean).
+- *chunks(path)*, *chunk_text(path, i)*, *chunk_lexed(path, i)*: the file's text cut into
+  chunks (``tribuild.lang.items``), one chunk's text, and its tokens and items (no offsets).
+  An edit re-lexes the chunks whose text changed; a comment or whitespace edit yields equal
+  tokens, and the rebuild stops there (early cutoff).
+- *item_places(path)*: the file's items and the chunk holding each (``ItemPlace``).
+- *item_index(path)*: the file's items (``ItemEntry``: id, kind, name, hash, token range in
+  the file). Equal after a comment or whitespace edit (token indices do not move).
+- *item_names(path)*: the (id, kind, name) of each item: equal after an edit that adds,
+  removes or renames no item, so name resolution, which reads it, stays green after a body edit.
 - *item_tokens(path, item_id)*: one item's (kind, text) pairs, no offsets; equal after any
   edit that leaves the item's own tokens alone.
 - *item_ast(path, item_id)*: the parsed item and its syntax diagnostics. Depends only on
   that item's tokens, so editing one item re-parses that item alone.
+- *item_members(path, item_id)*: the ``let`` members of a stateful layer (empty for any other
+  item): equal after an edit of the layer's methods, so what only evaluates members stays green.
 """
 from __future__ import annotations
 
@@ -17,7 +26,8 @@ from __future__ import annotations
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
 from tribuild.lang import ast
-from tribuild.lang.items import ItemEntry, item_tokens as slice_item, split_items
+from tribuild.lang.items import (Chunk, ItemEntry, ItemPlace, Pairs, chunked_items, item_tokens as slice_item,
+                                 lex_chunk, split_chunks, split_items)
 from tribuild.lang.lexer import lex
 from tribuild.lang.parser import parse_item
 from tribuild.lang.tokens import LexResult
@@ -45,22 +55,58 @@ def lexed(db, path: str) -> LexResult:
 
 
 @derived
-def item_index(db, path: str) -> tuple[ItemEntry, ...]:
-    return split_items(lexed(db, path))
-
-
-def item_entry(db, path: str, item_id: str) -> ItemEntry | None:
-    """The entry of ``item_id`` in ``path`` (a plain helper: reads item_index)."""
-    return next((e for e in item_index(db, path) if e.id == item_id), None)
+def chunks(db, path: str) -> tuple[str, ...]:
+    return split_chunks(source_text(db, path).text or "")
 
 
 @derived
-def item_tokens(db, path: str, item_id: str) -> tuple[tuple[str, str], ...]:
-    entry = item_entry(db, path, item_id)
-    return () if entry is None else slice_item(lexed(db, path), entry)
+def chunk_text(db, path: str, index: int) -> str:
+    texts = chunks(db, path)
+    return texts[index] if index < len(texts) else ""
+
+
+@derived
+def chunk_lexed(db, path: str, index: int) -> Chunk:
+    return lex_chunk(chunk_text(db, path, index))
+
+
+@derived
+def item_places(db, path: str) -> tuple[ItemPlace, ...]:
+    lexes = [chunk_lexed(db, path, i) for i in range(len(chunks(db, path)))]
+    if all(c.clean for c in lexes[:-1]):
+        return chunked_items(lexes)
+    return tuple(ItemPlace(e, -1, 0) for e in split_items(lexed(db, path)))
+
+
+@derived
+def item_index(db, path: str) -> tuple[ItemEntry, ...]:
+    return tuple(p.entry for p in item_places(db, path))
+
+
+@derived
+def item_names(db, path: str) -> tuple[tuple[str, str, str | None], ...]:
+    """(id, kind, name) of each item, in order: ``item_index`` less hashes and token ranges."""
+    return tuple((e.id, e.kind, e.name) for e in item_index(db, path))
+
+
+@derived
+def item_tokens(db, path: str, item_id: str) -> Pairs:
+    place = next((p for p in item_places(db, path) if p.entry.id == item_id), None)
+    if place is None:
+        return ()
+    if place.chunk < 0:
+        return slice_item(lexed(db, path), place.entry)
+    start, end = place.entry.start - place.base, place.entry.end - place.base
+    return chunk_lexed(db, path, place.chunk).pairs[start:end]
 
 
 @derived
 def item_ast(db, path: str, item_id: str) -> Parsed:
     item, diags = parse_item(item_tokens(db, path, item_id), path, item_id)
     return Parsed(item, diags)
+
+
+@derived
+def item_members(db, path: str, item_id: str) -> tuple[ast.Let, ...]:
+    item = item_ast(db, path, item_id).item
+    return item.members if isinstance(item, ast.Layer) else ()
