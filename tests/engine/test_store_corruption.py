@@ -89,5 +89,5 @@ def test_a_damaged_graph_file_means_an_empty_database(store, damage):
 
 def test_a_pack_named_outside_the_store_is_refused(store):
     graph = _only(store, "graph-*.json")
-    _edit(graph, lambda data: data.replace(b'"pack":"values-', b'"pack":"../values-'))
+    _edit(graph, lambda data: data.replace(b'"packs":[["values-', b'"packs":[["../values-'))
     assert Database.load(store, SALT).store_report.status == "corrupt"

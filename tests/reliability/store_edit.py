@@ -9,9 +9,10 @@ Terms:
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
-from tribuild.engine import columns, store
+from tribuild.engine import argtable, columns, store
 
 
 def graph_file(cache: Path) -> Path:
@@ -20,40 +21,47 @@ def graph_file(cache: Path) -> Path:
 
 
 def read(path: Path) -> tuple[dict, dict]:
-    """(JSON part, columns as lists) of a graph file."""
-    _, _, body = path.read_bytes().partition(b"\n")
-    size = int.from_bytes(body[:8], "little")
-    meta = json.loads(body[8:8 + size])
-    ints = columns.unpack(meta["layout"], memoryview(body)[8 + size:])
-    return meta, {name: list(values) for name, values in ints.items()}
+    """(JSON part with the argument nodes as ``"elements"``, columns as lists) of a graph
+    file."""
+    body = store.read_graph(path.read_bytes())
+    ints = {name: list(body.pop(name)) for name, _ in body["layout"]}
+    return body | {"elements": argtable.parse(body["elements"])}, ints
 
 
 def write(path: Path, meta: dict, ints: dict, fmt: int = store.FORMAT) -> None:
     layout, data = columns.pack(ints)
+    meta = dict(meta)
+    elements = "\n".join(json.dumps(node, separators=(",", ":"))
+                         for node in meta.pop("elements")).encode()
     text = json.dumps(meta | {"layout": layout}, separators=(",", ":")).encode()
-    body = len(text).to_bytes(8, "little") + text + data
+    body = len(text).to_bytes(8, "little") + text + data + elements
     path.write_bytes(b"TRIBUILD-ENGINE %d %s\n" % (fmt, store.digest(body).encode()) + body)
 
 
 def replace_entries(cache: Path, payload: bytes) -> int:
-    """Make every value entry of the store ``payload``, with valid checksums; the count."""
+    """Make every value entry of the store ``payload``, in its first pack, with valid
+    checksums; the count."""
     path = graph_file(cache)
     meta, ints = read(path)
     count = len(ints["entry_offset"])
+    ints["entry_pack"] = [0] * count
     ints["entry_offset"] = [i * len(payload) for i in range(count)]
     ints["entry_length"] = [len(payload)] * count
     ints["entry_checksum"] = [store.checksum(payload)] * count
-    (cache / meta["pack"]).write_bytes(payload * count)
+    name = meta["packs"][0][0]
+    (cache / name).write_bytes(payload * count)
+    meta["packs"] = [[name, len(payload) * count, zlib.crc32(payload * count)]]
     write(path, meta, ints)
     return count
 
 
 def replace_tagged_args(cache: Path, tagged: dict) -> int:
-    """Make the arguments of every key stored in tagged form ``tagged``; the count."""
+    """Make every argument node stored in tagged form (a record, a set) ``tagged``; the
+    count."""
     path = graph_file(cache)
     meta, ints = read(path)
-    hits = [i for i, args in enumerate(meta["args"]) if isinstance(args, dict)]
+    hits = [i for i, element in enumerate(meta["elements"]) if isinstance(element, dict)]
     for i in hits:
-        meta["args"][i] = {"$a": [tagged]}
+        meta["elements"][i] = tagged
     write(path, meta, ints)
     return len(hits)

@@ -73,7 +73,8 @@ def test_crafted_pack_name_cannot_leave_the_cache(project, references):
     assert tribuild(project, "build", "-q").returncode == 0
     graph = store_edit.graph_file(project / CACHE)
     meta, ints = store_edit.read(graph)
-    store_edit.write(graph, meta | {"pack": "../models/net.tri"}, ints)
+    store_edit.write(graph, meta | {"packs": [["../models/net.tri"] + meta["packs"][0][1:]]},
+                     ints)
     set_version(project, "b")
     done = tribuild(project, "build", "-q")
     assert done.returncode == 0 and outputs(project) == references["b"], done.stderr

@@ -18,6 +18,7 @@ Every change happens under the project lock.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from tribuild.engine import store
 from tribuild.record import record
 
 _WRITTEN_UNDER_LOCK = re.compile(r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json")
+_STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
 
 
 @record
@@ -64,7 +66,7 @@ def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
     """Delete least recently used generations (never the current one) until the folder's
     generations fit in ``max_bytes``; the ones deleted. Deletes the litter first."""
     remove_temps(cache_dir, _WRITTEN_UNDER_LOCK.fullmatch)
-    if not max_bytes:
+    if not max_bytes or _store_bytes(cache_dir) <= max_bytes:
         return []
     gens = generations(cache_dir)
     total = sum(g.bytes for g in gens)
@@ -77,6 +79,15 @@ def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
             total -= g.bytes
             gone.append(g)
     return gone
+
+
+def _store_bytes(cache_dir: str) -> int:
+    """The size of every graph file and pack in the folder (one scan: no salt to compute)."""
+    try:
+        with os.scandir(cache_dir) as entries:
+            return sum(e.stat().st_size for e in entries if _STORE_FILE.fullmatch(e.name))
+    except FileNotFoundError:
+        return 0
 
 
 def prune(cache_dir: str, days: float, now: float | None = None) -> list[Generation]:
@@ -115,17 +126,18 @@ def validate(cache_dir: str) -> list[tuple[str, str]]:
 
 def _problem(g: Generation) -> str | None:
     try:
-        body = store._check_header(g.files[0].read_bytes())
-        pack_path = g.files[0].with_name(body["pack"])
-        pack = pack_path.read_bytes()
-        entries = zip(body["entry_offset"], body["entry_length"], body["entry_checksum"],
-                      strict=True)
-        for index, (offset, length, expected) in enumerate(entries):
-            if store.checksum(pack[offset:offset + length]) != expected:
-                return f"entry {index} of {pack_path.name} fails its checksum"
+        graph = g.files[0]
+        body = store.read_graph(graph.read_bytes())
+        names = [name for name, _, _ in store.pack_list(body, g.id)]
+        data = [graph.with_name(name).read_bytes() for name in names]
+        entries = zip(body["entry_pack"], body["entry_offset"], body["entry_length"],
+                      body["entry_checksum"], strict=True)
+        for index, (pack, offset, length, expected) in enumerate(entries):
+            if store.checksum(data[pack][offset:offset + length]) != expected:
+                return f"entry {index} of {names[pack]} fails its checksum"
     except FileNotFoundError as err:
         return f"missing {Path(err.filename).name}"
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, IndexError) as err:
         return f"unreadable graph file: {err}"
     return None
 

@@ -4,45 +4,57 @@ Terms:
 - *key columns*: one value per key id, as read from the graph file: ``query`` (index into the
   query list), ``changed``, ``verified``, ``durability``, ``deps_start`` and ``deps_len``
   (the key's slice of ``deps``, every key's dependencies flattened in key order; length -1:
-  no dependency record) and ``value`` (pack entry, -1: none); ``args`` holds each key's
-  encoded arguments. Columns are ``array('q')`` as read (``columns``), no per-key object.
+  no dependency record), ``args_start`` and ``args_len`` (its slice of ``args``, the
+  element ids of every key's arguments, see ``argtable``) and ``value`` (entry, -1: none).
+  Columns are ``array('q')`` as read (``columns``), no per-key object.
+- *entry columns*: per entry, its pack (index into ``packs``), offset, length, checksum.
 - *materialise*: build the ``Memo`` of a key id from the columns, once, and put it in
   ``db._memos`` (which holds None for a key not materialised yet). A load creates no per-key
-  object, so a build that reads a few keys pays for a few.
+  object, so a build that reads a few keys pays for a few. The memo's blob is its entry's
+  bytes with their location (``packs``).
 - *index*: per query, the key id of each argument tuple, built on the first lookup by key of
   that query that misses its memo table.
-Column lengths and dependency ids are checked when loaded; the graph file's digest guards
-the rest against damage.
+Column lengths and ids are checked when loaded; the graph file's digest guards the rest
+against damage.
 """
 from __future__ import annotations
+
+from itertools import accumulate
 
 from . import codec
 from .memo import Memo
 
-KEY_COLUMNS = ("query", "changed", "verified", "durability", "deps_start", "deps_len", "value")
+KEY_COLUMNS = ("query", "changed", "verified", "durability", "deps_start", "deps_len",
+               "args_start", "args_len", "value")
+ENTRY_COLUMNS = ("entry_pack", "entry_offset", "entry_length", "entry_checksum")
 
 
 def decode_args(encoded) -> tuple:
-    """A key's arguments from the store's encoding (see ``store.encode_args``)."""
+    """A key's arguments from a merge payload's encoding (see ``store.encode_args``)."""
     return tuple(encoded) if type(encoded) is list else codec.from_json(encoded["$a"])
 
 
 class Loaded:
-    __slots__ = ("queries", "args", "flat", "pack", "_query", "_changed", "_verified",
-                 "_durability", "_deps_start", "_deps_len", "_value", "_offset", "_length",
+    __slots__ = ("queries", "elements", "flat", "arg_ids", "packs", "text", "pruned",
+                 "_query", "_changed", "_verified", "_durability", "_deps_start", "_deps_len",
+                 "_args_start", "_args_len", "_value", "_pack", "_offset", "_length",
                  "_checksum", "_index", "_ids")
 
-    def __init__(self, queries: list, body: dict, pack: bytes | None):
-        """``body``: the graph file's JSON part with its columns. Raises ValueError when the
+    def __init__(self, queries: list, body: dict, elements: list, packs: list,
+                 pruned: bool):
+        """``body``: the graph file's JSON part with its columns and node table text
+        (``"elements"``); ``elements``: the nodes' values (``argtable``); ``packs``:
+        ``PackFile``s; ``pruned``: whether the load dropped keys. Raises ValueError when the
         columns are inconsistent."""
         self.queries = queries
-        self.args = body["args"]
+        self.text, self.elements, self.pruned = body["elements"], elements, pruned
         self._query, self._changed, self._verified, self._durability, self._deps_start, \
-            self._deps_len, self._value = (body[name] for name in KEY_COLUMNS)
-        self.flat = body["deps"]
-        self._offset, self._length, self._checksum = \
-            body["entry_offset"], body["entry_length"], body["entry_checksum"]
-        self.pack = pack
+            self._deps_len, self._args_start, self._args_len, self._value = \
+            (body[name] for name in KEY_COLUMNS)
+        self.flat, self.arg_ids = body["deps"], body["args"]
+        self._pack, self._offset, self._length, self._checksum = \
+            (body[name] for name in ENTRY_COLUMNS)
+        self.packs = packs
         self._index: dict = {}
         self._ids: dict | None = None
         self._check()
@@ -52,17 +64,27 @@ class Loaded:
         return len(self._query)
 
     def _check(self) -> None:
-        """Lengths and dependency ids (a bad id would fail far from here); the file's digest
-        guards the rest against damage."""
+        """Lengths and ids (a bad id would fail far from here); the file's digest guards
+        the rest against damage."""
         n = self.count
-        if any(len(column) != n for column in (self.args, self._changed, self._verified,
-                                               self._durability, self._deps_start,
-                                               self._deps_len, self._value)):
+        if any(len(column) != n for column in (
+                self._changed, self._verified, self._durability, self._deps_start,
+                self._deps_len, self._args_start, self._args_len, self._value)):
             raise ValueError("graph columns differ in length")
-        if not len(self._offset) == len(self._length) == len(self._checksum):
+        if not len(self._pack) == len(self._offset) == len(self._length) == len(self._checksum):
             raise ValueError("entry columns differ in length")
-        if self.flat and (min(self.flat) < 0 or max(self.flat) >= n):
-            raise ValueError("dependency id out of range")
+        for column, bound, what in ((self.flat, n, "dependency"),
+                                    (self.arg_ids, len(self.elements), "argument"),
+                                    (self._pack, len(self.packs), "pack"),
+                                    (self._value, len(self._pack), "entry"),
+                                    (self._query, len(self.queries), "query")):
+            if column and (min(column) < (-1 if what == "entry" else 0) or max(column) >= bound):
+                raise ValueError(f"{what} id out of range")
+
+    def args_of(self, key_id: int) -> tuple:
+        start = self._args_start[key_id]
+        return tuple(map(self.elements.__getitem__,
+                         self.arg_ids[start:start + self._args_len[key_id]]))
 
     def memo(self, db, key_id: int) -> Memo:
         """The memo of ``key_id``, materialised if it was not yet (one function, no calls
@@ -70,14 +92,18 @@ class Loaded:
         memo = db._memos[key_id]
         if memo is not None:
             return memo
-        args = self.args[key_id]
         n, start, entry = self._deps_len[key_id], self._deps_start[key_id], self._value[key_id]
         blob = None
-        if entry >= 0 and self.pack is not None:
-            offset = self._offset[entry]
-            blob = self.pack[offset:offset + self._length[entry]], self._checksum[entry]
+        if entry >= 0:
+            pack = self.packs[self._pack[entry]]
+            if pack.data is not None:
+                offset = self._offset[entry]
+                blob = (pack.data[offset:offset + self._length[entry]], self._checksum[entry],
+                        pack, offset)
+        a = self._args_start[key_id]
         memo = Memo(key_id, self.queries[self._query[key_id]],
-                    tuple(args) if type(args) is list else decode_args(args),
+                    tuple(map(self.elements.__getitem__,
+                              self.arg_ids[a:a + self._args_len[key_id]])),
                     self._changed[key_id], self._verified[key_id], self._durability[key_id],
                     None if n < 0 else tuple(self.flat[start:start + n]), blob)
         db._memos[key_id] = memo
@@ -98,41 +124,37 @@ class Loaded:
                 self._ids.setdefault(qi, []).append(key_id)
         ids = [i for qi, q in enumerate(self.queries) if q is query
                for i in self._ids.get(qi, ())]
-        return {decode_args(self.args[i]): i for i in ids}
+        return {self.args_of(i): i for i in ids}
 
 
-def without(body: dict, deps_of: list, dropped: set[int]) -> dict:
+def without(body: dict, dropped: set[int]) -> dict:
     """``body`` without the keys in ``dropped`` (none of which a kept key depends on), key ids
     renumbered."""
-    kept = [i for i in range(len(deps_of)) if i not in dropped]
+    kept = [i for i in range(len(body["query"])) if i not in dropped]
     new_id = {old: new for new, old in enumerate(kept)}
     out = dict(body)
-    for name in KEY_COLUMNS + ("args",):
-        column = body[name]
-        out[name] = [column[i] for i in kept]
-    out["deps"] = [new_id[d] for i in kept for d in deps_of[i] or ()]
-    out["deps_start"] = deps_starts(out["deps_len"])
+    for name in KEY_COLUMNS:
+        out[name] = [body[name][i] for i in kept]
+    out["deps"] = [new_id[d] for d in _flatten(body, "deps", kept)]
+    out["args"] = _flatten(body, "args", kept)
+    out["deps_start"], out["args_start"] = starts(out["deps_len"]), starts(out["args_len"])
     return out
 
 
-def deps_starts(lengths) -> list[int]:
-    """Where each key's slice of the flattened dependencies starts."""
-    starts, pos = [], 0
-    for n in lengths:
-        starts.append(pos)
-        pos += max(n, 0)
-    return starts
+def _flatten(body: dict, name: str, keys: list[int]) -> list[int]:
+    flat, begin, length = body[name], body[f"{name}_start"], body[f"{name}_len"]
+    return [x for i in keys for x in flat[begin[i]:begin[i] + max(length[i], 0)]]
 
 
-def split_deps(lengths, flat) -> list[tuple[int, ...] | None]:
-    """Each key's dependencies from the flattened column (None: no record)."""
-    out, pos = [], 0
-    for n in lengths:
-        if n < 0:
-            out.append(None)
-        else:
-            out.append(tuple(flat[pos:pos + n]))
-            pos += n
-    if pos != len(flat):
-        raise ValueError("dependency column length mismatch")
+def starts(lengths) -> list[int]:
+    """Where each key's slice of a flattened column starts (length -1: none)."""
+    out = list(accumulate((n if n > 0 else 0 for n in lengths), initial=0))
+    out.pop()
     return out
+
+
+def deps_of(body: dict) -> list[tuple[int, ...] | None]:
+    """Each key's dependencies (None: no record)."""
+    flat, begin = body["deps"], body["deps_start"]
+    return [None if n < 0 else tuple(flat[begin[i]:begin[i] + n])
+            for i, n in enumerate(body["deps_len"])]

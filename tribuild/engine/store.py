@@ -5,40 +5,40 @@ Terms:
   version) names every file, and the full salt is checked inside the graph file, so stores of
   other versions or options are never read.
 - *graph file* ``graph-<salt id>.json``: a header line ``TRIBUILD-ENGINE <format> <digest>``,
-  then the 8-byte length of a JSON part (revision, per-durability clock, query idents, each
-  key's encoded args, the column layout) and the integer columns (see ``columns``), one
-  entry per key: query index, changed_at, verified_at, durability, the start and length of
-  its deps in the flattened deps column, and the index of the value's entry (-1: not
-  stored), then the entries' offsets, lengths and checksums. A load keeps the columns and
-  builds memos from them on first use (``loaded``).
-- *pack* ``values-<salt id>-<pack digest>.pack``: the encoded values, one *entry* per distinct
-  content (content-addressed: equal values share it), listed in the graph file by offset,
-  length and checksum. An entry is checked against its checksum when first decoded.
+  then the 8-byte length of a JSON part (revision, per-durability clock, query idents, the
+  packs used, the column layout), the integer columns (see ``columns``; key and entry
+  columns as in ``loaded``) and the element text (``argtable``). A load keeps the columns
+  and builds memos from them on first use (``loaded``).
+- *pack*: an append-only file of encoded values (``packs``); a save writes only the values
+  not already in a pack it keeps, and the graph file lists each entry's pack and place.
 - *lazy value*: after a load, a memo holds its entry's bytes (``memo.blob``) and decodes them
   on first use. An entry that fails its checksum or does not decode is dropped (the memo
   forgets its value and re-runs when the value is needed) and reported once.
-Files are written to a temporary file, fsynced and renamed into place, pack first.
+Files are written to a temporary file, fsynced and renamed into place, the new pack first,
+then the graph file; packs of the salt the graph file no longer lists are deleted last, so a
+build killed at any step leaves the previous store or the new one, whole.
 """
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import logging
 import os
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 from ..record import record
-from . import codec, columns
+from . import argtable, codec, columns, packs
+from .digests import checksum, digest
 from .durability import DurabilityClock
-from .loaded import Loaded, decode_args, deps_starts, split_deps, without
+from .loaded import Loaded, deps_of, starts, without
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
-FORMAT = 3
+FORMAT = 4
 _MAGIC = b"TRIBUILD-ENGINE"
 log = logging.getLogger("tribuild.engine")
 
@@ -61,19 +61,9 @@ class LoadReport:
 class SaveReport:
     keys: int
     values: int
-    bytes: int
+    bytes: int                    # what this save wrote: the graph file and the new pack
     unencodable: dict[str, int]   # query name -> values not stored (the key itself is kept)
     dropped_keys: int             # keys with unencodable args or unknown queries, + dependents
-
-
-def digest(data: bytes) -> str:
-    """Names files and checks the graph file."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def checksum(data: bytes) -> int:
-    """Checks one pack entry (entries are deduplicated by their bytes, not by this)."""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
 
 
 def salt_id(salt: str) -> str:
@@ -88,34 +78,59 @@ def save(db, path, salt: str) -> SaveReport:
     sid = salt_id(salt)
     with _gc_paused():
         memos = db._every_memo()
-        args = [encode_args(m) for m in memos]
-        dropped = _with_dependents([m.deps for m in memos],
-                                   {i for i, a in enumerate(args) if a is None})
+        table, args, dropped = _arguments(memos, db._loaded)
         kept = [m for m in memos if m.id not in dropped] if dropped else memos
-        pack, values, entries, unencodable = _pack_values(kept)
-        pack_name = f"values-{sid}-{digest(pack)}.pack"
-        meta, ints = _columns(db, kept, args, dropped)
-        ints |= {"value": values, "entry_offset": entries[0], "entry_length": entries[1],
-                 "entry_checksum": entries[2]}
+        if dropped or db._loaded is not None and db._loaded.pruned:
+            table, args, _ = _arguments(kept, None)     # a table without orphaned nodes
+        unencodable: dict[str, int] = {}
+        placed = packs.place(kept, [blob_of(m, unencodable) for m in kept], str(root), sid,
+                             db._loaded.packs if db._loaded else [])
+        meta, ints = _columns(db, kept, [args[m.id] for m in kept], dropped)
+        ints |= {"value": placed.values} | placed.entries
         layout, int_bytes = columns.pack(ints)
-        meta = json.dumps(meta | {"salt": salt, "pack": pack_name, "layout": layout},
+        listed = [[p.name, len(p.data), p.crc] for p in placed.packs]
+        meta = json.dumps(meta | {"salt": salt, "packs": listed, "layout": layout},
                           separators=(",", ":")).encode()
-        body = len(meta).to_bytes(8, "little") + meta + int_bytes
-    if not (root / pack_name).exists():
-        write_atomic(root / pack_name, pack)
+        body = len(meta).to_bytes(8, "little") + meta + int_bytes + table.text()
+    if placed.new is not None:
+        write_atomic(root / placed.new.name, placed.new.data)
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
     write_atomic(root / f"graph-{sid}.json", graph)
+    names = {p.name for p in placed.packs}
     for old in root.glob(f"values-{sid}-*.pack"):
-        if old.name != pack_name:
+        if old.name not in names:
             old.unlink(missing_ok=True)
-    return SaveReport(len(kept), len(entries[0]), len(pack) + len(graph), unencodable,
+    written = len(graph) + (len(placed.new.data) if placed.new else 0)
+    return SaveReport(len(kept), len(placed.entries["entry_offset"]), written, unencodable,
                       len(dropped))
+
+
+def _arguments(memos: list[Memo], loaded: Loaded | None) -> tuple:
+    """The node table, the node ids of each key's arguments by key id (as loaded when
+    ``loaded`` holds the key, else looked up or added in the table), and the keys dropped:
+    those whose query is not the one declared under its ident or whose arguments cannot be
+    encoded, with their dependents."""
+    table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded else argtable.Writer()
+    ids: dict[int, list[int]] = {}
+    seeds = set()
+    for m in memos:
+        if REGISTRY.get(m.query.ident) is not m.query:
+            seeds.add(m.id)
+        elif loaded is not None and m.id < loaded.count:
+            start = loaded._args_start[m.id]
+            ids[m.id] = loaded.arg_ids[start:start + loaded._args_len[m.id]]
+        else:
+            ids[m.id] = table.ids(m.args)
+            if ids[m.id] is None:
+                seeds.add(m.id)
+    return table, ids, _with_dependents([m.deps for m in memos], seeds) if seeds else seeds
 
 
 def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict, dict]:
     """The graph of the kept memos, with key ids renumbered: the JSON part (revision, clock,
-    query idents, args) and the integer columns. ``deps`` are flattened: ``deps_len`` is -1
-    for a key without a dependency record (inputs, queries that never completed)."""
+    query idents) and the integer columns but the values. ``deps`` are flattened:
+    ``deps_len`` is -1 for a key without a dependency record (inputs, queries that never
+    completed)."""
     queries = {m.query: None for m in kept}
     query_index = {q: i for i, q in enumerate(queries)}
     new_id = {m.id: i for i, m in enumerate(kept)} if dropped else None
@@ -124,7 +139,7 @@ def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict,
         if m.deps:
             flat.extend(m.deps if new_id is None else [new_id[d] for d in m.deps])
     meta = {"revision": db._revision, "clock": db._clock.changed,
-            "queries": [q.ident for q in queries], "args": [args[m.id] for m in kept]}
+            "queries": [q.ident for q in queries]}
     ints = {
         "query": [query_index[m.query] for m in kept],
         "changed": [m.changed_at for m in kept],
@@ -132,36 +147,11 @@ def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict,
         "durability": [int(m.durability) for m in kept],
         "deps_len": [-1 if m.deps is None else len(m.deps) for m in kept],
         "deps": flat,
+        "args_len": [len(a) for a in args],
+        "args": list(chain.from_iterable(args)),
     }
-    ints["deps_start"] = deps_starts(ints["deps_len"])
+    ints["deps_start"], ints["args_start"] = starts(ints["deps_len"]), starts(ints["args_len"])
     return meta, ints
-
-
-def _pack_values(kept: list[Memo]):
-    """The pack of the kept memos' values: its bytes, each memo's entry index (-1: none),
-    the entries' offsets, lengths and digests, and the count of unencodable values."""
-    index: dict[bytes, int] = {}
-    checksums: list[int] = []
-    offsets: list[int] = []
-    lengths: list[int] = []
-    unencodable: dict[str, int] = {}
-    values = []
-    offset = 0
-    for m in kept:
-        blob = blob_of(m, unencodable)
-        if blob is None:
-            values.append(-1)
-            continue
-        data, check = blob
-        entry = index.get(data)
-        if entry is None:
-            entry = index[data] = len(checksums)
-            checksums.append(check)
-            offsets.append(offset)
-            lengths.append(len(data))
-            offset += len(data)
-        values.append(entry)
-    return b"".join(index), values, (offsets, lengths, checksums), unencodable
 
 
 @contextmanager
@@ -177,9 +167,9 @@ def _gc_paused():
 
 
 def encode_args(memo: Memo):
-    """The key's args as a JSON list when they are all plain scalars (decoded by ``tuple``
-    alone: the common case, kept fast for loading), else ``{"$a": encoding}``; None when the
-    key cannot be stored. ``loaded.decode_args`` is the inverse."""
+    """The key's args as a JSON list when they are all plain scalars, else ``{"$a":
+    encoding}``; None when the key cannot be encoded. Merge payloads name keys so
+    (``loaded.decode_args`` is the inverse)."""
     if REGISTRY.get(memo.query.ident) is not memo.query:
         return None
     try:
@@ -191,14 +181,14 @@ def encode_args(memo: Memo):
     return encoded
 
 
-def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
-    """``seeds`` and every key that depends on one of them, transitively; ``deps_of[i]`` is
+def _with_dependents(deps: list, seeds: set[int]) -> set[int]:
+    """``seeds`` and every key that depends on one of them, transitively; ``deps[i]`` is
     the dependency list of key ``i`` (None for inputs)."""
     if not seeds:
         return seeds
     dependents: dict[int, list[int]] = {}
-    for user, deps in enumerate(deps_of):
-        for d in deps or ():
+    for user, ids in enumerate(deps):
+        for d in ids or ():
             dependents.setdefault(d, []).append(user)
     todo, out = list(seeds), set(seeds)
     while todo:
@@ -210,15 +200,17 @@ def _with_dependents(deps_of: list, seeds: set[int]) -> set[int]:
 
 
 def blob_of(memo: Memo, unencodable: dict[str, int]):
-    """The memo's encoded value and its checksum (cached on the memo), or None. Bytes carried
-    from a loaded store or a merge and never decoded are checked against their checksum first:
-    a damaged entry is dropped (its key keeps its dependencies and re-runs when read), never
-    carried into a new store."""
-    if memo.blob is not None and memo.value is NO_VALUE and checksum(memo.blob[0]) != memo.blob[1]:
+    """The memo's encoded value and its checksum (cached on the memo), or None. Bytes taken
+    from a merge payload and never decoded are checked against their checksum first: a damaged
+    entry is dropped (its key keeps its dependencies and re-runs when read), never carried
+    into a new store. (Bytes loaded from a pack are checked with their pack: ``packs``.)"""
+    blob = memo.blob
+    if blob is not None and len(blob) == 2 and memo.value is NO_VALUE \
+            and checksum(blob[0]) != blob[1]:
         log.warning("engine store: dropped a damaged value of %s", memo.query.name)
         memo.blob = None
         return None
-    if memo.blob is None and memo.value is not NO_VALUE:
+    if blob is None and memo.value is not NO_VALUE:
         try:
             data = codec.encode(memo.value)
         except codec.NotEncodable:
@@ -265,18 +257,14 @@ def load(db, path, salt: str) -> None:
         return
     try:
         with _gc_paused():
-            body = _check_header(raw)
-        if body.get("salt") != salt:
-            db.store_report = LoadReport("other-salt", "the graph file is for another salt")
-            return
-        pack_name = body["pack"]
-        if not (pack_name.startswith(f"values-{sid}-") and pack_name.endswith(".pack")
-                and "/" not in pack_name and "\\" not in pack_name):
-            raise ValueError(f"bad pack name {pack_name!r}")
-        pack = _read_pack(root / pack_name)
-        with _gc_paused():
-            unknown = _fill(db, body, pack)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            body = read_graph(raw)
+            if body.get("salt") != salt:
+                db.store_report = LoadReport("other-salt", "the graph file is for another salt")
+                return
+            listed = pack_list(body, sid)
+            files = packs.read(str(root), listed, body)
+            unknown = _fill(db, body, files)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
         db.store_report = LoadReport("corrupt", f"corrupt graph file {graph_path.name}: {exc}")
         log.warning("engine store: %s", db.store_report.reason)
         return
@@ -284,13 +272,15 @@ def load(db, path, salt: str) -> None:
     if unknown:
         db.store_report.problem(f"dropped {unknown} keys of queries not declared in this "
                                 "process or with undecodable arguments, with their dependents")
-    if pack is None:
-        db.store_report.problem(f"value pack {pack_name} is missing; values will be "
-                                "recomputed when needed")
+    for pack in files:
+        if pack.data is None:
+            db.store_report.problem(f"value pack {pack.name} is missing; values will be "
+                                    "recomputed when needed")
 
 
-def _check_header(raw: bytes) -> dict:
-    """The graph file's JSON part with its integer columns merged in."""
+def read_graph(raw: bytes) -> dict:
+    """The graph file's JSON part with its integer columns and its element text
+    (``"elements"``) merged in; ValueError when damaged."""
     header, _, body = raw.partition(b"\n")
     parts = header.split(b" ")
     if len(parts) != 3 or parts[0] != _MAGIC or parts[1] != str(FORMAT).encode():
@@ -299,49 +289,53 @@ def _check_header(raw: bytes) -> dict:
         raise ValueError("checksum mismatch")
     meta_len = int.from_bytes(body[:8], "little")
     meta = json.loads(body[8:8 + meta_len])
-    return meta | columns.unpack(meta["layout"], memoryview(body)[8 + meta_len:])
+    start = 8 + meta_len
+    end = start + 8 * sum(length for _, length in meta["layout"])
+    if end > len(body):
+        raise ValueError("the columns are truncated")
+    ints = columns.unpack(meta["layout"], memoryview(body)[start:end])
+    return meta | ints | {"elements": body[end:]}
 
 
-def _read_pack(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
+def pack_list(body: dict, sid: str) -> list:
+    """The graph file's ``[name, size, crc]`` per pack, checked: a pack is a file of this
+    salt in the store folder (no other path is ever opened)."""
+    listed = body["packs"]
+    for row in listed:
+        if type(row) is not list or len(row) != 3 or not packs.pack_name(sid, row[0]) \
+                or type(row[1]) is not int or type(row[2]) is not int:
+            raise ValueError(f"bad pack name {row!r}")
+    return listed
 
 
-def _fill(db, body: dict, pack: bytes | None) -> int:
+def _fill(db, body: dict, files: list) -> int:
     """Point the empty ``db`` at the columns of ``body`` (memos are built on first use);
     returns how many keys were dropped because their query is not declared in this process or
     their arguments do not decode (or because they depend on such a key)."""
     queries = [REGISTRY.get(ident) for ident in body["queries"]]
-    seeds = {i for i, qi in enumerate(body["query"]) if queries[qi] is None}
-    seeds |= {i for i, a in enumerate(body["args"]) if type(a) is not list and not _decodable(a)}
+    elements, bad = argtable.decode(argtable.parse(body["elements"]))
+    seeds: set[int] = set()
+    if None in queries:
+        seeds |= {i for i, qi in enumerate(body["query"]) if queries[qi] is None}
+    if bad:
+        ids, begin = body["args"], body["args_start"]
+        seeds |= {i for i, n in enumerate(body["args_len"])
+                  if not bad.isdisjoint(ids[begin[i]:begin[i] + n])}
     unknown: set[int] = set()
     if seeds:
-        deps_of = split_deps(body["deps_len"], body["deps"])
-        unknown = _with_dependents(deps_of, seeds)
-        body = without(body, deps_of, unknown)
-    graph = Loaded(queries, body, pack)
+        unknown = _with_dependents(deps_of(body), seeds)
+        body = without(body, unknown)
+    graph = Loaded(queries, body, elements, files, bool(unknown))
     db._memos, db._tables, db._loaded = [None] * graph.count, {}, graph
     db._revision, db._clock = body["revision"], DurabilityClock(body["clock"])
     return len(unknown)
-
-
-def _decodable(encoded) -> bool:
-    """Whether a key's tagged arguments decode (names only registered classes): checked at load,
-    so a crafted or damaged key is dropped with its dependents instead of failing a build."""
-    try:
-        decode_args(encoded)
-    except (codec.CodecError, TypeError, KeyError):
-        return False
-    return True
 
 
 def restore(db, memo: Memo, admit: bool) -> bool:
     """Decode a lazy value into ``memo.value``; False if there is none or it is corrupt."""
     if memo.blob is None:
         return False
-    data, expected = memo.blob
+    data, expected = memo.blob[0], memo.blob[1]
     try:
         if checksum(data) != expected:
             raise codec.CodecError("checksum mismatch")

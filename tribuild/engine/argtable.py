@@ -1,0 +1,147 @@
+"""The store's table of key arguments: each distinct argument, and each distinct part of
+one, stored and decoded once.
+
+Terms:
+- *node*: a key argument, or a tuple, record or frozenset inside one, in the codec's
+  encoding (``codec``). Its *node text* is that encoding as one line of compact JSON, with
+  each part that is itself a node replaced by a *reference* ``{"$r": id}`` to an earlier
+  node (scalars, enum members and the other tagged values stay inline). Keys of different
+  queries share arguments (``checked_instance(k)``, ``ir(k)``, ``optimized_ir(k, 2)`` all
+  hold ``k``) and arguments share parts, so the store holds each once, and a load builds
+  each once: decoding a node finds its parts already built.
+- *table text*: the node texts, one per line, in id order; a key lists the node ids of
+  its arguments (the ``args`` column).
+- *carry*: a save starts from the table it loaded, as bytes: keys it loaded keep their
+  node ids, new keys' nodes are looked up by their text and appended. When keys were
+  dropped (then nodes may be orphaned) the table is rebuilt from the keys kept.
+Decoding names only registered classes (``codec``); a node that does not decode, or that
+refers to one that does not, is reported by its id, so the keys using it are dropped.
+"""
+from __future__ import annotations
+
+import json
+
+from . import codec
+
+_NODE_TAGS = ("$c", "$s")    # tagged values that become nodes (with tuples)
+_WALKED_TAGS = ("$c", "$s", "$l", "$d")
+
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_PLAIN = (str, int, bool, type(None))    # scalars whose equal values encode equally
+
+
+def parse(text: bytes) -> list:
+    """The node trees (JSON, references not resolved) of a table text."""
+    return json.loads(b"[" + text.replace(b"\n", b",") + b"]") if text else []
+
+
+def decode(trees: list) -> tuple[list, set[int]]:
+    """Each node's value (None where it does not decode) and the ids that do not. Resolves
+    the references in ``trees`` in place."""
+    values: list = []
+    bad: set[int] = set()
+    for i, tree in enumerate(trees):
+        try:
+            value = codec.from_json(_resolve(tree, values, bad))
+            if type(value) is list or type(value) is dict:
+                raise ValueError("a node is a list or a dict")
+        except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError):
+            value = None
+            bad.add(i)
+        values.append(value)
+    return values, bad
+
+
+def _resolve(tree, values: list, bad: set[int]):
+    """``tree`` with its references replaced by the values of the nodes they name; each
+    such value is a tuple, a record or a frozenset, which ``codec.from_json`` keeps as is."""
+    kind = type(tree)
+    if kind is list:
+        for j, part in enumerate(tree):
+            if type(part) is list or type(part) is dict:
+                tree[j] = _resolve(part, values, bad)
+        return tree
+    if kind is not dict:
+        return tree
+    if "$r" in tree:
+        ref = tree["$r"]
+        if len(tree) != 1 or type(ref) is not int or not 0 <= ref < len(values) or ref in bad:
+            raise ValueError(f"bad reference {ref!r}")
+        return values[ref]
+    tag = next(iter(tree), None)
+    if tag == "$c":
+        _resolve(tree["v"], values, bad)
+    elif tag == "$d":
+        for pair in tree[tag]:
+            _resolve(pair, values, bad)
+    elif tag in _WALKED_TAGS:
+        _resolve(tree[tag], values, bad)
+    return tree
+
+
+class Writer:
+    """The node table of a save: the loaded one (``text``, ``count`` nodes) plus the nodes
+    of new keys' arguments."""
+
+    def __init__(self, text: bytes = b"", count: int = 0):
+        self._base, self._count = text, count
+        self._ids: dict[str, int] | None = None
+        self._plain: dict[tuple, int] = {}     # (type, value) -> id, for plain arguments
+        self._new: list[str] = []
+
+    def ids(self, args: tuple) -> list[int] | None:
+        """The node ids of ``args``, adding the new nodes; None if one cannot be encoded."""
+        plain = self._plain
+        out = []
+        try:
+            for value in args:
+                kind = type(value)
+                if kind in _PLAIN:
+                    node = plain.get((kind, value))
+                    if node is None:
+                        node = plain[kind, value] = self._node(value)
+                else:
+                    node = self._node(codec.to_json(value))
+                out.append(node)
+        except (codec.NotEncodable, ValueError):
+            return None
+        return out
+
+    def text(self) -> bytes:
+        if not self._new:
+            return self._base
+        new = "\n".join(self._new).encode()
+        return self._base + b"\n" + new if self._base else new
+
+    def _node(self, tree) -> int:
+        if self._ids is None:
+            lines = self._base.decode().split("\n") if self._base else []
+            self._ids = {line: i for i, line in enumerate(lines)}
+        text = _dumps(self._refs(tree))
+        node = self._ids.get(text)
+        if node is None:
+            node = self._ids[text] = self._count + len(self._new)
+            self._new.append(text)
+        return node
+
+    def _refs(self, tree):
+        """``tree`` with its parts that are nodes replaced by references."""
+        kind = type(tree)
+        if kind is list:
+            return [self._part(part) for part in tree]
+        if kind is not dict:
+            return tree
+        tag = next(iter(tree), None)
+        if tag == "$c":
+            return {"$c": tree["$c"], "v": [self._part(part) for part in tree["v"]]}
+        if tag == "$d":
+            return {"$d": [[self._part(k), self._part(v)] for k, v in tree["$d"]]}
+        if tag in _WALKED_TAGS:
+            return {tag: [self._part(part) for part in tree[tag]]}
+        return tree
+
+    def _part(self, tree):
+        if type(tree) is list or type(tree) is dict and next(iter(tree), None) in _NODE_TAGS:
+            return {"$r": self._node(tree)}
+        return self._refs(tree)

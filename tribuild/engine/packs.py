@@ -1,0 +1,225 @@
+"""Value packs: append-only files of encoded values, and how a save places each value.
+
+Terms:
+- *pack* ``values-<salt id>-<digest>.pack``: encoded values back to back, named by the
+  digest of its bytes and never changed once written. The graph file lists the packs it
+  uses with their size and CRC-32, and each *entry* (one distinct encoded value) by pack,
+  offset, length and checksum (``digests.checksum``, checked when the entry is decoded).
+- *location*: where a memo's stored bytes lie: its blob is ``(bytes, checksum, pack,
+  offset)`` once loaded from or saved to a pack (``PackFile``); a blob just encoded, or
+  taken from a merge payload, is ``(bytes, checksum)``.
+- *carry*: a save leaves every entry of a pack it keeps where it is, and lists them all
+  again, *live* (some key of the save holds it) or *dead*. Only values whose bytes are in no
+  kept pack are written, to one new pack; a value equal to a dead entry revives it (an edit
+  undone writes nothing).
+- *verify*: before a pack is carried, its bytes as read are checked against its CRC-32 (one
+  pass, once per process); a pack that fails has each carried entry checked against its own
+  checksum, damaged ones are dropped (their memos re-run when read) and the pack is retired.
+- *retire*: stop using a pack; its live entries are copied into the new pack. A pack is
+  retired when it fails its check or its file is gone, and every pack is (*compaction*)
+  when the dead bytes of the kept packs exceed their live bytes or a save would leave more
+  than ``MAX_PACKS``. Packs of the salt that the new graph file does not list are deleted
+  after it is written.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from pathlib import Path
+
+from .digests import checksum, digest
+
+MAX_PACKS = 8
+log = logging.getLogger("tribuild.engine")
+
+
+class PackFile:
+    """One pack of a store folder: its name, its bytes as read or written (None: missing),
+    its CRC-32 as listed and its entries ``(offset, length, checksum)`` (listed lazily)."""
+    __slots__ = ("root", "name", "data", "crc", "verified", "_entries", "_offsets")
+
+    def __init__(self, root: str, name: str, data: bytes | None, crc: int, entries):
+        self.root, self.name, self.data, self.crc = root, name, data, crc
+        self.verified = False
+        self._entries = entries     # a list, or a function that lists them
+        self._offsets: dict | None = None
+
+    @property
+    def entries(self) -> list[tuple[int, int, int]]:
+        if callable(self._entries):
+            self._entries = self._entries()
+        return self._entries
+
+    def check(self) -> bool:
+        """Whether the bytes are as listed (computed once)."""
+        if not self.verified:
+            self.verified = self.data is not None and zlib.crc32(self.data) == self.crc
+        return self.verified
+
+    def find(self, blob) -> int | None:
+        """The offset of an entry holding ``blob``'s bytes, if any."""
+        if self._offsets is None:
+            self._offsets = {(c, n): o for o, n, c in self.entries}
+        offset = self._offsets.get((blob[1], len(blob[0])))
+        if offset is None or self.data[offset:offset + len(blob[0])] != blob[0]:
+            return None
+        return offset
+
+
+def pack_name(sid: str, name) -> bool:
+    """Whether ``name`` is a pack of salt ``sid`` in the store folder itself."""
+    return (type(name) is str and name.startswith(f"values-{sid}-") and name.endswith(".pack")
+            and "/" not in name and "\\" not in name)
+
+
+def read(root: str, listed: list, body: dict) -> list[PackFile]:
+    """The packs a graph file lists (``[name, size, crc]``), their bytes read (None when
+    the file is missing); ``body`` holds the entry columns."""
+    groups: dict[int, list] | None = None
+
+    def lister(index: int):
+        def entries() -> list:
+            nonlocal groups
+            if groups is None:
+                groups = {}
+                for p, o, n, c in zip(body["entry_pack"], body["entry_offset"],
+                                      body["entry_length"], body["entry_checksum"]):
+                    groups.setdefault(p, []).append((o, n, c))
+            return groups.get(index, [])
+        return entries
+    out = []
+    for index, (name, _, crc) in enumerate(listed):
+        try:
+            data = Path(root, name).read_bytes()
+        except FileNotFoundError:
+            data = None
+        out.append(PackFile(root, name, data, crc, lister(index)))
+    return out
+
+
+class Placement:
+    """Where a save puts the values: ``values`` (entry per memo, -1: none), the entry
+    columns, the packs the graph lists and the new pack (None: nothing new)."""
+
+    def __init__(self, root: str, sid: str):
+        self.root, self.sid = root, sid
+        self.values: list[int] = []
+        self.entries: dict[str, list[int]] = {"entry_pack": [], "entry_offset": [],
+                                              "entry_length": [], "entry_checksum": []}
+        self.packs: list[PackFile] = []
+        self.new: PackFile | None = None
+        self.entry: dict[tuple, int] = {}     # (pack, offset) -> entry index
+
+    def ours(self, pack: PackFile) -> bool:
+        """Whether ``pack`` is a pack of the store being written."""
+        return pack.root == self.root and pack_name(self.sid, pack.name)
+
+    def list_pack(self, pack: PackFile) -> None:
+        """List every entry of ``pack``."""
+        entries = pack.entries
+        if not entries:
+            return
+        offsets, lengths, checks = zip(*entries)
+        columns = self.entries
+        first = len(columns["entry_offset"])
+        self.entry.update(zip(((pack, o) for o in offsets), range(first, first + len(offsets))))
+        columns["entry_pack"] += [len(self.packs)] * len(offsets)
+        columns["entry_offset"] += offsets
+        columns["entry_length"] += lengths
+        columns["entry_checksum"] += checks
+        self.packs.append(pack)
+
+
+def place(memos: list, blobs: list, root: str, sid: str, known: list[PackFile]) -> Placement:
+    """Place the ``blobs`` (one per memo, None: no value) of a save into ``root``, where
+    the packs ``known`` (those loaded) may be; gives each memo the location of its value."""
+    out = Placement(root, sid)
+    kept = _kept_packs(memos, blobs, out, known)
+    keep = set(kept)
+    new = _NewPack()
+    where = [None if blob is None else blob if len(blob) == 4 and blob[2] in keep
+             else _relocate(blob, kept, new) for blob in blobs]
+    if new.chunks:
+        out.new = new.file(root, sid)
+        kept.append(out.new)
+    for pack in kept:
+        out.list_pack(pack)
+    entry = out.entry
+    for memo, blob, at in zip(memos, blobs, where):
+        if at is None:
+            out.values.append(-1)
+            continue
+        if at is not blob:
+            at = memo.blob = (blob[0], blob[1], at[0] or out.new, at[1])
+        out.values.append(entry[at[2], at[3]])
+    return out
+
+
+def _relocate(blob, kept: list[PackFile], new: "_NewPack") -> tuple:
+    """``(pack, offset)`` of an equal entry of a kept pack, else ``(None, offset)`` in the
+    new pack."""
+    for pack in kept:
+        offset = pack.find(blob)
+        if offset is not None:
+            return pack, offset
+    return None, new.add(blob)
+
+
+class _NewPack:
+    """The bytes a save writes to its new pack, each distinct value once."""
+
+    def __init__(self):
+        self.chunks: list[bytes] = []
+        self.entries: list[tuple[int, int, int]] = []
+        self._offsets: dict[bytes, int] = {}
+        self._size = 0
+
+    def add(self, blob) -> int:
+        offset = self._offsets.get(blob[0])
+        if offset is None:
+            offset = self._offsets[blob[0]] = self._size
+            self.chunks.append(blob[0])
+            self.entries.append((offset, len(blob[0]), blob[1]))
+            self._size += len(blob[0])
+        return offset
+
+    def file(self, root: str, sid: str) -> PackFile:
+        data = b"".join(self.chunks)
+        pack = PackFile(root, f"values-{sid}-{digest(data)}.pack", data, zlib.crc32(data),
+                        self.entries)
+        pack.verified = True
+        return pack
+
+
+def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile]) -> list:
+    """The packs this save keeps (none when it compacts): the known ones and those of
+    carried blobs, when they pass their check and their file is still there. Drops (in
+    ``blobs`` and on the memos) the values of damaged entries of packs that fail it."""
+    live: dict[tuple, int] = {}
+    ok: dict[PackFile, bool | None] = {p: p.check() for p in known if out.ours(p)}
+    for i, blob in enumerate(blobs):
+        if blob is None or len(blob) != 4:
+            continue
+        pack = blob[2]
+        if pack not in ok:
+            ok[pack] = pack.check() if out.ours(pack) else None
+        good = ok[pack]
+        if good is None:
+            continue
+        if good:
+            live[pack, blob[3]] = len(blob[0])
+        elif not _entry_ok(pack, blob):
+            log.warning("engine store: dropped a damaged value of %s", memos[i].query.name)
+            memos[i].blob = blobs[i] = None
+    kept = [p for p, good in ok.items()
+            if good and os.path.exists(os.path.join(p.root, p.name))]
+    if 2 * sum(live.values()) < sum(len(p.data) for p in kept) or len(kept) >= MAX_PACKS:
+        return []
+    return kept
+
+
+def _entry_ok(pack: PackFile, blob) -> bool:
+    offset = blob[3]
+    return pack.data is not None \
+        and checksum(pack.data[offset:offset + len(blob[0])]) == blob[1]
