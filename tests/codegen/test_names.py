@@ -123,7 +123,7 @@ def test_a_crafted_file_name_and_target_name_stay_inside_the_docstrings(tmp_path
     name = 'evil\\"""; import sys; sys.exit(7); """'
     folder = tmp_path / "src"
     folder.mkdir()
-    (folder / f"{name}.tri").write_text("layer L { let fc = TernaryLinear(2, 2)\n"
+    (folder / f"{name}.tri").write_text("layer L() { let fc = TernaryLinear(2, 2)\n"
                                         "fn forward(x: Tensor<float32, [N, 2]>) -> Tensor<float32, [N, 2]> "
                                         "{ return fc(x) } }\n")
     db = Database()

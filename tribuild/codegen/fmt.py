@@ -3,31 +3,34 @@ top-level commas of its first bracket, one item per line, recursively; a bracket
 single bracketed item hugs it (``nn.ModuleList([`` ... ``])``)."""
 from __future__ import annotations
 
+import re
+
 WIDTH = 99
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
+_OPENERS, _CLOSERS = frozenset(_CLOSE), frozenset(_CLOSE.values())
+# A string literal runs to its first quote not preceded by a backslash (to the end if none);
+# every other token is one bracket or comma.
+_TOKENS = re.compile(r"""'(?:[^']|(?<=\\)')*+'|"(?:[^"]|(?<=\\)")*+"|['"].*|[()\[\]{},]""", re.S)
+_OPENING = re.compile(r"[(\[{]")
 
 
 def _unquoted(text: str, start: int = 0):
-    """``(index, char, depth)`` of each character of ``text`` from ``start`` that is outside a
-    string literal, ``depth`` counting the brackets open after it."""
-    depth, quote = 0, None
-    for i in range(start, len(text)):
-        c = text[i]
-        if quote:
-            quote = None if c == quote and text[i - 1] != "\\" else quote
-            continue
-        if c in "'\"":
-            quote = c
-            continue
-        if c in _CLOSE:
+    """``(index, char, depth)`` of each bracket and comma of ``text`` from ``start`` that is
+    outside a string literal, ``depth`` counting the brackets open after it."""
+    depth = 0
+    for m in _TOKENS.finditer(text, start):
+        c = m.group()
+        if c in _OPENERS:
             depth += 1
-        elif c in ")]}":
+        elif c in _CLOSERS:
             depth -= 1
-        yield i, c, depth
+        elif c != ",":
+            continue
+        yield m.start(), c, depth
 
 
 def _matching(text: str, start: int) -> int:
-    return next((i for i, c, depth in _unquoted(text, start) if c in ")]}" and depth == 0), -1)
+    return next((i for i, c, depth in _unquoted(text, start) if c in _CLOSERS and depth == 0), -1)
 
 
 def _split(inner: str) -> list[str]:
@@ -44,7 +47,7 @@ def wrap(line: str, indent: str) -> list[str]:
     """``line`` (without indent) as one or more lines, each prefixed by ``indent``."""
     if len(indent) + len(line) <= WIDTH:
         return [indent + line]
-    opens = [i for i, c in enumerate(line) if c in _CLOSE and not _subscript(line, i)]
+    opens = [m.start() for m in _OPENING.finditer(line) if not _subscript(line, m.start())]
     for start in opens:
         end = _matching(line, start)
         if end == -1 or end - start < 2:

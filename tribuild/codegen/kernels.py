@@ -18,6 +18,7 @@ Terms:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from tribuild.codegen.fmt import wrap_text
@@ -39,9 +40,15 @@ class KernelSpec:
 
     @property
     def key(self) -> str:
-        digest = hashlib.sha256(repr((self.family, self.shape, self.dtype, self.epilogue,
-                                      self.options)).encode()).hexdigest()[:10]
-        return f"{self.family}_{_short(self)}_{digest}"
+        return _key(self)
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(spec: KernelSpec) -> str:
+    """``spec.key``, remembered: a spec's key is read wherever its kernel is used."""
+    digest = hashlib.sha256(repr((spec.family, spec.shape, spec.dtype, spec.epilogue,
+                                  spec.options)).encode()).hexdigest()[:10]
+    return f"{spec.family}_{_short(spec)}_{digest}"
 
 
 def _short(spec: KernelSpec) -> str:

@@ -15,6 +15,8 @@ Terms:
 - *plain kernels*: every ternary member used unfused somewhere (applied, or reached through
   an applied ``Sequential``/list) is built with the kernel of its plain epilogue.
 - *fn functions*: user fns that were not inlined, one module-level function per distinct body.
+- *ModuleText*: generated text, one class (``class_text``) or a whole module
+  (``module_text``, the join of its classes), with the kernels it uses.
 """
 from __future__ import annotations
 
@@ -87,18 +89,33 @@ def _member_kernels(inst: Instance, level: str) -> dict[tuple, tuple[KernelSpec,
     return {p: s for p, s in out.items() if p not in fused_only}
 
 
-def _fn_names(instances: list[Instance], taken: set[str]) -> dict[Graph, str]:
+def fn_bodies(g: Graph) -> tuple[tuple[str, Graph], ...]:
+    """The fns ``g`` calls that were not inlined, as ``(fn name, body)``: each distinct body
+    once, callees before their callers."""
     out: dict[Graph, str] = {}
 
     def visit(g: Graph) -> None:
         for n in g.nodes:
             if n.op == "fn_call" and n.attr("body") not in out:
                 visit(n.attr("body"))
-                out[n.attr("body")] = _unique(ident(n.attr("fn")), taken)
+                out[n.attr("body")] = n.attr("fn")
 
-    for inst in instances:
-        visit(inst.graph)
-    return out
+    visit(g)
+    return tuple((fn, body) for body, fn in out.items())
+
+
+def module_names(keys: list[InstanceKey], fns: list[tuple[tuple[str, Graph], ...]]
+                 ) -> tuple[dict[InstanceKey, str], dict[Graph, str]]:
+    """The class of each instance and the function of each fn body (``fns``: each instance's
+    ``fn_bodies``, in the order of ``keys``)."""
+    taken: set[str] = set()
+    names = class_names(keys, taken)
+    fn_names: dict[Graph, str] = {}
+    for bodies in fns:
+        for fn, body in bodies:
+            if body not in fn_names:
+                fn_names[body] = _unique(ident(fn), taken)
+    return names, fn_names
 
 
 class _Emitter:
@@ -132,33 +149,43 @@ class _Emitter:
         return lines
 
 
-def module_text(target: str, entry: str, root: InstanceKey, instances: list[Instance], level: str) -> ModuleText:
-    taken: set[str] = set()
-    names = class_names([i.key for i in instances], taken)
-    fn_names = _fn_names(instances, taken)
+def class_text(inst: Instance, level: str, name: str, root: bool, children: dict[InstanceKey, str],
+               fn_names: dict[Graph, str]) -> ModuleText:
+    """The class ``name`` of one instance (``root``: the target's entry, which also gets
+    ``ARGS``); ``children`` names the classes its members build, ``fn_names`` the module's fn
+    functions. Its kernels in order of first use."""
     em = _Emitter(level, fn_names)
-    chunks: list[list[str]] = []
-    for g, fname in fn_names.items():
-        chunks.append(em.function(fname, g, ""))
-    for inst in reversed(instances):
-        kernels = {p: em.keys(s) for p, s in _member_kernels(inst, level).items()}
-        weights = tuple(inst.graph.nodes[i].name for i in inst.graph.weights())
-        attrs = member_names(tuple(name for name, _ in inst.members) + weights)
-        doc = docstring(wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88)).replace("\n", "\n    ")
-        lines = [f"class {names[inst.key]}(model.Module):", f"    {doc}", ""]
-        if inst.key == root:
-            lines += wrap(f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in root.args)}}}", "    ")
-            lines.append("")
-        lines += ["    def __init__(self):", "        super().__init__()"]
-        for line in init_lines(inst.members, attrs, kernels, lambda k: names[k]) + weight_lines(inst.graph, attrs):
-            lines += wrap(line, "        ")
-        lines += [""] + em.function("forward", inst.graph, "    ", attrs)
-        chunks.append(lines)
-    chunks.append([f"Model = {names[root]}"])
-    chunks.append(["def build() -> Model:", "    return Model()"])
-    body = "\n\n\n".join("\n".join(c) for c in chunks) + "\n"
-    head = _header(target, entry, root, level, body, sorted(em.specs))
-    return ModuleText(head + body, tuple(em.specs[k] for k in sorted(em.specs)))
+    kernels = {p: em.keys(s) for p, s in _member_kernels(inst, level).items()}
+    weights = tuple(inst.graph.nodes[i].name for i in inst.graph.weights())
+    attrs = member_names(tuple(member for member, _ in inst.members) + weights)
+    doc = docstring(wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88)).replace("\n", "\n    ")
+    lines = [f"class {name}(model.Module):", f"    {doc}", ""]
+    if root:
+        lines += wrap(f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in inst.key.args)}}}", "    ")
+        lines.append("")
+    lines += ["    def __init__(self):", "        super().__init__()"]
+    for line in init_lines(inst.members, attrs, kernels, children.__getitem__) + weight_lines(inst.graph, attrs):
+        lines += wrap(line, "        ")
+    lines += [""] + em.function("forward", inst.graph, "    ", attrs)
+    return ModuleText("\n".join(lines), tuple(em.specs.values()))
+
+
+def module_text(target: str, entry: str, root: InstanceKey, root_name: str, classes: list[ModuleText],
+                fn_names: dict[Graph, str], level: str) -> ModuleText:
+    """The module of a target: its fn functions, then ``classes`` (each instance's
+    ``class_text``, the root's last), ``Model`` and ``build()``, under a header importing
+    what the body uses and loading its kernels."""
+    em = _Emitter(level, fn_names)
+    chunks = ["\n".join(em.function(fname, g, "")) for g, fname in fn_names.items()]
+    chunks += [c.text for c in classes]
+    chunks += [f"Model = {root_name}", "def build() -> Model:\n    return Model()"]
+    body = "\n\n\n".join(chunks) + "\n"
+    specs = dict(em.specs)
+    for c in classes:
+        for spec in c.kernels:
+            specs.setdefault(spec.key, spec)
+    head = _header(target, entry, root, level, body, sorted(specs))
+    return ModuleText(head + body, tuple(specs[k] for k in sorted(specs)))
 
 
 def _header(target: str, entry: str, root: InstanceKey, level: str, body: str, keys: list[str]) -> str:

@@ -104,6 +104,8 @@ def literal(value: object) -> str:
 def docstring(text: str) -> str:
     """``text`` as a triple-quoted literal: quotes and backslashes escaped, other unprintable
     characters (but newlines) as escapes."""
+    if "\\" not in text and '"' not in text and text.replace("\n", "").isprintable():
+        return '"""' + text + '"""'
     out = []
     for ch in text:
         if ch in '\\"':

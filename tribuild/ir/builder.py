@@ -16,7 +16,6 @@ from typing import Callable
 
 from tribuild.ir.graph import Graph, Node, node
 from tribuild.lang.types import ScalarT
-from tribuild.record import replace
 
 
 class Builder:
@@ -48,10 +47,13 @@ def keep(b: Builder, i: int, n: Node) -> int:
 
 def rewrite(g: Graph, visit: Visit) -> Graph:
     b = Builder()
-    remap: dict[int, int] = {}
+    remap: list[int] = []
     for i, n in enumerate(g.nodes):
-        moved = replace(n, inputs=tuple(remap[j] for j in n.inputs))
+        if n.inputs:
+            inputs = tuple([remap[j] for j in n.inputs])
+            if inputs != n.inputs:
+                n = Node(n.op, inputs, n.attrs, n.type, n.name)
         b.visiting = i
-        remap[i] = visit(b, i, moved)
+        remap.append(visit(b, i, n))
     symbols = tuple((s, remap[p], axis) for s, p, axis in g.symbols)
     return Graph(tuple(b.nodes), remap[g.output], symbols)

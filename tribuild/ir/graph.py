@@ -56,7 +56,10 @@ class Node:
     name: str = ""
 
     def attr(self, key: str, default: object = None) -> object:
-        return next((v for k, v in self.attrs if k == key), default)
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
 
     def with_attrs(self, **changes: object) -> Node:
         merged = dict(self.attrs)

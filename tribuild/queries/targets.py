@@ -11,6 +11,15 @@ Terms:
 - *cut*: the walk does not descend into a child that is one of its own ancestors (a layer
   containing itself, E0208) or that nests deeper than ``MAX_NESTING`` (a layer building ever
   bigger copies of itself, E0209); both are reported, so every walk ends.
+- *file diagnostics*: what ``tribuild check`` reports for one file: a read error, or the syntax
+  errors of each item, the name-resolution errors of the file, the checker's findings for
+  each item, and the instance reports of the file's layers that can be instantiated with
+  their defaults. In item order; the driver sorts by position when printing.
+- *import closure*: a file and every file it imports, transitively, sorted.
+- *target report*: the file diagnostics of every readable file of the target's import closure
+  (an unreadable one is reported where it is imported), then its root's instance report and
+  the check of its example input; each diagnostic once. So a target builds exactly when
+  `tribuild build` finds no error for it, whoever asks.
 """
 from __future__ import annotations
 
@@ -19,9 +28,9 @@ from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang.check import check_target_input
 from tribuild.lang.values import InstanceKey, describe_instance
-from tribuild.queries.names import scope
+from tribuild.queries.names import import_targets, scope
 from tribuild.queries.semantic import (has_defaults, instance_children, instance_diagnostics,
-                                       layer_instance, signature)
+                                       item_diagnostics, layer_instance, signature)
 from tribuild.queries.syntax import item_ast, item_index, read_error
 from tribuild.record import record
 
@@ -31,6 +40,7 @@ SHOWN = 6
 
 E_CONTAINS_ITSELF = register("E0208", "a layer contains an instance of itself")
 E_TOO_DEEP = register("E0209", "layer instances nest too deeply")
+E_UNREADABLE = register("E0001", "a source file cannot be read")
 
 
 @record
@@ -124,11 +134,42 @@ def target_report(db, entry_path: str, layer: str, args: tuple, input_shape: tup
     root = layer_instance(db, ref.path, ref.item_id, args)
     if isinstance(root, str):
         return TargetReport(None, root, ())
-    diags = instance_report(db, root)
+    diags = [d for path in import_closure(db, entry_path) if read_error(db, path) is None
+             for d in file_diagnostics(db, path)]
+    diags += instance_report(db, root)
     if input_shape is not None:
         sig = signature(db, ref.path, ref.item_id).signature
         diags += check_target_input(sig, root, input_shape)
-    return TargetReport(root, None, diags)
+    return TargetReport(root, None, tuple(dict.fromkeys(diags)))
+
+
+def import_closure(db, entry_path: str) -> tuple[str, ...]:
+    """``entry_path`` and every file it imports, transitively, sorted (paths as queries see
+    them: relative to the project root)."""
+    seen = {entry_path}
+    pending = [entry_path]
+    while pending:
+        for target in import_targets(db, pending.pop()):
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return tuple(sorted(seen))
+
+
+@derived
+def file_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
+    error = read_error(db, path)
+    if error is not None:
+        return (Diagnostic(E_UNREADABLE, f"cannot read `{path}`: {error}",
+                           Label(Loc(path, None, (0, 0)), error)),)
+    out: list[Diagnostic] = []
+    for entry in item_index(db, path):
+        out.extend(item_ast(db, path, entry.id).diagnostics)
+    out.extend(scope(db, path).diagnostics)
+    for entry in item_index(db, path):
+        out.extend(item_diagnostics(db, path, entry.id))
+    out.extend(default_instances_report(db, path))
+    return tuple(out)
 
 
 @derived
