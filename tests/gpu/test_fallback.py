@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.gpu import oracle
+from tribuild.gpu import launch
 from tribuild.gpu.launch import backend_for, force_backend, ternary_conv2d, ternary_linear, unpacked_codes
 from tribuild.gpu.packing import pack
 
@@ -32,16 +33,22 @@ def test_linear_matches_oracle(m, n, k, act, channel, residual, dtype):
     oracle.assert_matches(out, oracle.linear(x, codes, g, b, act, r))
 
 
-@pytest.mark.parametrize("groups", [1, 2, 4])
-def test_conv_matches_oracle(groups):
-    gen = torch.Generator().manual_seed(groups)
-    x = torch.randn(2, 4, 7, 6, generator=gen)
-    codes = torch.randint(-1, 2, (8, 4 // groups, 3, 3), generator=gen)
+# (groups, input H x W, kernel, stride, padding): a window covering the whole input (one output
+# position, unpadded) runs as a matrix product; padded or grouped ones stay convolutions
+CONVS = [(1, (7, 6), 3, 2, 1), (2, (7, 6), 3, 2, 1), (4, (7, 6), 3, 2, 1),
+         (1, (5, 5), 5, 1, 0), (1, (3, 3), 3, 2, 0), (1, (3, 3), 3, 1, 1), (2, (3, 3), 3, 1, 0)]
+
+
+@pytest.mark.parametrize("groups, size, kernel, stride, padding", CONVS)
+def test_conv_matches_oracle(groups, size, kernel, stride, padding):
+    gen = torch.Generator().manual_seed(groups + kernel)
+    x = torch.randn(2, 4, *size, generator=gen)
+    codes = torch.randint(-1, 2, (8, 4 // groups, kernel, kernel), generator=gen)
     g, b = torch.rand(8, generator=gen) + 0.1, torch.randn(8, generator=gen)
     with force_backend("torch"):
-        out = ternary_conv2d(x, pack(codes), g, b, kernel_size=3, stride=2, padding=1, groups=groups,
-                             act="relu")
-    oracle.assert_matches(out, oracle.conv2d(x, codes, g, b, "relu", None, 2, 1, groups))
+        out = ternary_conv2d(x, pack(codes), g, b, kernel_size=kernel, stride=stride, padding=padding,
+                             groups=groups, act="relu")
+    oracle.assert_matches(out, oracle.conv2d(x, codes, g, b, "relu", None, stride, padding, groups))
 
 
 def test_unpacked_codes_are_cached_until_the_buffer_changes_or_dies():
@@ -60,8 +67,11 @@ def test_unpacked_codes_are_cached_until_the_buffer_changes_or_dies():
 
 def test_backend_choice(monkeypatch):
     x = torch.zeros(1)
+    monkeypatch.setattr(launch, "_cpu_backend", None)  # as in a fresh process
     assert backend_for(x) == "triton"  # conftest sets TRITON_INTERPRET=1
     monkeypatch.delenv("TRITON_INTERPRET")
+    assert backend_for(x) == "triton"  # read once: the kernels were defined for the interpreter
+    monkeypatch.setattr(launch, "_cpu_backend", None)
     assert backend_for(x) == "torch"
     with force_backend("triton"):
         assert backend_for(x) == "triton"

@@ -4,7 +4,8 @@ Terms: ``acc`` is the float32 product ``x · codesᵀ`` (or the convolution with
 ``scale`` is float32 of shape ``[1]`` (per tensor) or ``[N]`` (per output channel); ``bias``
 is ``[N]``; ``residual`` has the output's shape; the *channel dim* is where N sits (-1 for a
 linear layer, 1 for NCHW). ``ACTIVATIONS`` names every activation the kernels fuse; ``none``
-is the identity and ``gelu`` the exact erf form.
+is the identity and ``gelu`` the exact erf form. ``IN_PLACE`` computes the same values over its
+argument where PyTorch can (``gelu`` cannot), for a fresh tensor that nothing else reads.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ ACTIVATIONS = {
     "silu": F.silu,
     "gelu": F.gelu,
     "sigmoid": torch.sigmoid,
+}
+
+IN_PLACE = {
+    "none": lambda x: x,
+    "relu": torch.relu_,
+    "relu6": lambda x: F.relu6(x, inplace=True),
+    "silu": lambda x: F.silu(x, inplace=True),
+    "gelu": F.gelu,
+    "sigmoid": torch.sigmoid_,
 }
 
 

@@ -4,7 +4,9 @@ Terms:
 - *backend*: ``triton`` runs the kernels of ``tribuild.gpu.kernels``; ``torch`` runs the same
   arithmetic in PyTorch (float32 accumulation and epilogue, result in ``x``'s dtype). In
   ``auto`` mode (the default) CUDA tensors take ``triton``, as do CPU tensors when
-  ``TRITON_INTERPRET=1`` (the interpreter); everything else takes ``torch``.
+  ``TRITON_INTERPRET=1`` (the interpreter); everything else takes ``torch``. The variable is
+  read once, at the first choice for a CPU tensor (Triton, too, reads it once, when its kernels
+  are defined): reading the environment costs more than a small layer's Python.
   :func:`force_backend` overrides the choice, for tests.
 - *packed*: the uint8 ``[N, ceil(K/4)]`` weight of ``tribuild.gpu.packing``; *scale* its
   float32 ``[1]`` or ``[N]`` scale; the epilogue is ``act(scale · acc + bias + residual)``.
@@ -33,6 +35,7 @@ from tribuild.gpu.ternarize import quantize_activations as quantize_activations_
 BACKENDS = ("auto", "triton", "torch")
 GEMV_MAX_ROWS = 4  # up to this many rows (memory-bound decoding) the GEMV kernel runs, not the GEMM
 _backend = "auto"
+_cpu_backend: str | None = None  # auto mode's choice for CPU tensors, once TRITON_INTERPRET is read
 _unpacked: dict[int, tuple[weakref.ref, int, tuple[int, ...], torch.Tensor]] = {}
 
 
@@ -51,9 +54,14 @@ def force_backend(name: str) -> Iterator[None]:
 
 def backend_for(x: torch.Tensor) -> str:
     """The backend a call on ``x`` takes now: ``triton`` or ``torch``."""
+    global _cpu_backend
     if _backend != "auto":
         return _backend
-    return "triton" if x.is_cuda or autotune.interpreted() else "torch"
+    if x.is_cuda:
+        return "triton"
+    if _cpu_backend is None:
+        _cpu_backend = "triton" if autotune.interpreted() else "torch"
+    return _cpu_backend
 
 
 def unpacked_codes(packed: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -146,6 +154,17 @@ def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     return out.reshape(*x.shape[:-1], n)
 
 
+def dense_conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: int | tuple[int, int],
+                 padding: int | tuple[int, int], groups: int) -> torch.Tensor:
+    """``F.conv2d(x, w, bias, stride, padding, 1, groups)`` on the torch backend. A window that
+    covers the whole input (ungrouped, unpadded: one output position) runs as the matrix product
+    it is, which PyTorch's CPU convolution computes several times slower."""
+    b, n = x.shape[0], w.shape[0]
+    if groups == 1 and x.shape[2:] == w.shape[2:] and padding in (0, (0, 0)):
+        return F.linear(x.reshape(b, -1), w.reshape(n, -1), bias).reshape(b, n, 1, 1)
+    return F.conv2d(x, w, bias, stride, padding, 1, groups)
+
+
 def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
@@ -171,7 +190,7 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     _check_epilogue(scale, bias, residual, n, (b, n, oh, ow))
     if backend_for(x) == "torch":
-        acc = F.conv2d(x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), 1, groups)
+        acc = dense_conv2d(x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), groups)
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)
     x = x.contiguous()
     out = torch.empty((b, n, oh, ow), dtype=x.dtype, device=x.device)

@@ -13,7 +13,9 @@ Terms:
 - *dense weight*: on the torch backend a layer computes with ``scale · codes`` as one float
   weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept until
   the packed weight or the scale changes; the accumulation then rounds slightly differently
-  from the kernels' ``scale · (x · codes)``, within float32 rounding.
+  from the kernels' ``scale · (x · codes)``, within float32 rounding. A fused activation and
+  residual add then run in place on the product (``epilogue.IN_PLACE``) unless autograd is
+  recording: the torch backend's share of fusion.
 - *fused call* (``fused``): the layer's kernel with a folded BatchNorm (its eval-mode affine
   map merged into the per-channel scale and bias), an activation and a residual add in the
   epilogue. In training mode, or with a BatchNorm in training mode, the same result is
@@ -31,8 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tribuild.gpu.epilogue import ACTIVATIONS, activation_name
-from tribuild.gpu.launch import backend_for, ternary_conv2d, ternary_linear, unpacked_codes
+from tribuild.gpu.epilogue import ACTIVATIONS, IN_PLACE, activation_name
+from tribuild.gpu.launch import backend_for, dense_conv2d, ternary_conv2d, ternary_linear, unpacked_codes
 from tribuild.gpu.packing import packed_cols
 from tribuild.gpu.ternarize import dequantize, ternarize_ste
 
@@ -68,9 +70,11 @@ class TernaryLayer(nn.Module):
 
     @staticmethod
     def dense_epilogue(y: torch.Tensor, act: str | None, residual: torch.Tensor | None) -> torch.Tensor:
-        if residual is not None:
-            y = y + residual
-        return y if act is None or act == "none" else ACTIVATIONS[act](y)
+        """``act(y + residual)`` of a fresh product ``y``: in place, unless autograd is recording."""
+        act = act or "none"
+        if torch.is_grad_enabled():
+            return ACTIVATIONS[act](y if residual is None else y + residual)
+        return IN_PLACE[act](y if residual is None else y.add_(residual))
 
     def weight_for_training(self, name: str) -> torch.Tensor | None:
         """The STE-ternarized latent weight while training with QAT, else None."""
@@ -122,13 +126,14 @@ class TernaryLinear(TernaryLayer):
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            return self.dense_epilogue(F.linear(x, self.dense_weight("weight", scale, x.dtype), bias), act, residual)
+            y = F.linear(x, self.dense_weight("weight", scale, x.dtype), bias)
+            return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
         return ternary_linear(x, self.weight, scale, bias, act, residual)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight_for_training("weight")
+        w = self.weight_for_training("weight") if self.training else None
         if w is not None:
             return F.linear(x, w, self.bias)
         return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
@@ -152,16 +157,16 @@ class TernaryConv2d(TernaryLayer):
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            y = F.conv2d(x, self.dense_weight("weight", scale, x.dtype), bias, self.stride, self.padding, 1,
-                         self.groups)
-            return self.dense_epilogue(y, act, residual)
+            y = dense_conv2d(x, self.dense_weight("weight", scale, x.dtype), bias, self.stride, self.padding,
+                             self.groups)
+            return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
         return ternary_conv2d(x, self.weight, scale, bias, kernel_size=self.kernel_size, stride=self.stride,
                               padding=self.padding, groups=self.groups, act=act, residual=residual)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight_for_training("weight")
+        w = self.weight_for_training("weight") if self.training else None
         if w is not None:
             return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
         return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
@@ -189,7 +194,7 @@ class MultiHeadAttention(TernaryLayer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, t, d = x.shape
-        w = self.weight_for_training("in_proj_weight")
+        w = self.weight_for_training("in_proj_weight") if self.training else None
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
         elif backend_for(x) == "torch":
