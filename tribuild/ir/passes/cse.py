@@ -20,13 +20,18 @@ def _mergeable(n: Node) -> bool:
 
 
 def cse(g: Graph) -> Graph:
-    seen: dict[tuple, int] = {}
+    # by (op, inputs): the earlier nodes that attrs and type must then equal (comparing those
+    # on a match is cheaper than hashing them for every node)
+    seen: dict[tuple, list[int]] = {}
 
     def visit(b: Builder, i: int, n: Node) -> int:
         if not _mergeable(n):
             return b.add(n)
-        key = (n.op, n.inputs, n.attrs, n.type)
-        if key not in seen:
-            seen[key] = b.add(n)
-        return seen[key]
+        earlier = seen.setdefault((n.op, n.inputs), [])
+        for j in earlier:
+            m = b.nodes[j]
+            if m.attrs == n.attrs and m.type == n.type:
+                return j
+        earlier.append(b.add(n))
+        return earlier[-1]
     return rewrite(g, visit)

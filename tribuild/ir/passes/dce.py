@@ -21,4 +21,6 @@ def live(g: Graph) -> list[bool]:
 
 def dce(g: Graph) -> Graph:
     alive = live(g)
+    if all(alive):
+        return g
     return rewrite(g, lambda b, i, n: b.add(n) if alive[i] else -1)

@@ -25,6 +25,9 @@ def _splice(b: Builder, body: Graph, inputs: tuple[int, ...]) -> int:
 
 
 def inline(g: Graph) -> Graph:
+    if not any(n.op == "fn_call" for n in g.nodes):
+        return g
+
     def visit(b: Builder, i: int, n: Node) -> int:
         if n.op != "fn_call":
             return b.add(n)

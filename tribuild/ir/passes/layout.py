@@ -131,8 +131,9 @@ def chains(g: Graph) -> list[int]:
     return [find(i) if member[i] else -1 for i in range(len(g.nodes))]
 
 
-def paying_chains(g: Graph) -> set[int]:
-    chain = chains(g)
+def paying_chains(g: Graph, chain: list[int] | None = None) -> set[int]:
+    """The chains that pay (``chain``: ``chains(g)``, when already known)."""
+    chain = chains(g) if chain is None else chain
     totals: dict[int, list[float]] = {}
     for i, n in enumerate(g.nodes):
         if chain[i] >= 0:
@@ -145,7 +146,7 @@ def paying_chains(g: Graph) -> set[int]:
 
 def layout(g: Graph) -> Graph:
     chain = chains(g)
-    pays = paying_chains(g)
+    pays = paying_chains(g, chain)
     if not pays:
         return g
     converted: dict[tuple[int, str], int] = {}   # (new id, format) -> its conversion's id
