@@ -46,10 +46,11 @@ from tribuild.queries.targets import target_report  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STAGES = {
-    "lex": ("read_error", "lexed", "item_index", "item_tokens"),
-    "parse": ("item_ast",),
-    "names": ("imports", "exports", "scope", "import_cycle"),
-    "check": ("signature", "const_value", "item_diagnostics", "checked_instance",
+    "lex": ("read_error", "lexed", "chunks", "chunk_text", "chunk_lexed", "item_places", "item_index",
+            "item_tokens"),
+    "parse": ("item_ast", "item_construction"),
+    "names": ("item_names", "item_head", "imports", "exports", "scope", "import_cycle"),
+    "check": ("signature", "const_value", "item_diagnostics", "generic_members", "instance_members", "checked_instance",
               "instance_children", "instance_diagnostics", "layer_instance"),
     "instances": ("reached_instances", "instance_report", "target_report"),
 }

@@ -90,3 +90,30 @@ def test_checks_are_pure(program):
         env = program.env.scope_of(r)
         sig = program.env.signatures[r]
         assert check_item(item, sig, r.path, r.item_id, env) == check_item(item, sig, r.path, r.item_id, env)
+
+
+BOUND_BY_MEMBER = """
+layer P(d: int = 4) {
+    let w: Tensor<float32, [K, d]> = 3
+    let fc = Linear(d, 2 * d)
+    fn forward(x: Tensor<float32, [N, d]>) -> Tensor<float32, [N, 2 * d]> {
+        let k = K
+        return fc(x)
+    }
+}
+"""
+
+
+def test_forward_sees_dim_names_bound_by_member_types():
+    """Members are evaluated in a step of their own (``Members``); the dim names their declared
+    types bind (``K``) stay in scope for `forward`, as in one run."""
+    program = load_program({"a.tri": BOUND_BY_MEMBER})
+    r = ref(program, "a.tri", "P")
+    sig, env = program.env.signatures[r], program.env.scope_of(r)
+    generic = check_item(program.items[r], sig, "a.tri", r.item_id, env)
+    key = instance_key("a.tri", r.item_id, sig, {}, env)
+    instance = check_instance(program.items[r], sig, key, env).diagnostics
+    assert [d.message for d in generic] == [
+        "member `w`: expected Tensor<float32, [K, d]>, found int: expected Tensor<float32, [K, d]>, found int"]
+    assert [d.message for d in instance] == [
+        "member `w`: expected Tensor<float32, [K, 4]>, found int: expected Tensor<float32, [K, 4]>, found int"]

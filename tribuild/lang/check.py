@@ -40,6 +40,7 @@ class Members:
     """The members of one instance, evaluated, and the state of the run that evaluated them."""
     diagnostics: tuple[Diagnostic, ...]
     members: tuple[tuple[str, Value], ...]
+    scope: tuple[tuple[str, Value], ...]  # parameters, members, dim names their types bound
     children: tuple[tuple[str, InstanceKey], ...]
     work: int          # ``Ctx.work`` left
     exhausted: bool    # ``Ctx.exhausted``
@@ -89,9 +90,9 @@ def _check_body(stmts: tuple[ast.Stmt, ...], fn: ast.Fn | ast.Layer, inputs: tup
     return body
 
 
-def _defaults(item: ast.Fn | ast.Layer, sig_params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
+def _defaults(params: tuple[ast.Param, ...], sig_params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
     """Check the parameter defaults of an item against their declared types."""
-    for p, sp in zip(item.params, sig_params):
+    for p, sp in zip(params, sig_params):
         if p.default is None:
             continue
         value = evaluate(p.default, scope, ctx)
@@ -117,11 +118,6 @@ def _lower(t: ast.TypeExpr, ctx: Ctx) -> Type:
     return lower_type(t, ctx.sink.report)
 
 
-def _stateful(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx) -> None:
-    _members(item.members, scope, ctx)
-    _methods(item, sig, scope, ctx)
-
-
 def _methods(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx) -> None:
     """Check the methods of a stateful layer, its members in ``scope``."""
     forward = forward_of(item)
@@ -136,8 +132,10 @@ def _methods(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx)
         _check_body(method.body, method, inputs, ret, scope, ctx)
 
 
-def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env) -> tuple[Diagnostic, ...]:
-    """The generic check of one item."""
+def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env,
+               members: Members | None = None) -> tuple[Diagnostic, ...]:
+    """The generic check of one item; for a stateful layer, ``members`` are its members as
+    ``evaluate_generic_members`` gives them (evaluated here when not given)."""
     ctx = Ctx(Sink(path, item_id), env)
     match item:
         case ast.Const(type=t, value=e):
@@ -145,15 +143,38 @@ def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env
             if sig.ret is not None:
                 check_declared(Body(ctx, {}, None, None), sig.ret, value, e.span, "", f"constant `{item.name}`")
         case ast.Fn() | ast.Layer(body=tuple()):
-            _defaults(item, sig.inputs, {}, ctx)
+            _defaults(item.params, sig.inputs, {}, ctx)
             _check_body(item.body, item, sig.inputs, sig.ret, {}, ctx)
         case ast.Layer():
-            scope: dict[str, Value] = {}
-            for p in sig.params:
-                scope[p.name] = _symbolic(p)
-            _defaults(item, sig.params, {}, ctx)
-            _stateful(item, sig, scope, ctx)
+            if members is None:
+                members = evaluate_generic_members(item.params, item.members, sig, path, item_id, env)
+            _resume(members, item, ctx)
+            _methods(item, sig, dict(members.scope), ctx)
     return ctx.sink.result()
+
+
+def evaluate_generic_members(params: tuple[ast.Param, ...], members: tuple[ast.Let, ...], sig: Signature,
+                             path: str, item_id: str, env: Env) -> Members:
+    """The first step of the generic check of a stateful layer: its parameter defaults checked
+    and its members evaluated, construction parameters symbolic."""
+    ctx = Ctx(Sink(path, item_id), env)
+    _defaults(params, sig.params, {}, ctx)
+    return _evaluated(members, {p.name: _symbolic(p) for p in sig.params}, ctx)
+
+
+def _evaluated(members: tuple[ast.Let, ...], scope: dict[str, Value], ctx: Ctx) -> Members:
+    """Evaluate ``members`` in ``scope`` (which they extend)."""
+    values = _members(members, scope, ctx)
+    children = tuple(c for name, v in values for c in _children(name, v))
+    return Members(ctx.sink.result(), values, tuple(scope.items()), children, ctx.work, ctx.exhausted,
+                   ctx.fresh[0])
+
+
+def _resume(members: Members, layer: ast.Layer, ctx: Ctx) -> None:
+    """Go on, in ``ctx``, with the run that evaluated ``members``."""
+    ctx.sink.diags.extend(members.diagnostics)
+    ctx.work, ctx.exhausted, ctx.fresh = members.work, members.exhausted, [members.fresh]
+    ctx.origins = {m.name: m.span for m in layer.members}
 
 
 def const_value_of(item: ast.Const, sig: Signature, path: str, item_id: str, env: Env) -> Value:
@@ -195,9 +216,7 @@ def evaluate_members(members: tuple[ast.Let, ...], key: InstanceKey, env: Env) -
     """The first step of checking an instance: its members (the ``let``s of a stateful layer,
     none for a functional one) evaluated with its arguments."""
     ctx = Ctx(Sink(key.path, key.item_id), env)
-    values = _members(members, dict(key.args), ctx)
-    children = tuple(c for name, v in values for c in _children(name, v))
-    return Members(ctx.sink.result(), values, children, ctx.work, ctx.exhausted, ctx.fresh[0])
+    return _evaluated(members, dict(key.args), ctx)
 
 
 def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env,
@@ -206,16 +225,15 @@ def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env,
     here when not given: both steps in one call)."""
     if members is None:
         members = evaluate_members(item.members, key, env)
-    ctx = Ctx(Sink(key.path, key.item_id, list(members.diagnostics)), env, members.work, members.exhausted,
-              [members.fresh], {m.name: m.span for m in item.members})
-    scope: dict[str, Value] = dict(key.args)
-    inputs = tuple(resolve(p.type, scope, ctx) for p in sig.inputs)
-    output = resolve(sig.ret, scope, ctx)
+    ctx = Ctx(Sink(key.path, key.item_id), env)
+    _resume(members, item, ctx)
+    args: dict[str, Value] = dict(key.args)
+    inputs = tuple(resolve(p.type, args, ctx) for p in sig.inputs)
+    output = resolve(sig.ret, args, ctx)
     if item.body is not None:
-        _check_body(item.body, item, sig.inputs, sig.ret, scope, ctx)
+        _check_body(item.body, item, sig.inputs, sig.ret, args, ctx)
     else:
-        scope.update(members.members)
-        _methods(item, sig, scope, ctx)
+        _methods(item, sig, dict(members.scope), ctx)
     if forward_of(item) is None:  # a functional layer has no members, one without forward builds nothing
         return CheckedInstance(key, ctx.sink.result(), (), (), inputs, output)
     return CheckedInstance(key, ctx.sink.result(), members.children, members.members, inputs, output)

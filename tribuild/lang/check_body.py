@@ -35,27 +35,36 @@ class Body:
     returned: list[Value] = field(default_factory=list)
 
 
-_RESOLVED: dict[tuple, Type | None] = {}
+_BY_TYPE: dict[int, tuple[Type, frozenset[str], dict]] = {}
+"""id(t) -> (t, the dim symbols of t, mapping -> t resolved with it): a type is looked up by
+identity (the types resolved are those of memoized signatures and ASTs, resolved again for each
+instance), so resolving does not hash the type; ``t`` is held, so its id is not reused."""
 
 
 def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
     """``t`` with every dim name that names an integer in scope or a constant replaced."""
     if t is None:
         return None
+    entry = _BY_TYPE.get(id(t))
+    if entry is None or entry[0] is not t:
+        if len(_BY_TYPE) >= dims.MEMO_LIMIT:
+            _BY_TYPE.clear()
+        entry = _BY_TYPE[id(t)] = (t, type_symbols(t), {})
     mapping: list[tuple[str, dims.DimLike]] = []
-    for name in type_symbols(t):
+    for name in entry[1]:
         value = scope.get(name)
         if value is None:
             ref = ctx.env.lookup(name)
             value = ctx.env.const_value(ref) if ref is not None and ref.kind == "const" else None
         if value is not None and is_int(value):
             mapping.append((name, as_dim(value)))
-    return dims.memo(_RESOLVED, (t, tuple(mapping)), _substituted) if mapping else t
-
-
-def _substituted(key: tuple[Type, tuple[tuple[str, dims.DimLike], ...]]) -> Type | None:
-    t, mapping = key
-    return subst_type(t, dict(mapping))
+    if not mapping:
+        return t
+    key = tuple(mapping)
+    resolved = entry[2].get(key)
+    if resolved is None:
+        resolved = entry[2][key] = subst_type(t, dict(mapping))
+    return resolved
 
 
 def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:

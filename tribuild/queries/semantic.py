@@ -11,7 +11,8 @@ Terms:
 - *checked_instance(key)*: one concrete instantiation (``InstanceKey``: layer + construction
   values), checked with those values. Its ``children`` are the user-layer instances it builds.
   It reads ``instance_members(key)``, the members evaluated, which reads only the item's
-  ``item_members``: a body edit re-checks `forward` without evaluating the members again.
+  ``item_construction``: a body edit re-checks `forward` without evaluating the members again.
+  ``generic_members(path, item_id)`` is the same first step of the generic check.
 - *const cycle*: a constant whose value names itself, directly or through other constants or
   the parameter defaults of layers it builds (E0207); its value is POISON, so checking it ends.
 - *default instance*: a layer whose construction parameters all have defaults; ``tribuild
@@ -24,14 +25,14 @@ from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang import ast
 from tribuild.lang.check import (CheckedInstance, Members, check_instance, check_item, const_value_of,
-                                 evaluate_members, instance_key)
+                                 evaluate_generic_members, evaluate_members, instance_key)
 from tribuild.lang.consteval import POISON
 from tribuild.lang.env import ItemRef
 from tribuild.lang.free_names import free_names
 from tribuild.lang.signature import Signature, signature_of
 from tribuild.lang.values import InstanceKey, Value
 from tribuild.queries.names import scope
-from tribuild.queries.syntax import item_ast, item_members
+from tribuild.queries.syntax import indexed, item_ast, item_construction
 from tribuild.record import record
 
 E_CONST_CYCLE = register("E0207", "a constant depends on itself")
@@ -59,7 +60,7 @@ class QueryEnv:
 
     def _scope(self) -> dict[str, ItemRef]:
         if self._names is None:
-            self._names = dict(scope(self.db, self.path).names)
+            self._names = indexed("scope", self.path, scope(self.db, self.path), lambda s: dict(s.names))
         return self._names
 
     def lookup(self, name: str) -> ItemRef | None:
@@ -135,12 +136,20 @@ def item_diagnostics(db, path: str, item_id: str) -> tuple[Diagnostic, ...]:
             E_CONST_CYCLE, f"constant `{item.name}` depends on itself: " + " -> ".join(cycle),
             Label(Loc(path, item_id, item.name_span), "defined here"),
             help="give one of them a value that does not name the others"),)
-    return sig.diagnostics + check_item(item, sig.signature, path, item_id, QueryEnv(db, path))
+    members = generic_members(db, path, item_id) if isinstance(item, ast.Layer) and item.body is None else None
+    return sig.diagnostics + check_item(item, sig.signature, path, item_id, QueryEnv(db, path), members)
+
+
+@derived
+def generic_members(db, path: str, item_id: str) -> Members:
+    params, members = item_construction(db, path, item_id)
+    return evaluate_generic_members(params, members, signature(db, path, item_id).signature, path, item_id,
+                                    QueryEnv(db, path))
 
 
 @derived
 def instance_members(db, key: InstanceKey) -> Members:
-    return evaluate_members(item_members(db, key.path, key.item_id), key, QueryEnv(db, key.path))
+    return evaluate_members(item_construction(db, key.path, key.item_id)[1], key, QueryEnv(db, key.path))
 
 
 @derived

@@ -17,11 +17,13 @@ Terms:
   edit that leaves the item's own tokens alone.
 - *item_ast(path, item_id)*: the parsed item and its syntax diagnostics. Depends only on
   that item's tokens, so editing one item re-parses that item alone.
-- *item_members(path, item_id)*: the ``let`` members of a stateful layer (empty for any other
-  item): equal after an edit of the layer's methods, so what only evaluates members stays green.
+- *item_construction(path, item_id)*: the parameters and ``let`` members of a layer (empty for
+  any other item): equal after an edit of the layer's methods, so what only evaluates members
+  stays green.
 """
 from __future__ import annotations
 
+from typing import Callable
 
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
@@ -89,9 +91,23 @@ def item_names(db, path: str) -> tuple[tuple[str, str, str | None], ...]:
     return tuple((e.id, e.kind, e.name) for e in item_index(db, path))
 
 
+_INDEXES: dict[tuple[str, str], tuple[object, dict]] = {}
+
+
+def indexed(kind: str, path: str, value, build: Callable[[object], dict]) -> dict:
+    """``build(value)``, a dict over a memoized value, built once per value: kept, with the
+    value it was built from, for the last value of each ``(kind, path)`` (so looking items up
+    in a file of n items costs O(n), not O(n) per item)."""
+    held = _INDEXES.get((kind, path))
+    if held is None or held[0] is not value:
+        held = _INDEXES[(kind, path)] = (value, build(value))
+    return held[1]
+
+
 @derived
 def item_tokens(db, path: str, item_id: str) -> Pairs:
-    place = next((p for p in item_places(db, path) if p.entry.id == item_id), None)
+    places = item_places(db, path)
+    place = indexed("places", path, places, lambda ps: {p.entry.id: p for p in ps}).get(item_id)
     if place is None:
         return ()
     if place.chunk < 0:
@@ -107,6 +123,6 @@ def item_ast(db, path: str, item_id: str) -> Parsed:
 
 
 @derived
-def item_members(db, path: str, item_id: str) -> tuple[ast.Let, ...]:
+def item_construction(db, path: str, item_id: str) -> tuple[tuple[ast.Param, ...], tuple[ast.Let, ...]]:
     item = item_ast(db, path, item_id).item
-    return item.members if isinstance(item, ast.Layer) else ()
+    return (item.params, item.members) if isinstance(item, ast.Layer) else ((), ())
