@@ -75,8 +75,8 @@ def _plain_specs(value: Value, path: tuple, level: str) -> dict[tuple, tuple[Ker
         return {}
     if value.name == "Sequential":
         return _plain_specs(dict(value.args)["layers"], path, level)
-    fake = Node("apply", (), (("layer", value),), _FLOAT, "")
-    return {path: node_kernels(fake, level)} if node_kernels(fake, level) else {}
+    specs = node_kernels(Node("apply", (), (("layer", value),), _FLOAT, ""), level)
+    return {path: specs} if specs else {}
 
 
 def _member_kernels(inst: Instance, level: str) -> dict[tuple, tuple[KernelSpec, ...]]:
