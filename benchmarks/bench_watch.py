@@ -3,15 +3,17 @@
 Each case runs `tribuild watch --json --debounce 50` on a copy of the zoo's models with a
 Tribuild.toml holding one target, waits for its first build, then edits a file and, as an
 outside observer, polls the target's module every 0.5 ms until its bytes change
-(*latency*: from just before the write to the new bytes being readable). A comment edit changes no output: its
-latency is taken at the arrival of the watch's `rebuild` event on stdout instead. The edit
-toggles between two texts, so every repeat is a real change; repeats are spaced out so
-each is one rebuild. Also recorded, from the `rebuild` event: the watch's own time (`ms`:
-from the start of the rebuild to the outputs written), its *phases* (``late``: from the end
-of the debounce to the start; ``read sources``; ``build units``: the queries; ``collect
-outputs``; ``write outputs``: durable, stale ones deleted, the record saved), the queries
-re-run, and the CPU time of the watch process per rebuild (user + system, from
-/proc/PID/stat, the mean over the repeats: the clock ticks are 10 ms).
+(*latency*: from just before the write to the new bytes being readable). A comment edit
+changes no output: its latency is taken at the arrival of the watch's `rebuild` event on
+stdout instead. The edit toggles between two texts, so every repeat is a real change;
+repeats are spaced out so each is one rebuild. Also recorded, from the `rebuild` event: the
+watch's own time (`ms`: from the start of the rebuild to the outputs written), its *phases*
+(``late``, ``read sources``, ``build units``: the queries, ``collect outputs``,
+``debounce``: waiting for the rest of it, ``write outputs``: durable, stale ones deleted,
+the record saved; docs/build.md, Watch), the queries re-run, and the CPU time of the watch
+process per rebuild (user + system, from /proc/PID/stat, the mean over the repeats: the
+clock ticks are 10 ms). From these, each run's latency is split into consecutive parts
+(``timeline``).
 
 ``--before DIR`` measures another tribuild too (DIR holds its ``tribuild`` package, e.g. a
 ``git worktree`` of an earlier commit; it goes first on PYTHONPATH): each case then runs
@@ -46,7 +48,10 @@ DEBOUNCE_MS = 50
 GOAL_MS = 30
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 POLL = 0.0005      # seconds between two reads of the module: a busy loop would take a core
-PHASES = ("late", "read sources", "build units", "collect outputs", "write outputs")
+SETTLE_MS = DEBOUNCE_MS / 2   # the watch starts a rebuild after half the debounce
+PHASES = ("late", "read sources", "build units", "collect outputs", "debounce",
+          "write outputs")
+TIMELINE = ("event delivery", "settle", *PHASES[:-1], "write until visible")
 CASES = {
     # name: (target, (old, new) in BLOCKS, the module changes)
     "resnet18 body edit": ("resnet18", ("let y = relu(bn1", "let y = relu6(bn1"), True),
@@ -135,6 +140,7 @@ class Case:
         at, event = self.watch.rebuild(60)
         assert event["ok"], event
         self.runs.append({"latency_ms": 1e3 * ((seen or at) - start), "event_ms": event["ms"],
+                          "reported_after_ms": 1e3 * (at - (seen or at)),
                           "phases_ms": event.get("phases", {}),
                           "reran": sum(event["executed"].values()),
                           "written": len(event["written"])})
@@ -165,11 +171,27 @@ def measure(base: Path, name: str, packages: dict[str, Path | None], repeats: in
                 case.watch.stop()
 
 
+def timeline(run: dict) -> dict[str, float] | None:
+    """The latency of one run as consecutive parts, ms: the event's way to the watch (and
+    the report's way back), the settle period, the phases up to the write, the part of
+    ``write outputs`` until the module was visible (all of it for a comment edit, observed
+    at the event). None for a tribuild that does not report these phases."""
+    phases = run["phases_ms"]
+    if not set(PHASES) <= set(phases):
+        return None
+    parts = {"settle": SETTLE_MS, **{p: phases[p] for p in PHASES[:-1]},
+             "write until visible": phases["write outputs"] - run["reported_after_ms"]}
+    return {"event delivery": run["latency_ms"] - sum(parts.values()), **parts}
+
+
 def summarize(runs: list[dict], cpu_seconds: float) -> dict:
     latency = statistics.median(r["latency_ms"] for r in runs)
     phases = {p: round(statistics.median(r["phases_ms"].get(p, 0.0) for r in runs), 1)
               for p in PHASES if any(p in r["phases_ms"] for r in runs)}
+    parts = [t for t in map(timeline, runs) if t is not None]
     return {"latency_ms": round(latency, 1),
+            "timeline_ms": {k: round(statistics.median(t[k] for t in parts), 1)
+                            for k in parts[0]} if parts else {},
             "beyond_debounce_ms": round(latency - DEBOUNCE_MS, 1),
             "watch_ms": round(statistics.median(r["event_ms"] for r in runs), 1),
             "phases_ms": phases,
@@ -191,16 +213,20 @@ def report(results: dict, before: dict, load: tuple) -> str:
         lines.append(f"| {name} | {r['latency_ms']} ms | {r['beyond_debounce_ms']} ms | "
                      f"{r['watch_ms']} ms | {r['cpu_ms_per_rebuild']} ms | {r['reran']:g} | "
                      f"{r['written']:g} | {', '.join(f'{x:.0f}' for x in r['runs_ms'])} |")
-    lines += ["", "Where the time beyond the debounce goes (medians of each phase, ms; *rest*: "
-              "the event's way from the write to the watch, and for body edits the part of "
-              "`write outputs` after the module is visible, with a minus sign):", "",
-              "| case | beyond debounce | " + " | ".join(PHASES) + " | rest |",
-              "|---|---:|" + "---:|" * (len(PHASES) + 1)]
+    lines += ["", "Where the latency goes, part by part (ms, medians of each part, so they need "
+              "not add up to the median latency). *event delivery*: the rest: from the write "
+              "to the watch's last event (the write itself included) and the report's way "
+              "back to the observer; *settle*: the half of the "
+              "debounce before a rebuild starts; *late*: how much later it started; *debounce*: "
+              "waiting for the rest of the debounce once computed; *write until visible*: "
+              "until the module's new bytes could be read (for a comment edit, the whole "
+              "write phase):", "",
+              "| case | latency | " + " | ".join(TIMELINE) + " |",
+              "|---|---:|" + "---:|" * len(TIMELINE)]
     for name, r in results.items():
-        phases = [r["phases_ms"].get(p, 0.0) for p in PHASES]
-        rest = r["beyond_debounce_ms"] - sum(phases)
-        lines.append(f"| {name} | {r['beyond_debounce_ms']} | "
-                     + " | ".join(f"{x:.1f}" for x in phases) + f" | {rest:.1f} |")
+        if r["timeline_ms"]:
+            lines.append(f"| {name} | {r['latency_ms']} | "
+                         + " | ".join(f"{r['timeline_ms'][k]:.1f}" for k in TIMELINE) + " |")
     if before:
         lines += ["", "Before and after, measured in alternation in this run (`--before`):", "",
                   "| case | latency before | after | watch's own time before | after | CPU per rebuild before | after |",

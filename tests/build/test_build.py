@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 
 from tests.build.conftest import mtimes, snapshot
@@ -171,6 +172,23 @@ def test_write_if_changed_leaves_equal_files_alone(tmp_path):
     assert outputs.write_if_changed(path, b"x") is False and os.stat(path).st_mtime_ns == 5
     assert outputs.write_if_changed(path, b"y") is True and Path(path).read_bytes() == b"y"
     assert not [p for p in os.listdir(tmp_path / "a") if p.endswith(".tmp")]
+
+
+def test_a_forked_child_writes_with_its_own_fsync_threads(tmp_path):
+    """The fsync threads are kept per process; a forked child (a build worker) must not wait
+    on its copy of its parent's, which has no threads."""
+    outputs.write_changed({str(tmp_path / f"p{i}"): b"parent" for i in range(3)})
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(60)                     # a child waiting on no thread would hang
+        try:
+            written = outputs.write_changed({str(tmp_path / f"c{i}"): b"c" for i in range(3)})
+            os._exit(0 if len(written) == 3 else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [(tmp_path / f"c{i}").read_bytes() for i in range(3)] == [b"c"] * 3
 
 
 def test_write_syncs_each_file_before_its_rename_and_each_folder_after(tmp_path, monkeypatch):

@@ -37,6 +37,7 @@ from tribuild.record import record
 RECORD = ".tribuild-outputs.json"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _SYNC_THREADS = 32            # fsyncs in flight at once
+_SYNCERS: dict = {}           # pid -> the ThreadPoolExecutor of that process
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -133,10 +134,20 @@ def fsync_all(paths: list[str]) -> None:
         for path in paths:
             _fsync(path)
         return
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(len(paths), _SYNC_THREADS)) as pool:
-        for _ in pool.map(_fsync, paths):     # re-raises the first OSError
-            pass
+    for _ in _syncers().map(_fsync, paths):     # re-raises the first OSError
+        pass
+
+
+def _syncers():
+    """This process's threads that fsync, started once and kept (a forked child makes its
+    own): a sleeping thread that is woken runs at once, while a new one waits behind every
+    busy process for its first time slice (milliseconds on a loaded machine)."""
+    pid = os.getpid()
+    if pid not in _SYNCERS:
+        from concurrent.futures import ThreadPoolExecutor
+        _SYNCERS.clear()
+        _SYNCERS[pid] = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="fsync")
+    return _SYNCERS[pid]
 
 
 def _fsync(path: str) -> None:
