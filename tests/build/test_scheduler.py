@@ -77,3 +77,36 @@ def test_failures_are_reported_and_skip_their_dependents_only():
     expected = run_serial(_db(), [u for u in units if u.name not in ("dies",)], Quiet())
     assert {n: o.value for n, o in outcomes.items() if n not in ("boom", "dies")} == \
         {n: o.value for n, o in expected.items() if n != "boom"}
+
+
+class _EmitTo:
+    """An emit step: an even square's job is (name, square), an odd one has none; running
+    a batch writes each square to ``folder`` and returns the name and the pid it ran in."""
+
+    batch = 2
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def prepare(self, db, unit, value):
+        return None if value % 2 else (unit.name, value)
+
+    def run(self, jobs):
+        for name, value in jobs:
+            (self.folder / name).write_text(str(value))
+        return [(name, str(os.getpid())) for name, _ in jobs]
+
+
+def test_workers_run_the_emit_jobs_and_their_strings_come_back_in_the_outcomes(tmp_path):
+    units = _squares() + [Unit("boom", boom, ())]
+    outcomes, _, _ = run_units(_db(), units, 2, Quiet(), _EmitTo(tmp_path))
+    even = {n: str(i * i) for i, n in enumerate(NAMES) if i % 2 == 0}
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == even
+    emitted = {n: o.emitted for n, o in outcomes.items() if o.emitted}
+    assert emitted.keys() == even.keys()
+    assert all(name == n and pid != str(os.getpid()) for n, (name, pid) in emitted.items())
+
+
+def test_units_run_in_this_process_emit_nothing(tmp_path):
+    outcomes, _, _ = run_units(_db(), _squares(), 1, Quiet(), _EmitTo(tmp_path))
+    assert not list(tmp_path.iterdir()) and not any(o.emitted for o in outcomes.values())

@@ -158,7 +158,7 @@ def compute(db, project: Project, targets, request: Request, show, clock, write:
     opt = request.opt_level or config.opt_level
     result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db),
                          opt_level=opt)
-    emit = _writer(project, targets, result.out_dir) if write else None
+    emit = _EarlyWriter(project, targets, result.out_dir) if write else None
     units, outcomes = run(db, targets, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):
         _collect(db, project, targets, outcomes, result, request)
@@ -183,25 +183,35 @@ def write_result(project: Project, result: BuildResult) -> None:
     record.save(result.out_dir)
 
 
-def _writer(project: Project, targets, out_dir: str):
-    """The scheduler's emit step for a build that writes: in a worker, write the files of
-    a target that built without errors (``outputs.write_changed``, atomic and only if
-    changed) and return those written. A file it cannot write is left for ``write_result``,
-    which reports why."""
-    by_name = {t.name: t for t in targets}
+class _EarlyWriter:
+    """The scheduler's emit step for a build that writes: in a worker, a target that built
+    without errors gives its files (relative path -> bytes) as its job; the jobs of
+    ``batch`` targets or more are written together (``outputs.write_changed``: atomic, only
+    if changed, one round of fsyncs: syncing after every target costs a third more CPU). A
+    file that cannot be written is left for ``write_result``, which reports why."""
 
-    def emit(db, unit: Unit, value) -> tuple[str, ...]:
-        t = by_name[unit.name]
+    batch = 8
+
+    def __init__(self, project: Project, targets, out_dir: str):
+        self.project, self.out_dir = project, out_dir
+        self.targets = {t.name: t for t in targets}
+
+    def prepare(self, db, unit: Unit, value) -> dict[str, bytes] | None:
+        t = self.targets[unit.name]
         if value.problem is not None or judged(db, t, value).failed:
-            return ()
-        files = target_files(db, project, t, value, out_dir)
+            return None
+        return target_files(db, self.project, t, value, self.out_dir)
+
+    def run(self, jobs: list[dict[str, bytes]]) -> list[tuple[str, ...]]:
+        """For each job, the relative paths of its files that were written."""
+        files = {rel: data for job in jobs for rel, data in job.items()}
         try:
-            paths = outputs.inside_output(out_dir, sorted(files))
-            written = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths}))
+            paths = outputs.inside_output(self.out_dir, sorted(files))
+            done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths}))
         except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
-            return ()
-        return tuple(rel for rel, path in paths.items() if path in written)
-    return emit
+            return [() for _ in jobs]
+        written = {rel for rel, path in paths.items() if path in done}
+        return [tuple(rel for rel in sorted(job) if rel in written) for job in jobs]
 
 
 def _jobs(db, request: Request) -> int:

@@ -12,10 +12,15 @@ Terms:
   units share (and the caches of the front end) is done once per worker, not once per unit,
   and only a few processes are forked. A worker that raised exits; a fresh one takes the
   next unit.
-- *emit*: an optional step ``emit(db, unit, value) -> tuple[str, ...]`` a worker runs after
-  each unit that succeeded, before exporting it (the driver writes the unit's outputs there,
-  in parallel with the other workers). What it returns comes back in the unit's outcome
-  (``Outcome.emitted``). It is not run for units run in this process.
+- *emit*: optional work a worker does with the value of each unit that succeeded (the
+  driver writes the unit's outputs), in two steps: ``emit.prepare(db, unit, value)``, right
+  after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs)``, on a
+  thread beside the units (so its waits, fsync, overlap the next units), takes a batch of
+  at least ``emit.batch`` jobs (fewer for the last), reads nothing from the database, and
+  returns a tuple of strings per job. A worker sends the strings of the jobs done so far with each frame;
+  after its last unit it waits for the rest and sends them in a last frame (kind
+  ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
+  Emit is not run for units run in this process.
 - *holds*: the units whose results a worker has: those merged before it was forked and
   those it ran itself. A worker takes a unit only if it holds every unit that one depends
   on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
@@ -41,12 +46,15 @@ from __future__ import annotations
 import gc
 import os
 import json
+import queue
 import selectors
+import threading
 import time
 import traceback
 
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
+from tribuild.record import replace
 
 _LENGTH = 8     # bytes of a frame's length prefix
 _INDEX = 4      # bytes of a unit index sent to a worker
@@ -178,6 +186,9 @@ class _Pool:
     def _finish(self, worker: _Worker, frame: bytes) -> None:
         unit, worker.unit = worker.unit, None
         kind, body, stats, emitted = _decode_frame(frame)
+        if kind == "emitted":
+            self._emitted(emitted)
+            return
         self.stats.append(stats)
         seconds = time.perf_counter() - worker.start
         if kind == "error":
@@ -186,9 +197,15 @@ class _Pool:
         else:
             self.db.merge(body)
             got = run_one(self.db, unit)                  # installed by the merge: a lookup
-            outcome = Outcome(got.value, got.error, seconds=seconds, emitted=emitted)
+            outcome = Outcome(got.value, got.error, seconds=seconds)
             worker.holds.add(unit.name)
         self._done(unit, outcome)
+        self._emitted(emitted)
+
+    def _emitted(self, emitted: dict[str, list[str]]) -> None:
+        """Put what the jobs of finished units returned into their outcomes."""
+        for name, strings in emitted.items():
+            self.outcomes[name] = replace(self.outcomes[name], emitted=tuple(strings))
 
     def _reap(self, worker: _Worker) -> None:
         self.selector.unregister(worker.results)
@@ -212,48 +229,97 @@ class _Pool:
 def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
     """In a worker: run the units named on ``commands`` until it closes or one fails,
     sending a frame for each; exit without cleanup handlers."""
+    jobs = _Jobs(emit)
     try:
         while len(data := os.read(commands, _INDEX)) == _INDEX:
             unit = units[int.from_bytes(data, "little")]
             before = db.stats()
             outcome = run_one(db, unit)
             if outcome.error is None:
-                emitted = emit(db, unit, outcome.value) if emit is not None else ()
+                jobs.put(unit.name, emit.prepare(db, unit, outcome.value) if emit else None)
                 body = _encode_frame("ok", db.export(unit.keys()), _delta(db.stats(), before),
-                                     emitted)
+                                     jobs.take())
             else:
                 body = _encode_frame("error", outcome.error.encode(), _delta(db.stats(), before))
-            _write_all(results, len(body).to_bytes(_LENGTH, "little") + body)
+            _send_frame(results, body)
             if outcome.error is not None:
                 break
+        _send_frame(results, _encode_frame("emitted", b"", {}, jobs.finish()))
     except BaseException:
         traceback.print_exc()
     finally:
         os._exit(0)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
+class _Jobs:
+    """A worker's emit jobs, run in batches of those queued by ``emit.run`` on one thread,
+    started with the first job."""
+
+    def __init__(self, emit):
+        self._emit = emit
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._done: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, name: str, job) -> None:
+        if job is None:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        self._queue.put((name, job))
+
+    def _run(self) -> None:
+        last = False
+        while not last:
+            batch = [self._queue.get()]
+            while batch[-1] is not None and (len(batch) < self._emit.batch
+                                             or not self._queue.empty()):
+                batch.append(self._queue.get())
+            last = batch[-1] is None
+            batch = batch[:-1] if last else batch
+            results = self._emit.run([job for _, job in batch]) if batch else []
+            with self._lock:
+                self._done.update((name, list(strings))
+                                  for (name, _), strings in zip(batch, results))
+
+    def take(self) -> dict[str, list[str]]:
+        """What the jobs done since the last call returned, by unit name."""
+        with self._lock:
+            done, self._done = self._done, {}
+        return done
+
+    def finish(self) -> dict[str, list[str]]:
+        """Wait for every job; what those not taken yet returned."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+        return self.take()
+
+
+def _send_frame(fd: int, body: bytes) -> None:
+    view = memoryview(len(body).to_bytes(_LENGTH, "little") + body)
     while view:
         view = view[os.write(fd, view):]
 
 
-def _encode_frame(kind: str, body: bytes, stats: dict, emitted: tuple[str, ...] = ()) -> bytes:
-    """A worker's message: a JSON header line (kind, query counters, what emit returned),
-    then ``body``."""
-    header = {"kind": kind, "emitted": list(emitted),
+def _encode_frame(kind: str, body: bytes, stats: dict, emitted: dict | None = None) -> bytes:
+    """A worker's message: a JSON header line (kind, query counters, what emit jobs
+    returned by unit name), then ``body``."""
+    header = {"kind": kind, "emitted": emitted or {},
               "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
                         for name, s in stats.items()}}
     return json.dumps(header).encode() + b"\n" + body
 
 
-def _decode_frame(frame: bytes) -> tuple[str, bytes | str, dict, tuple[str, ...]]:
+def _decode_frame(frame: bytes) -> tuple[str, bytes | str, dict, dict[str, list[str]]]:
     from tribuild.engine import QueryStats
     header, _, body = frame.partition(b"\n")
     meta = json.loads(header)
     stats = {name: QueryStats(*values) for name, values in meta["stats"].items()}
     return (meta["kind"], body.decode() if meta["kind"] == "error" else body, stats,
-            tuple(meta["emitted"]))
+            meta["emitted"])
 
 
 def _delta(after: dict, before: dict) -> dict:

@@ -41,7 +41,7 @@ class Outcome:
     error: str | None = None        # traceback text of a bug
     skipped: str | None = None      # the failed unit this one depended on
     seconds: float = 0.0
-    emitted: tuple[str, ...] = ()   # what the worker's emit step returned
+    emitted: tuple[str, ...] = ()   # what the worker's emit job returned
 
 
 def order(units: list[Unit]) -> list[Unit]:

@@ -13,11 +13,14 @@ Terms:
 - *left out*: a record is not exported when a key it names cannot be encoded (arguments the
   codec does not know, a query not declared under its ident, an input value the codec does
   not know), nor is any record that depends on it; the receiver recomputes them on demand.
+- *element*: one argument of a key, as its codec encoding. Keys of one payload share most
+  of their arguments (an instance key is an argument of a dozen queries), so each distinct
+  element is held once and decoded once.
 - *payload*: ``TRIBUILD-MERGE <format>`` and a newline, the 8-byte length of a JSON part
-  (revision, durability clock, key table ``[ident, encoded args]`` referenced by index,
-  input fingerprints, records, left-out count), then the values' encodings back to back
-  (a record names its value by offset, length and checksum, or null when the value cannot be
-  encoded or is not held). No pickle: values and arguments use ``codec``.
+  (revision, durability clock, elements, key table ``[ident, [element indexes]]`` referenced
+  by index, input fingerprints, records, left-out count), then the values' encodings back to
+  back (a record names its value by offset, length and checksum, or null when the value
+  cannot be encoded or is not held). No pickle: values and arguments use ``codec``.
 - *merge*: each record, in payload order, is installed in the receiver or skipped for a
   *reason*: ``other revision`` (the payload's revision or clock is not the receiver's: the
   payload is stale), ``input differs`` (it read, here or through a record it depends on, an
@@ -39,12 +42,11 @@ from __future__ import annotations
 import json
 
 from ..record import record
-from . import store
-from .loaded import decode_args
+from . import codec, store
 from .memo import FIRST_RUN, NO_VALUE, key_label
 from .query import REGISTRY
 
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
 
 
@@ -80,8 +82,9 @@ def export(db, keys) -> bytes:
         cause = memo.cause if memo.cause < 0 else table.ref(memo_at(memo.cause))
         records.append([own, value, memo.changed_at, int(memo.durability), deps,
                         FIRST_RUN if cause is None else cause, memo.cause_rev, memo.executed_at])
-    meta = {"revision": rev, "clock": db._clock.changed, "keys": table.keys,
-            "inputs": table.inputs, "records": records, "left_out": len(left)}
+    meta = {"revision": rev, "clock": db._clock.changed, "elements": table.elements,
+            "keys": table.keys, "inputs": table.inputs, "records": records,
+            "left_out": len(left)}
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
     return _MAGIC + len(meta_bytes).to_bytes(8, "little") + meta_bytes + b"".join(chunks)
 
@@ -120,18 +123,21 @@ def _closure(roots: list, memo_at, rev: int) -> list:
 
 
 class _KeyTable:
-    """The payload's keys, by memo id; inputs also get a fingerprint."""
+    """The payload's keys, by memo id, and their elements; inputs also get a fingerprint."""
 
     def __init__(self):
         self.keys: list = []
         self.inputs: list = []
+        self.elements: list = []
         self._index: dict[int, int | None] = {}
+        self._by_id: dict[int, int] = {}     # id of an argument -> its element (the memos
+        self._by_text: dict[str, int] = {}   # keep the arguments alive); JSON text -> element
 
     def ref(self, memo) -> int | None:
         """The key's index in the table, or None if it cannot be encoded."""
         if memo.id in self._index:
             return self._index[memo.id]
-        args = store.encode_args(memo)
+        args = self._args(memo)
         index = None
         if args is not None:
             fingerprint = fingerprint_of(memo) if memo.query.is_input else None
@@ -142,6 +148,27 @@ class _KeyTable:
                     self.inputs.append([index, fingerprint, int(memo.durability)])
         self._index[memo.id] = index
         return index
+
+    def _args(self, memo) -> list[int] | None:
+        """The elements of the key's arguments; None if its query is not the one declared
+        under its ident or an argument cannot be encoded."""
+        if REGISTRY.get(memo.query.ident) is not memo.query:
+            return None
+        try:
+            return [self._element(value) for value in memo.args]
+        except codec.NotEncodable:
+            return None
+
+    def _element(self, value) -> int:
+        found = self._by_id.get(id(value))
+        if found is None:
+            encoded = codec.to_json(value)
+            found = self._by_text.setdefault(json.dumps(encoded, separators=(",", ":")),
+                                             len(self.elements))
+            if found == len(self.elements):
+                self.elements.append(encoded)
+            self._by_id[id(value)] = found
+        return found
 
 
 def fingerprint_of(memo):
@@ -161,7 +188,7 @@ def merge(db, payload: bytes) -> MergeReport:
     if meta["revision"] != db._revision or meta["clock"] != db._clock.changed:
         return MergeReport(0, len(records), {"other revision": len(records)} if records else {},
                            meta["left_out"])
-    keys = _Keys(db, meta["keys"])
+    keys = _Keys(db, meta["keys"], meta["elements"])
     bad = dict(keys.unknown)
     for k, fingerprint, durability in meta["inputs"]:
         if k not in bad and not _same_input(keys.find(k, is_input=True), fingerprint,
@@ -236,12 +263,15 @@ def _blob(values: memoryview, offset: int, length: int, checksum: int) -> tuple[
 
 
 class _Keys:
-    """The payload's key table resolved against the receiving database; memos are created
-    only for keys that an installed record names."""
+    """The payload's key table resolved against the receiving database (each element
+    decoded once); memos are created only for keys that an installed record names."""
 
-    def __init__(self, db, keys: list):
+    def __init__(self, db, keys: list, elements: list):
         self._db = db
-        self._keys = [(REGISTRY.get(ident), decode_args(args)) for ident, args in keys]
+        values = [codec.from_json(e) for e in elements]
+        self._keys = [(REGISTRY.get(ident), tuple(values[i] for i in args))
+                      for ident, args in keys]
+        self._memos: dict[int, object] = {}
         self.unknown = {k: "unknown query" for k, (query, _) in enumerate(self._keys)
                         if query is None}
 
@@ -253,4 +283,7 @@ class _Keys:
         return self._db._find(query, args)
 
     def memo(self, k: int):
-        return self._db._memo(*self._keys[k])
+        memo = self._memos.get(k)
+        if memo is None:
+            memo = self._memos[k] = self._db._memo(*self._keys[k])
+        return memo
