@@ -36,9 +36,12 @@ class Body:
 
 
 _BY_TYPE: dict[int, tuple[Type, frozenset[str], dict]] = {}
-"""id(t) -> (t, the dim symbols of t, mapping -> t resolved with it): a type is looked up by
-identity (the types resolved are those of memoized signatures and ASTs, resolved again for each
-instance), so resolving does not hash the type; ``t`` is held, so its id is not reused."""
+"""id(t) -> (t, the dim symbols of t, mapping -> t resolved with it): the types resolved are
+mostly those of a memoized signature or AST, resolved again for each instance; looked up by
+identity, they are not hashed each time (``t`` is held, so its id is not reused). Small: a
+check resolves few distinct types, and a new value of a signature brings new objects."""
+_BY_TYPE_LIMIT = 1024
+_RESOLVED: dict[tuple, Type | None] = {}
 
 
 def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
@@ -47,7 +50,7 @@ def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
         return None
     entry = _BY_TYPE.get(id(t))
     if entry is None or entry[0] is not t:
-        if len(_BY_TYPE) >= dims.MEMO_LIMIT:
+        if len(_BY_TYPE) >= _BY_TYPE_LIMIT:
             _BY_TYPE.clear()
         entry = _BY_TYPE[id(t)] = (t, type_symbols(t), {})
     mapping: list[tuple[str, dims.DimLike]] = []
@@ -63,8 +66,13 @@ def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
     key = tuple(mapping)
     resolved = entry[2].get(key)
     if resolved is None:
-        resolved = entry[2][key] = subst_type(t, dict(mapping))
+        resolved = entry[2][key] = dims.memo(_RESOLVED, (t, key), _substituted)
     return resolved
+
+
+def _substituted(key: tuple[Type, tuple[tuple[str, dims.DimLike], ...]]) -> Type | None:
+    t, mapping = key
+    return subst_type(t, dict(mapping))
 
 
 def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:

@@ -58,7 +58,7 @@ def _atom_key(atom: Atom) -> tuple[int, str]:
     return (0, atom) if isinstance(atom, str) else (1, str(atom))
 
 
-MEMO_LIMIT = 1 << 16
+_MEMO_LIMIT = 1 << 16
 _MISSING = object()
 _MONOMIAL_KEYS: dict[Monomial, tuple] = {}
 _CONSTS: dict[int, "Dim"] = {}
@@ -71,7 +71,7 @@ def memo(table: dict, key, make: Callable):
     """``table[key]``, computed by ``make(key)`` on a miss; a full table starts over."""
     value = table.get(key, _MISSING)
     if value is _MISSING:
-        if len(table) >= MEMO_LIMIT:
+        if len(table) >= _MEMO_LIMIT:
             table.clear()
         value = table[key] = make(key)
     return value

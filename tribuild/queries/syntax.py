@@ -88,7 +88,7 @@ def item_index(db, path: str) -> tuple[ItemEntry, ...]:
 @derived
 def item_names(db, path: str) -> tuple[tuple[str, str, str | None], ...]:
     """(id, kind, name) of each item, in order: ``item_index`` less hashes and token ranges."""
-    return tuple((e.id, e.kind, e.name) for e in item_index(db, path))
+    return tuple((p.entry.id, p.entry.kind, p.entry.name) for p in item_places(db, path))
 
 
 _INDEXES: dict[tuple[str, str], tuple[object, dict]] = {}
