@@ -9,7 +9,6 @@ Terms:
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 
 from tribuild.engine import argtable, columns, store
@@ -24,7 +23,7 @@ def read(path: Path) -> tuple[dict, dict]:
     """(JSON part with the argument nodes as ``"elements"``, columns as lists) of a graph
     file."""
     body = store.read_graph(path.read_bytes())
-    ints = {name: list(body.pop(name)) for name, _ in body["layout"]}
+    ints = {name: list(body.pop(name)) for name, *_ in body["layout"]}
     return body | {"elements": argtable.parse(body["elements"])}, ints
 
 
@@ -50,7 +49,8 @@ def replace_entries(cache: Path, payload: bytes) -> int:
     ints["entry_checksum"] = [store.checksum(payload)] * count
     name = meta["packs"][0][0]
     (cache / name).write_bytes(payload * count)
-    meta["packs"] = [[name, len(payload) * count, zlib.crc32(payload * count)]]
+    stat = (cache / name).stat()
+    meta["packs"] = [[name, stat.st_size, stat.st_mtime_ns]]
     write(path, meta, ints)
     return count
 

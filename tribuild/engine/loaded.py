@@ -5,8 +5,8 @@ Terms:
   query list), ``changed``, ``verified``, ``durability``, ``deps_start`` and ``deps_len``
   (the key's slice of ``deps``, every key's dependencies flattened in key order; length -1:
   no dependency record), ``args_start`` and ``args_len`` (its slice of ``args``, the
-  element ids of every key's arguments, see ``argtable``) and ``value`` (entry, -1: none).
-  Columns are ``array('q')`` as read (``columns``), no per-key object.
+  node ids of every key's arguments, see ``argtable``) and ``value`` (entry, -1: none).
+  Columns are ``array``s as read (``columns``), no per-key object.
 - *entry columns*: per entry, its pack (index into ``packs``), offset, length, checksum.
 - *materialise*: build the ``Memo`` of a key id from the columns, once, and put it in
   ``db._memos`` (which holds None for a key not materialised yet). A load creates no per-key
@@ -42,7 +42,7 @@ class Loaded:
 
     def __init__(self, queries: list, body: dict, elements: list, packs: list,
                  pruned: bool):
-        """``body``: the graph file's JSON part with its columns and node table text
+        """``body``: the graph file's JSON part with its columns and argument table text
         (``"elements"``); ``elements``: the nodes' values (``argtable``); ``packs``:
         ``PackFile``s; ``pruned``: whether the load dropped keys. Raises ValueError when the
         columns are inconsistent."""

@@ -3,8 +3,9 @@
 Terms:
 - *pack* ``values-<salt id>-<digest>.pack``: encoded values back to back, named by the
   digest of its bytes and never changed once written. The graph file lists the packs it
-  uses with their size and CRC-32, and each *entry* (one distinct encoded value) by pack,
-  offset, length and checksum (``digests.checksum``, checked when the entry is decoded).
+  uses with their *stamp* (size and mtime in ns of the file as written), and each *entry*
+  (one distinct encoded value) by pack, offset, length and checksum
+  (``digests.checksum``, checked when the entry is decoded).
 - *location*: where a memo's stored bytes lie: its blob is ``(bytes, checksum, pack,
   offset)`` once loaded from or saved to a pack (``PackFile``); a blob just encoded, or
   taken from a merge payload, is ``(bytes, checksum)``.
@@ -12,23 +13,22 @@ Terms:
   again, *live* (some key of the save holds it) or *dead*. Only values whose bytes are in no
   kept pack are written, to one new pack; a value equal to a dead entry revives it (an edit
   undone writes nothing).
-- *verify*: before a pack is carried, its bytes as read are checked against its CRC-32 (one
-  pass, once per process); a pack that fails has each carried entry checked against its own
-  checksum, damaged ones are dropped (their memos re-run when read) and the pack is retired.
-- *retire*: stop using a pack; its live entries are copied into the new pack. A pack is
-  retired when it fails its check or its file is gone, and every pack is (*compaction*)
-  when the dead bytes of the kept packs exceed their live bytes or a save would leave more
-  than ``MAX_PACKS``. Packs of the salt that the new graph file does not list are deleted
-  after it is written.
+- *keep*: a save keeps a pack of its store whose file still has its stamp (nothing wrote
+  it since it was listed, so the bytes read are its bytes) unless it compacts; *compaction*
+  keeps none, when the dead bytes of the kept packs would exceed their live bytes or when
+  they would number ``MAX_PACKS``. The live entries of packs not kept are copied into the
+  new pack; a copied value never decoded is checked against its checksum first, and a
+  damaged one is dropped (its memo re-runs when read). Packs of the salt that the new graph
+  file does not list are deleted after it is written.
 """
 from __future__ import annotations
 
 import logging
 import os
-import zlib
 from pathlib import Path
 
 from .digests import checksum, digest
+from .memo import NO_VALUE
 
 MAX_PACKS = 8
 log = logging.getLogger("tribuild.engine")
@@ -36,14 +36,18 @@ log = logging.getLogger("tribuild.engine")
 
 class PackFile:
     """One pack of a store folder: its name, its bytes as read or written (None: missing),
-    its CRC-32 as listed and its entries ``(offset, length, checksum)`` (listed lazily)."""
-    __slots__ = ("root", "name", "data", "crc", "verified", "_entries", "_offsets")
+    its *stamp* as listed (size and mtime in ns of the file when it was written) and its
+    entries ``(offset, length, checksum)`` (listed lazily)."""
+    __slots__ = ("root", "name", "data", "stamp", "_entries", "_offsets")
 
-    def __init__(self, root: str, name: str, data: bytes | None, crc: int, entries):
-        self.root, self.name, self.data, self.crc = root, name, data, crc
-        self.verified = False
+    def __init__(self, root: str, name: str, data: bytes | None, stamp: list, entries):
+        self.root, self.name, self.data, self.stamp = root, name, data, stamp
         self._entries = entries     # a list, or a function that lists them
         self._offsets: dict | None = None
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.root, self.name)
 
     @property
     def entries(self) -> list[tuple[int, int, int]]:
@@ -51,11 +55,15 @@ class PackFile:
             self._entries = self._entries()
         return self._entries
 
-    def check(self) -> bool:
-        """Whether the bytes are as listed (computed once)."""
-        if not self.verified:
-            self.verified = self.data is not None and zlib.crc32(self.data) == self.crc
-        return self.verified
+    def unchanged(self) -> bool | None:
+        """Whether the file is as listed (same stamp: nothing wrote it since, and the bytes
+        read are its bytes); None when it is gone."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return self.data is not None and [st.st_size, st.st_mtime_ns] == self.stamp \
+            and len(self.data) == st.st_size
 
     def find(self, blob) -> int | None:
         """The offset of an entry holding ``blob``'s bytes, if any."""
@@ -74,8 +82,8 @@ def pack_name(sid: str, name) -> bool:
 
 
 def read(root: str, listed: list, body: dict) -> list[PackFile]:
-    """The packs a graph file lists (``[name, size, crc]``), their bytes read (None when
-    the file is missing); ``body`` holds the entry columns."""
+    """The packs a graph file lists (``[name, size, mtime_ns]``), their bytes read (None
+    when the file is missing); ``body`` holds the entry columns."""
     groups: dict[int, list] | None = None
 
     def lister(index: int):
@@ -89,12 +97,12 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
             return groups.get(index, [])
         return entries
     out = []
-    for index, (name, _, crc) in enumerate(listed):
+    for index, (name, size, mtime) in enumerate(listed):
         try:
             data = Path(root, name).read_bytes()
         except FileNotFoundError:
             data = None
-        out.append(PackFile(root, name, data, crc, lister(index)))
+        out.append(PackFile(root, name, data, [size, mtime], lister(index)))
     return out
 
 
@@ -185,41 +193,32 @@ class _NewPack:
         return offset
 
     def file(self, root: str, sid: str) -> PackFile:
+        """The pack, to be written (then ``stamp`` it)."""
         data = b"".join(self.chunks)
-        pack = PackFile(root, f"values-{sid}-{digest(data)}.pack", data, zlib.crc32(data),
-                        self.entries)
-        pack.verified = True
-        return pack
+        return PackFile(root, f"values-{sid}-{digest(data)}.pack", data, None, self.entries)
 
 
 def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile]) -> list:
     """The packs this save keeps (none when it compacts): the known ones and those of
-    carried blobs, when they pass their check and their file is still there. Drops (in
-    ``blobs`` and on the memos) the values of damaged entries of packs that fail it."""
+    carried blobs, when their file is as listed. Values to be copied that were never decoded
+    are checked against their checksum first; damaged ones are dropped (in ``blobs`` and on
+    the memos)."""
     live: dict[tuple, int] = {}
-    ok: dict[PackFile, bool | None] = {p: p.check() for p in known if out.ours(p)}
+    ok = {p: p.unchanged() for p in known if out.ours(p)}
+    for blob in blobs:
+        if blob is not None and len(blob) == 4:
+            pack = blob[2]
+            if pack not in ok:
+                ok[pack] = out.ours(pack) and pack.unchanged()
+            if ok[pack]:
+                live[pack, blob[3]] = len(blob[0])
+    kept = [p for p, good in ok.items() if good]
+    if 2 * sum(live.values()) < sum(len(p.data) for p in kept) or len(kept) >= MAX_PACKS:
+        kept = []
+    keep = set(kept)
     for i, blob in enumerate(blobs):
-        if blob is None or len(blob) != 4:
-            continue
-        pack = blob[2]
-        if pack not in ok:
-            ok[pack] = pack.check() if out.ours(pack) else None
-        good = ok[pack]
-        if good is None:
-            continue
-        if good:
-            live[pack, blob[3]] = len(blob[0])
-        elif not _entry_ok(pack, blob):
+        if blob is not None and len(blob) == 4 and blob[2] not in keep \
+                and memos[i].value is NO_VALUE and checksum(blob[0]) != blob[1]:
             log.warning("engine store: dropped a damaged value of %s", memos[i].query.name)
             memos[i].blob = blobs[i] = None
-    kept = [p for p, good in ok.items()
-            if good and os.path.exists(os.path.join(p.root, p.name))]
-    if 2 * sum(live.values()) < sum(len(p.data) for p in kept) or len(kept) >= MAX_PACKS:
-        return []
     return kept
-
-
-def _entry_ok(pack: PackFile, blob) -> bool:
-    offset = blob[3]
-    return pack.data is not None \
-        and checksum(pack.data[offset:offset + len(blob[0])]) == blob[1]

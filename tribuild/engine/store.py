@@ -7,16 +7,18 @@ Terms:
 - *graph file* ``graph-<salt id>.json``: a header line ``TRIBUILD-ENGINE <format> <digest>``,
   then the 8-byte length of a JSON part (revision, per-durability clock, query idents, the
   packs used, the column layout), the integer columns (see ``columns``; key and entry
-  columns as in ``loaded``) and the element text (``argtable``). A load keeps the columns
-  and builds memos from them on first use (``loaded``).
+  columns as in ``loaded``) and the argument table's text (``argtable``). A load keeps the
+  columns and builds memos from them on first use (``loaded``).
 - *pack*: an append-only file of encoded values (``packs``); a save writes only the values
   not already in a pack it keeps, and the graph file lists each entry's pack and place.
 - *lazy value*: after a load, a memo holds its entry's bytes (``memo.blob``) and decodes them
   on first use. An entry that fails its checksum or does not decode is dropped (the memo
   forgets its value and re-runs when the value is needed) and reported once.
 Files are written to a temporary file, fsynced and renamed into place, the new pack first,
-then the graph file; packs of the salt the graph file no longer lists are deleted last, so a
-build killed at any step leaves the previous store or the new one, whole.
+then the graph file, and the folder is fsynced (one fsync makes both renames durable; a
+pack rename lost with a power cut would be a missing pack: values recomputed); packs of the
+salt the graph file no longer lists are deleted last, so a build killed at any step leaves
+the previous store or the new one, whole.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from .loaded import Loaded, deps_of, starts, without
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
-FORMAT = 4
+FORMAT = 5
 _MAGIC = b"TRIBUILD-ENGINE"
 log = logging.getLogger("tribuild.engine")
 
@@ -60,7 +62,7 @@ class LoadReport:
 @record
 class SaveReport:
     keys: int
-    values: int
+    values: int                   # entries the graph file lists (live or dead, ``packs``)
     bytes: int                    # what this save wrote: the graph file and the new pack
     unencodable: dict[str, int]   # query name -> values not stored (the key itself is kept)
     dropped_keys: int             # keys with unencodable args or unknown queries, + dependents
@@ -88,12 +90,14 @@ def save(db, path, salt: str) -> SaveReport:
         meta, ints = _columns(db, kept, [args[m.id] for m in kept], dropped)
         ints |= {"value": placed.values} | placed.entries
         layout, int_bytes = columns.pack(ints)
-        listed = [[p.name, len(p.data), p.crc] for p in placed.packs]
-        meta = json.dumps(meta | {"salt": salt, "packs": listed, "layout": layout},
-                          separators=(",", ":")).encode()
-        body = len(meta).to_bytes(8, "little") + meta + int_bytes + table.text()
-    if placed.new is not None:
-        write_atomic(root / placed.new.name, placed.new.data)
+        text = table.text()
+    if placed.new is not None:      # made durable by the graph file's directory fsync
+        write_atomic(root / placed.new.name, placed.new.data, sync_dir=False)
+        st = os.stat(placed.new.path)
+        placed.new.stamp = [st.st_size, st.st_mtime_ns]
+    meta = json.dumps(meta | {"salt": salt, "packs": [[p.name] + p.stamp for p in placed.packs],
+                              "layout": layout}, separators=(",", ":")).encode()
+    body = len(meta).to_bytes(8, "little") + meta + int_bytes + text
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
     write_atomic(root / f"graph-{sid}.json", graph)
     names = {p.name for p in placed.packs}
@@ -221,7 +225,10 @@ def blob_of(memo: Memo, unencodable: dict[str, int]):
     return memo.blob
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, sync_dir: bool = True) -> None:
+    """Write ``data`` to a temporary file, fsync it and rename it to ``path``; then fsync
+    the folder (the rename is durable) unless ``sync_dir`` is false: then a later fsync of
+    the folder makes it durable."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -232,6 +239,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not sync_dir:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -279,7 +288,7 @@ def load(db, path, salt: str) -> None:
 
 
 def read_graph(raw: bytes) -> dict:
-    """The graph file's JSON part with its integer columns and its element text
+    """The graph file's JSON part with its integer columns and its argument table text
     (``"elements"``) merged in; ValueError when damaged."""
     header, _, body = raw.partition(b"\n")
     parts = header.split(b" ")
@@ -290,7 +299,7 @@ def read_graph(raw: bytes) -> dict:
     meta_len = int.from_bytes(body[:8], "little")
     meta = json.loads(body[8:8 + meta_len])
     start = 8 + meta_len
-    end = start + 8 * sum(length for _, length in meta["layout"])
+    end = start + columns.size(meta["layout"])
     if end > len(body):
         raise ValueError("the columns are truncated")
     ints = columns.unpack(meta["layout"], memoryview(body)[start:end])
@@ -298,8 +307,8 @@ def read_graph(raw: bytes) -> dict:
 
 
 def pack_list(body: dict, sid: str) -> list:
-    """The graph file's ``[name, size, crc]`` per pack, checked: a pack is a file of this
-    salt in the store folder (no other path is ever opened)."""
+    """The graph file's ``[name, size, mtime_ns]`` per pack, checked: a pack is a file of
+    this salt in the store folder (no other path is ever opened)."""
     listed = body["packs"]
     for row in listed:
         if type(row) is not list or len(row) != 3 or not packs.pack_name(sid, row[0]) \
