@@ -21,17 +21,11 @@ from __future__ import annotations
 
 from itertools import accumulate
 
-from . import codec
 from .memo import Memo
 
 KEY_COLUMNS = ("query", "changed", "verified", "durability", "deps_start", "deps_len",
                "args_start", "args_len", "value")
 ENTRY_COLUMNS = ("entry_pack", "entry_offset", "entry_length", "entry_checksum")
-
-
-def decode_args(encoded) -> tuple:
-    """A key's arguments from a merge payload's encoding (see ``store.encode_args``)."""
-    return tuple(encoded) if type(encoded) is list else codec.from_json(encoded["$a"])
 
 
 class Loaded:

@@ -170,21 +170,6 @@ def _gc_paused():
             gc.enable()
 
 
-def encode_args(memo: Memo):
-    """The key's args as a JSON list when they are all plain scalars, else ``{"$a":
-    encoding}``; None when the key cannot be encoded. Merge payloads name keys so
-    (``loaded.decode_args`` is the inverse)."""
-    if REGISTRY.get(memo.query.ident) is not memo.query:
-        return None
-    try:
-        encoded = codec.to_json(memo.args)
-    except codec.NotEncodable:
-        return None
-    if any(type(v) is list or type(v) is dict for v in encoded):
-        return {"$a": encoded}
-    return encoded
-
-
 def _with_dependents(deps: list, seeds: set[int]) -> set[int]:
     """``seeds`` and every key that depends on one of them, transitively; ``deps[i]`` is
     the dependency list of key ``i`` (None for inputs)."""
