@@ -169,10 +169,14 @@ def instance_children(db, key: InstanceKey) -> tuple[tuple[str, InstanceKey], ..
 
 @derived
 def instance_diagnostics(db, key: InstanceKey) -> tuple[Diagnostic, ...]:
-    """An instance's own findings, less those the generic check of its item already reports."""
+    """An instance's own findings, less those the generic check of its item already reports
+    (an instance with no findings does not ask for the generic check: a target's report after
+    a body edit of a sound block re-checks its instances only)."""
+    found = checked_instance(db, key).diagnostics
+    if not found:
+        return ()
     generic = {(d.code, d.primary.loc) for d in item_diagnostics(db, key.path, key.item_id)}
-    return tuple(d for d in checked_instance(db, key).diagnostics
-                 if (d.code, d.primary.loc) not in generic)
+    return tuple(d for d in found if (d.code, d.primary.loc) not in generic)
 
 
 @derived
