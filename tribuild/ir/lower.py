@@ -128,7 +128,6 @@ class _Body:
         self.paths: dict[str, tuple | None] = {}
         self.symbols: dict[str, tuple[int, int]] = {}
         self.output: int | None = None
-        self.seen_names: dict[int, frozenset[str]] = {}   # id of a syntax node -> names()
 
     def param(self, p: ParamSig, value: TensorV, weight: bool = False) -> None:
         index = len(self.b.nodes)
@@ -206,23 +205,13 @@ class _Body:
     # -- expressions --------------------------------------------------------------------
 
     def mentions_tensor(self, e: object) -> bool:
-        return not self.names(e).isdisjoint(self.refs)
-
-    def names(self, e: object) -> frozenset[str]:
-        """Every name ``e`` reads, remembered per syntax node (a loop body is lowered once per
-        element)."""
-        found = self.seen_names.get(id(e))
-        if found is None:
-            if isinstance(e, ast.Name):
-                found = frozenset((e.id,))
-            elif isinstance(e, tuple):
-                found = frozenset().union(*map(self.names, e))
-            elif is_record(e):
-                found = frozenset().union(*(self.names(getattr(e, f)) for f in fields(e) if f != "span"))
-            else:
-                found = frozenset()
-            self.seen_names[id(e)] = found
-        return found
+        if isinstance(e, ast.Name):
+            return e.id in self.refs
+        if isinstance(e, tuple):
+            return any(self.mentions_tensor(x) for x in e)
+        if is_record(e):
+            return any(self.mentions_tensor(getattr(e, f)) for f in fields(e) if f != "span")
+        return False
 
     def expr(self, e: ast.Expr) -> Lowered:
         if not self.mentions_tensor(e):
