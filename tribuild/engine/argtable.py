@@ -20,6 +20,7 @@ refers to one that does not, is reported by its id, so the keys using it are dro
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 
 from . import codec
 
@@ -29,6 +30,13 @@ _WALKED_TAGS = ("$c", "$s", "$l", "$d")
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 _PLAIN = (str, int, bool, type(None))    # scalars whose equal values encode equally
+
+
+def _plain_text(value) -> str:
+    """``_dumps(value)`` for a value of a ``_PLAIN`` type, without the encoder's set-up."""
+    if type(value) is str:
+        return encode_basestring(value)
+    return _dumps(value) if type(value) is not int else int.__repr__(value)
 
 
 def parse(text: bytes) -> list:
@@ -100,7 +108,7 @@ class Writer:
                 if kind in _PLAIN:
                     node = plain.get((kind, value))
                     if node is None:
-                        node = plain[kind, value] = self._node(value)
+                        node = plain[kind, value] = self._add(_plain_text(value))
                 else:
                     node = self._node(codec.to_json(value))
                 out.append(node)
@@ -115,10 +123,13 @@ class Writer:
         return self._base + b"\n" + new if self._base else new
 
     def _node(self, tree) -> int:
+        return self._add(_dumps(self._refs(tree)))
+
+    def _add(self, text: str) -> int:
+        """The id of the node of ``text``, added if new."""
         if self._ids is None:
             lines = self._base.decode().split("\n") if self._base else []
             self._ids = {line: i for i, line in enumerate(lines)}
-        text = _dumps(self._refs(tree))
         node = self._ids.get(text)
         if node is None:
             node = self._ids[text] = self._count + len(self._new)

@@ -45,7 +45,9 @@ class Loaded:
         self._query, self._changed, self._verified, self._durability, self._deps_start, \
             self._deps_len, self._args_start, self._args_len, self._value = \
             (body[name] for name in KEY_COLUMNS)
-        self.flat, self.arg_ids = body["deps"], body["args"]
+        self.flat, self.arg_ids = body["deps"], list(body["args"])
+        # lists: reading an array makes a new int object, a list returns the one it holds
+        self._args_start, self._args_len = list(self._args_start), list(self._args_len)
         self._pack, self._offset, self._length, self._checksum = \
             (body[name] for name in ENTRY_COLUMNS)
         self.packs = packs
@@ -76,13 +78,17 @@ class Loaded:
                 raise ValueError(f"{what} id out of range")
 
     def args_of(self, key_id: int) -> tuple:
-        start = self._args_start[key_id]
-        return tuple(map(self.elements.__getitem__,
-                         self.arg_ids[start:start + self._args_len[key_id]]))
+        start, n, nodes, ids = self._args_start[key_id], self._args_len[key_id], \
+            self.elements, self.arg_ids
+        if n == 1:
+            return (nodes[ids[start]],)
+        if n == 2:
+            return nodes[ids[start]], nodes[ids[start + 1]]
+        return tuple([nodes[i] for i in ids[start:start + n]])
 
     def memo(self, db, key_id: int) -> Memo:
-        """The memo of ``key_id``, materialised if it was not yet (one function, no calls
-        but the constructor's: after an edit, verification materialises every memo)."""
+        """The memo of ``key_id``, materialised if it was not yet (after an edit,
+        verification materialises every memo)."""
         memo = db._memos[key_id]
         if memo is not None:
             return memo
@@ -94,10 +100,7 @@ class Loaded:
                 offset = self._offset[entry]
                 blob = (pack.data[offset:offset + self._length[entry]], self._checksum[entry],
                         pack, offset)
-        a = self._args_start[key_id]
-        memo = Memo(key_id, self.queries[self._query[key_id]],
-                    tuple(map(self.elements.__getitem__,
-                              self.arg_ids[a:a + self._args_len[key_id]])),
+        memo = Memo(key_id, self.queries[self._query[key_id]], self.args_of(key_id),
                     self._changed[key_id], self._verified[key_id], self._durability[key_id],
                     None if n < 0 else tuple(self.flat[start:start + n]), blob)
         db._memos[key_id] = memo
