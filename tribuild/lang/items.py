@@ -166,5 +166,5 @@ def _describe(tokens: Pairs, start: int) -> tuple[str, str | None, str]:
 
 def _digest(pairs: Pairs) -> str:
     h = hashlib.blake2b(digest_size=16)
-    h.update("\x1f".join(f"{k}\x1e{t}" for k, t in pairs).encode())
+    h.update("\x1f".join(map("\x1e".join, pairs)).encode())
     return h.hexdigest()
