@@ -37,6 +37,7 @@ GOALS = {"zoo no-op": 0.060, "zoo body edit": 0.150}
 
 
 CPU: dict[str, list[float]] = {}     # case -> CPU seconds (user + system, workers included)
+LOAD: dict[str, list[float]] = {}    # case -> 1-minute load average as each run started
 # Children run with bytecode caching on, as an installed tool does (pip compiles .pyc files
 # at install time); this machine's environment sets PYTHONDONTWRITEBYTECODE, which would
 # make every process compile tribuild from source (~90 ms more per process).
@@ -46,6 +47,8 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 def run_build(cwd: Path, *args: str, case: str | None = None) -> float:
     """Wall seconds of one `tribuild build -q ARGS` in ``cwd``; its CPU time (the process
     and the workers it reaped) goes to ``CPU[case]``."""
+    if case is not None:
+        LOAD.setdefault(case, []).append(os.getloadavg()[0])
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(TRIBUILD + ["build", "-q", *args], cwd=cwd, env=CHILD_ENV,
@@ -165,7 +168,7 @@ def synthetic_cases(base: Path, repeats: int) -> tuple[dict[str, list[float]], i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--synthetic-repeats", type=int, default=3)
+    parser.add_argument("--synthetic-repeats", type=int, default=5)
     parser.add_argument("--frozen", metavar="DIR", help="run the tribuild package under DIR "
                         "(a snapshot: others may be editing the working tree)")
     args = parser.parse_args()
@@ -183,7 +186,7 @@ def main() -> None:
                           "load_after": os.getloadavg(), "python": sys.version.split()[0],
                           "bytecode_cache": "PYTHONDONTWRITEBYTECODE" not in CHILD_ENV},
               "synthetic_lines": lines, "seconds": times, "median_seconds": medians,
-              "cpu_seconds": CPU, "median_cpu_seconds": cpu_medians,
+              "cpu_seconds": CPU, "median_cpu_seconds": cpu_medians, "load_at_start": LOAD,
               "jobs2_speedup": speedup,
               "goals": {"zoo no-op <= 60 ms": medians["zoo no-op"] <= 0.060,
                         "zoo body edit <= 150 ms": medians["zoo body edit"] <= 0.150,
@@ -202,11 +205,13 @@ def markdown(report: dict) -> str:
              f"Medians of the repeats; synthetic project: 50 files, {report['synthetic_lines']} lines.",
              f"Bytecode caching {'on' if m['bytecode_cache'] else 'off (PYTHONDONTWRITEBYTECODE)'} in the build processes. "
              "CPU: user + system of the process and its workers.",
-             "", "| case | median wall | median CPU | wall runs (ms) |", "|---|---:|---:|---|"]
+             "", "| case | median wall | median CPU | wall runs (ms) | load at start |",
+             "|---|---:|---:|---|---|"]
     for name, values in report["seconds"].items():
         runs = ", ".join(f"{v * 1000:.0f}" for v in values)
+        loads = ", ".join(f"{v:.1f}" for v in report["load_at_start"][name])
         lines.append(f"| {name} | {report['median_seconds'][name] * 1000:.0f} ms | "
-                     f"{report['median_cpu_seconds'][name] * 1000:.0f} ms | {runs} |")
+                     f"{report['median_cpu_seconds'][name] * 1000:.0f} ms | {runs} | {loads} |")
     lines += ["", f"`--jobs 2` speedup on the synthetic clean build: "
               f"{report['jobs2_speedup']:.2f}x", "", "| goal | met |", "|---|---|"]
     lines += [f"| {goal} | {'yes' if met else 'no'} |" for goal, met in report["goals"].items()]
