@@ -23,7 +23,7 @@ def read(path: Path) -> tuple[dict, dict]:
     """(JSON part with the argument nodes as ``"elements"``, columns as lists) of a graph
     file."""
     body = store.read_graph(path.read_bytes())
-    ints = {name: list(body.pop(name)) for name, *_ in body["layout"]}
+    ints = {name: list(body.pop(name)) for name, _ in body["layout"]}
     return body | {"elements": argtable.parse(body["elements"])}, ints
 
 

@@ -24,8 +24,8 @@ Terms:
 from __future__ import annotations
 
 import logging
+import mmap
 import os
-from pathlib import Path
 
 from .digests import checksum, digest
 from .memo import NO_VALUE
@@ -35,7 +35,7 @@ log = logging.getLogger("tribuild.engine")
 
 
 class PackFile:
-    """One pack of a store folder: its name, its bytes as read or written (None: missing),
+    """One pack of a store folder: its name, its bytes as mapped or written (None: missing),
     its *stamp* as listed (size and mtime in ns of the file when it was written) and its
     entries ``(offset, length, checksum)`` (listed lazily)."""
     __slots__ = ("root", "name", "data", "stamp", "_entries", "_offsets")
@@ -82,7 +82,7 @@ def pack_name(sid: str, name) -> bool:
 
 
 def read(root: str, listed: list, body: dict) -> list[PackFile]:
-    """The packs a graph file lists (``[name, size, mtime_ns]``), their bytes read (None
+    """The packs a graph file lists (``[name, size, mtime_ns]``), their bytes mapped (None
     when the file is missing); ``body`` holds the entry columns."""
     groups: dict[int, list] | None = None
 
@@ -96,14 +96,20 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
                     groups.setdefault(p, []).append((o, n, c))
             return groups.get(index, [])
         return entries
-    out = []
-    for index, (name, size, mtime) in enumerate(listed):
-        try:
-            data = Path(root, name).read_bytes()
-        except FileNotFoundError:
-            data = None
-        out.append(PackFile(root, name, data, [size, mtime], lister(index)))
-    return out
+    return [PackFile(root, name, _mapped(os.path.join(root, name)), [size, mtime], lister(i))
+            for i, (name, size, mtime) in enumerate(listed)]
+
+
+def _mapped(path: str):
+    """The file's bytes, mapped read-only (pages are read when a value is first used; packs
+    are never changed in place, so the mapping stays valid), or None if it is missing."""
+    try:
+        with open(path, "rb") as f:
+            if not os.fstat(f.fileno()).st_size:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        return None
 
 
 class Placement:

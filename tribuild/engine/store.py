@@ -40,7 +40,7 @@ from .loaded import Loaded, deps_of, starts, without
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
-FORMAT = 5
+FORMAT = 6
 _MAGIC = b"TRIBUILD-ENGINE"
 log = logging.getLogger("tribuild.engine")
 
