@@ -3,7 +3,8 @@
 
 Terms:
 - *module member*: a member whose value is a layer (built-in or user instance), or a list of
-  them (``nn.ModuleList``); ``Sequential`` becomes ``nn.Sequential``. Other members (ints,
+  them (``model.ModuleList``, an ``nn.ModuleList`` whose ``[i]`` is one dict lookup: ``forward``
+  indexes it); ``Sequential`` becomes ``nn.Sequential``. Other members (ints,
   lists of ints...) are construction-time constants: the IR already folded them into
   `forward`, so they are not emitted.
 - Built-in layers map to PyTorch modules with PyTorch's parameter names, ternary ones to
@@ -88,7 +89,7 @@ def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> st
     if isinstance(value, tuple) and value:
         items = [construct(v, path + (i,), kernels, class_of) for i, v in enumerate(value)]
         if all(i is not None for i in items):
-            return "nn.ModuleList([" + ", ".join(items) + "])"
+            return "model.ModuleList([" + ", ".join(items) + "])"
     return None
 
 

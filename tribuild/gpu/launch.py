@@ -159,8 +159,8 @@ def dense_conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     """``F.conv2d(x, w, bias, stride, padding, 1, groups)`` on the torch backend. A window that
     covers the whole input (ungrouped, unpadded: one output position) runs as the matrix product
     it is, which PyTorch's CPU convolution computes several times slower."""
-    b, n = x.shape[0], w.shape[0]
-    if groups == 1 and x.shape[2:] == w.shape[2:] and padding in (0, (0, 0)):
+    if groups == 1 and padding in (0, (0, 0)) and x.size(3) == w.size(3) and x.size(2) == w.size(2):
+        b, n = x.size(0), w.size(0)
         return F.linear(x.reshape(b, -1), w.reshape(n, -1), bias).reshape(b, n, 1, 1)
     return F.conv2d(x, w, bias, stride, padding, 1, groups)
 

@@ -60,12 +60,12 @@ class TernaryLayer(nn.Module):
         while the packed tensor, the scale and their versions are the same ones."""
         packed = self._buffers[name]
         hit = self._dense.get((name, id(scale)))
-        if hit is not None and hit[0] is packed and hit[1] is scale and hit[2] == (packed._version, scale._version) \
-                and hit[3] == dtype:
-            return hit[4]
+        if hit is not None and hit[0] is packed and hit[1] is scale and hit[2] == packed._version \
+                and hit[3] == scale._version and hit[4] == dtype:
+            return hit[5]
         weight = dequantize(unpacked_codes(packed, dict(self.TERNARY)[name]), scale).to(dtype)
         self._dense = {k: v for k, v in self._dense.items() if k[0] != name or v[0] is packed}
-        self._dense[name, id(scale)] = (packed, scale, (packed._version, scale._version), dtype, weight)
+        self._dense[name, id(scale)] = (packed, scale, packed._version, scale._version, dtype, weight)
         return weight
 
     @staticmethod
