@@ -23,18 +23,19 @@ _MAX_DIGITS = {2: 64, 8: 22, 10: 19, 16: 16}
 _PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "..": 5,
          "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "@": 7}
 _UNARY = frozenset(("-", "+", "!"))
+_LEAVES = frozenset(("ident", "int", "float", "true", "false", "string"))  # one-token operands
 _EXTENDS = frozenset(_PREC) | {"?", "**", "(", "[", "."}  # what may follow an operand in one expression
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 
 
 def expr(p: ParserState) -> ast.Expr:
-    """An expression, or ErrorExpr (reported) where none could be read. A lone name (the
-    commonest argument) is read at once: every level below would return it unchanged."""
+    """An expression, or ErrorExpr (reported) where none could be read. A lone name or
+    literal (most arguments) is read at once: every level above ``_primary`` would return it
+    unchanged."""
     pos = p.pos
-    if p.kinds[pos] == "ident" and p.kinds[pos + 1] not in _EXTENDS and p.depth < MAX_DEPTH:
-        p.pos = pos + 1
-        return ast.Name(p.texts[pos], (pos, pos + 1))
+    if p.kinds[pos] in _LEAVES and p.kinds[pos + 1] not in _EXTENDS and p.depth < MAX_DEPTH:
+        return _primary(p)
     result = p.nested(_conditional)
     return ast.ErrorExpr(p.here()) if result is None else result
 
