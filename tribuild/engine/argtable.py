@@ -96,6 +96,7 @@ class Writer:
         self._base, self._count = text, count
         self._ids: dict[str, int] | None = None
         self._plain: dict[tuple, int] = {}     # (type, value) -> id, for plain arguments
+        self._objects: dict[int, tuple] = {}   # id(value) -> (value, id): keys share objects
         self._new: list[str] = []
 
     def ids(self, args: tuple) -> list[int] | None:
@@ -110,7 +111,12 @@ class Writer:
                     if node is None:
                         node = plain[kind, value] = self._add(_plain_text(value))
                 else:
-                    node = self._node(codec.to_json(value))
+                    known = self._objects.get(id(value))
+                    if known is not None and known[0] is value:
+                        node = known[1]
+                    else:
+                        node = self._node(codec.to_json(value))
+                        self._objects[id(value)] = (value, node)
                 out.append(node)
         except (codec.NotEncodable, ValueError):
             return None
