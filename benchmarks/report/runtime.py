@@ -12,15 +12,15 @@ import tempfile
 from pathlib import Path
 
 
-def measure(quick: bool, repeats: int, iters: int) -> dict:
+def measure(quick: bool, repeats: int, sample_ms: float) -> dict:
     """``{"models": bench_runtime rows, "threads": torch threads, "torch": version}``."""
     from benchmarks import bench_runtime
     import torch
     models = bench_runtime.QUICK if quick else bench_runtime.MODELS
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [bench_runtime.run_model(*m, repeats, iters, Path(tmp)) for m in models]
+        rows = [bench_runtime.run_model(*m, repeats, sample_ms, Path(tmp)) for m in models]
     return {"models": rows, "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "repeats": repeats, "iters": iters}
+            "repeats": repeats, "sample_ms": sample_ms}
 
 
 def worst_overhead(section: dict, level: str) -> float:

@@ -125,7 +125,7 @@ def runtime_table(report: dict) -> list[str]:
             for r in run["models"]]
     return ["## Runtime: generated modules vs hand-written PyTorch (CPU)", "",
             f"bench_runtime's measurement: torch {run['torch']}, {run['threads']} threads, median of "
-            f"{run['repeats']} round-robin rounds of {run['iters']} calls; overhead = generated / reference - 1 "
+            f"{run['repeats']} round-robin rounds of samples of about {run['sample_ms']:g} ms; overhead = generated / reference - 1 "
             f"(negative: faster). Seed target: {seed.SEED_TARGETS}.", ""] + \
         table(["model", "input", "reference ms", "-O0 ms", "-O0 overhead", "-O2 ms", "-O2 overhead"], rows)
 
