@@ -9,8 +9,8 @@ Terms:
   later than the memo's ``verified_at``. The walk uses the thread's stack as an explicit work
   list (no Python recursion), so 100k-deep chains verify fine. The first dependency found
   changed is the *cause*: the memo re-executes (later dependencies may no longer be read).
-- *backdating*: a re-executed memo whose new value ``==`` its old one keeps its ``changed_at``,
-  so its dependents stay green; unless its durability dropped (an input was lowered): then
+- *backdating*: a re-executed memo whose new value ``==`` its old one keeps its ``changed_at``
+  and its old value (with the value's stored encoding), so its dependents stay green; unless its durability dropped (an input was lowered): then
   its dependents must re-run to lower theirs, as in salsa. A memo that re-ran only because its value was not held
   (``VALUE_LOST``: evicted, or undecodable from the store) keeps it too: its dependencies did
   not change, so by purity neither did its value.
@@ -192,8 +192,9 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
     same = cause == VALUE_LOST or memo.value is not NO_VALUE and equal(memo.value, value)
     if not same or durability < memo.durability:
         memo.changed_at = rev
-    memo.value = value
-    memo.blob = None
+    if not same or memo.value is NO_VALUE:
+        memo.value = value
+        memo.blob = None
     memo.deps = deps
     memo.durability = durability
     memo.verified_at = rev
