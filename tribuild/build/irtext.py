@@ -83,7 +83,8 @@ def _value(value: object, node: Node) -> str:
     if value is None:
         return "none"
     if isinstance(value, tuple):
-        if value and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in value):
+        if value and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str)
+                         for x in value):
             return "{" + ", ".join(f"{k}: {_value(v, node)}" for k, v in value) + "}"
         return "(" + ", ".join(_value(x, node) for x in value) + ")"
     return format_value(value)

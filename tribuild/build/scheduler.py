@@ -17,9 +17,9 @@ Terms:
   after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs)``, on a
   thread beside the units (so its waits, fsync, overlap the next units), takes a batch of
   at least ``emit.batch`` jobs (fewer for the last), reads nothing from the database, and
-  returns a tuple of strings per job. A worker sends the strings of the jobs done so far with each frame;
-  after its last unit it waits for the rest and sends them in a last frame (kind
-  ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
+  returns a tuple of strings per job. A worker sends the strings of the jobs done so far
+  with each frame; after its last unit it waits for the rest and sends them in a last
+  frame (kind ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
   Emit is not run for units run in this process.
 - *holds*: the units whose results a worker has: those merged before it was forked and
   those it ran itself. A worker takes a unit only if it holds every unit that one depends
