@@ -2,11 +2,11 @@
 replace (equality, hashing, defaults, immutability, repr, pattern matching, copies)."""
 import copy
 import pickle
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import dataclass
 
 import pytest
 
-from tribuild.record import fields, is_record, record, replace
+from tribuild.record import FrozenInstanceError, fields, is_record, record, replace
 
 
 @record

@@ -15,8 +15,8 @@ Terms:
   path -> digest of the bytes written. Only recorded files are ever deleted, and only while
   they still hold the bytes tribuild wrote: a file a person edited or put there is kept.
 - *stale*: a recorded file that no target of this build produces any more.
-- *temporary file*: ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (``tempfile.mkstemp``'s eight
-  random characters), where a file's new bytes wait for their rename. A killed writer leaves
+- *temporary file*: ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (``tribuild.tempname``), where a
+  file's new bytes wait for their rename. A killed writer leaves
   it behind, never at an output's path; the next build of the folder deletes it.
 """
 from __future__ import annotations
@@ -25,21 +25,18 @@ import json
 import os
 import posixpath
 import re
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tribuild.build.manifest import digest
 from tribuild.config import resolves_inside
 from tribuild.config_problems import ConfigError, Problem
 from tribuild.record import record
+from tribuild.tempname import create_beside
 
 RECORD = ".tribuild-outputs.json"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _SYNC_THREADS = 32            # fsyncs in flight at once
 _SYNCERS: dict = {}           # pid -> the ThreadPoolExecutor of that process
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 
 
 class OutsideOutput(ValueError):
@@ -105,12 +102,10 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
     try:
         for path in changed:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
-                                       prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+            fd, tmp = create_beside(path, 0o666)   # outputs are not private: the umask decides
             temps.append(tmp)
             with os.fdopen(fd, "wb") as file:
                 file.write(files[path])
-            os.chmod(tmp, 0o666 & ~_UMASK)   # mkstemp's files are private; outputs are not
         fsync_all(temps)
         for tmp, path in zip(temps, changed):
             os.replace(tmp, path)
@@ -165,10 +160,12 @@ def _holds(path: str, data: bytes) -> bool:
         return False
 
 
-@dataclass
 class Record:
     """What tribuild wrote, per target: ``{target: {relpath: digest}}``."""
-    targets: dict[str, dict[str, str]] = field(default_factory=dict)
+    __slots__ = ("targets",)
+
+    def __init__(self, targets: dict[str, dict[str, str]] | None = None) -> None:
+        self.targets = {} if targets is None else targets
 
     @classmethod
     def load(cls, out_dir: str) -> "Record":

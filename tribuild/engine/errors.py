@@ -1,4 +1,4 @@
-"""Exceptions the engine raises to its callers.
+"""Exceptions the engine raises to its callers, and the warnings it gives them.
 
 Terms:
 - *key*: a query together with its arguments, shown as ``name(args...)``.
@@ -28,3 +28,11 @@ class CycleError(Exception):
 class Cancelled(Exception):
     """The running revision was cancelled because an input was set from another thread.
     Nothing computed by the cancelled work was stored; read again to get fresh results."""
+
+
+def warn(message: str) -> None:
+    """Tell the user about something the store recovered from (a damaged entry, an unreadable
+    file): a warning on the ``tribuild.engine`` logger. ``logging`` is imported only when there
+    is something to say: importing it costs ~7 ms of CPU, a tenth of a no-change build."""
+    import logging
+    logging.getLogger("tribuild.engine").warning("engine store: %s", message)

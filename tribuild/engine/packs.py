@@ -23,15 +23,14 @@ Terms:
 """
 from __future__ import annotations
 
-import logging
 import mmap
 import os
 
 from .digests import checksum, digest
+from .errors import warn
 from .memo import NO_VALUE
 
 MAX_PACKS = 8
-log = logging.getLogger("tribuild.engine")
 
 
 class PackFile:
@@ -225,6 +224,6 @@ def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile])
     for i, blob in enumerate(blobs):
         if blob is not None and len(blob) == 4 and blob[2] not in keep \
                 and memos[i].value is NO_VALUE and checksum(blob[0]) != blob[1]:
-            log.warning("engine store: dropped a damaged value of %s", memos[i].query.name)
+            warn(f"dropped a damaged value of {memos[i].query.name}")
             memos[i].blob = blobs[i] = None
     return kept

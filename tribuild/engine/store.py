@@ -24,39 +24,37 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 import os
-import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
 from ..record import record
+from ..tempname import create_beside
 from . import argtable, codec, columns, packs
 from .digests import checksum, digest
 from .durability import DurabilityClock
+from .errors import warn
 from .loaded import Loaded, deps_of, starts, without
 from .memo import NO_VALUE, Memo
 from .query import REGISTRY
 
 FORMAT = 6
 _MAGIC = b"TRIBUILD-ENGINE"
-log = logging.getLogger("tribuild.engine")
 
 
-@dataclass
 class LoadReport:
     """``status``: new, loaded, missing, other-salt or corrupt. ``problems`` grows as lazy
     values fail to decode."""
-    status: str
-    reason: str
-    keys: int = 0
-    problems: list[str] = field(default_factory=list)
+    __slots__ = ("status", "reason", "keys", "problems")
+
+    def __init__(self, status: str, reason: str, keys: int = 0) -> None:
+        self.status, self.reason, self.keys = status, reason, keys
+        self.problems: list[str] = []
 
     def problem(self, message: str) -> None:
         self.problems.append(message)
-        log.warning("engine store: %s", message)
+        warn(message)
 
 
 @record
@@ -196,7 +194,7 @@ def blob_of(memo: Memo, unencodable: dict[str, int]):
     blob = memo.blob
     if blob is not None and len(blob) == 2 and memo.value is NO_VALUE \
             and checksum(blob[0]) != blob[1]:
-        log.warning("engine store: dropped a damaged value of %s", memo.query.name)
+        warn(f"dropped a damaged value of {memo.query.name}")
         memo.blob = None
         return None
     if blob is None and memo.value is not NO_VALUE:
@@ -214,7 +212,7 @@ def write_atomic(path: Path, data: bytes, sync_dir: bool = True) -> None:
     """Write ``data`` to a temporary file, fsync it and rename it to ``path``; then fsync
     the folder (the rename is durable) unless ``sync_dir`` is false: then a later fsync of
     the folder makes it durable."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = create_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -260,7 +258,7 @@ def load(db, path, salt: str) -> None:
             unknown = _fill(db, body, files)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
         db.store_report = LoadReport("corrupt", f"corrupt graph file {graph_path.name}: {exc}")
-        log.warning("engine store: %s", db.store_report.reason)
+        warn(db.store_report.reason)
         return
     db.store_report = LoadReport("loaded", f"loaded {len(db._memos)} keys", len(db._memos))
     if unknown:
