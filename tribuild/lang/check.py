@@ -27,6 +27,7 @@ from tribuild.lang.consteval import POISON, Ctx, evaluate
 from tribuild.lang.env import Env, ItemRef
 from tribuild.lang.signature import ParamSig, Signature, forward_of
 from tribuild.lang.types import ScalarT, TensorT, Type, lower_type
+from tribuild.lang.type_names import check_type_names
 from tribuild.lang.values import (InstanceKey, LayerV, Sym, TensorV, Unk, Value, describe_instance,
                                   is_concrete, normalise)
 from tribuild.record import record
@@ -137,6 +138,7 @@ def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env
     """The generic check of one item; for a stateful layer, ``members`` are its members as
     ``evaluate_generic_members`` gives them (evaluated here when not given)."""
     ctx = Ctx(Sink(path, item_id), env)
+    check_type_names(item, env, ctx.sink)
     match item:
         case ast.Const(type=t, value=e):
             value = evaluate(e, {}, ctx)

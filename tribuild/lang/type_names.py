@@ -18,7 +18,6 @@ from tribuild.lang.check_codes import BAD_TYPE, Sink
 from tribuild.lang.env import Env
 from tribuild.lang.parser_types import ERROR_TYPE_NAME
 from tribuild.lang.types import DTYPES, canonical_dtype
-from tribuild.record import fields, is_record
 
 _LAYER_KINDS = ("layer", "functional", "unresolved")
 
@@ -39,18 +38,35 @@ def check_type_names(item: ast.Item, env: Env, sink: Sink) -> None:
                        label="not a dtype, tensor type or layer", help=_help(t.name, env))
 
 
-def _named_types(node) -> list[ast.NamedType]:
-    """The type names under ``node``, in source order (``let`` annotations in bodies included)."""
-    found, stack = [], [node]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.NamedType):
-            found.append(node)
-        elif isinstance(node, tuple):
-            stack.extend(reversed(node))
-        elif is_record(node):
-            stack.extend(getattr(node, name) for name in reversed(fields(node)))
+def _named_types(item: ast.Item) -> list[ast.NamedType]:
+    """The type names of ``item``, in source order: parameter, return, constant and member
+    types and the annotations of ``let`` statements (expressions hold none)."""
+    found: list[ast.NamedType] = []
+    for t in _type_positions(item):
+        while isinstance(t, ast.ListType):
+            t = t.elem
+        if isinstance(t, ast.NamedType):
+            found.append(t)
     return found
+
+
+def _type_positions(node):
+    match node:
+        case ast.Fn() | ast.Layer():
+            yield from (p.type for p in node.params)
+            yield node.ret
+            parts = (node.body,) if isinstance(node, ast.Fn) else (node.members, node.body or (), node.methods)
+            yield from _type_positions(parts)
+        case ast.Const() | ast.Let():
+            yield node.type
+        case ast.For():
+            yield from _type_positions(node.body)
+        case ast.If():
+            yield from _type_positions(node.then)
+            yield from _type_positions(node.otherwise or ())
+        case tuple():
+            for child in node:
+                yield from _type_positions(child)
 
 
 def _help(name: str, env: Env) -> str:
