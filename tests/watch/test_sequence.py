@@ -1,16 +1,20 @@
 """A scripted sequence of edits under a running watch (real files, real watchdog observer):
 after each step the outputs equal those of a clean `tribuild build` of the same sources,
 byte for byte (where that build fails on a configuration error, the watch keeps the outputs
-it had; where a target fails, that target's previous outputs stay), and the queries that re-ran are the expected ones (fixtures/steps.json)."""
+it had; where a target fails, that target's previous outputs stay), and the queries that
+re-ran are the expected ones (fixtures/steps.json; ``TRIBUILD_UPDATE_GOLDEN=1`` records them)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.watch.conftest import HERE, REPO, clean_build, save, snapshot
 from tribuild.build.outputs import RECORD
 
-STEPS = json.loads((HERE / "fixtures" / "steps.json").read_text())
+STEPS_FILE = HERE / "fixtures" / "steps.json"
+STEPS = json.loads(STEPS_FILE.read_text())
+UPDATE = os.environ.get("TRIBUILD_UPDATE_GOLDEN") == "1"
 
 
 def _apply(root: Path, step: dict) -> None:
@@ -41,6 +45,8 @@ def test_each_step_gives_the_outputs_of_a_clean_build(project, watch, tmp_path, 
         if step.get("rebuild", True):
             event = session.events.next("rebuild")
             assert event["failed"] == step.get("failed", []), step["name"]
+            if UPDATE:
+                step["ran"] = sorted(event["executed"])
             assert sorted(event["executed"]) == sorted(step["ran"]), step["name"]
         code, clean = clean_build(project, tmp_path / "clean", monkeypatch)
         watched = snapshot(project / "out")
@@ -52,3 +58,5 @@ def test_each_step_gives_the_outputs_of_a_clean_build(project, watch, tmp_path, 
             assert {rel: watched.get(rel) for rel in clean} == clean, step["name"]
         else:
             assert watched == clean, step["name"]
+    if UPDATE:
+        STEPS_FILE.write_text("[\n" + ",\n".join(" " + json.dumps(s) for s in STEPS) + "\n]\n")

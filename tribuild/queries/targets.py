@@ -11,15 +11,17 @@ Terms:
 - *cut*: the walk does not descend into a child that is one of its own ancestors (a layer
   containing itself, E0208) or that nests deeper than ``MAX_NESTING`` (a layer building ever
   bigger copies of itself, E0209); both are reported, so every walk ends.
-- *file diagnostics*: what ``tribuild check`` reports for one file: a read error, or the syntax
-  errors of each item, the name-resolution errors of the file, the checker's findings for
-  each item, and the instance reports of the file's layers that can be instantiated with
-  their defaults. In item order; the driver sorts by position when printing.
+- *item diagnostics* of a file: a read error, or the syntax errors of each item, the
+  name-resolution errors of the file and the checker's generic findings for each item.
+- *file diagnostics*: what ``tribuild check`` reports for one file: its item diagnostics,
+  then the instance reports of the file's layers that can be instantiated with their
+  defaults. In item order; the driver sorts by position when printing.
 - *import closure*: a file and every file it imports, transitively, sorted.
-- *target report*: the file diagnostics of every readable file of the target's import closure
-  (an unreadable one is reported where it is imported), then its root's instance report and
-  the check of its example input; each diagnostic once. So a target builds exactly when
-  `tribuild build` finds no error for it, whoever asks.
+- *target report*: the item diagnostics of every readable file of the target's import
+  closure (an unreadable one is reported where it is imported), then its root's instance
+  report and the check of its example input; each diagnostic once. So a target builds
+  exactly when its sources have no error, whoever asks. (Default instances of other layers
+  of those files are `tribuild check`'s and the driver's business, not the target's.)
 """
 from __future__ import annotations
 
@@ -135,7 +137,7 @@ def target_report(db, entry_path: str, layer: str, args: tuple, input_shape: tup
     if isinstance(root, str):
         return TargetReport(None, root, ())
     diags = [d for path in import_closure(db, entry_path) if read_error(db, path) is None
-             for d in file_diagnostics(db, path)]
+             for d in file_item_diagnostics(db, path)]
     diags += instance_report(db, root)
     if input_shape is not None:
         sig = signature(db, ref.path, ref.item_id).signature
@@ -158,6 +160,11 @@ def import_closure(db, entry_path: str) -> tuple[str, ...]:
 
 @derived
 def file_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
+    return file_item_diagnostics(db, path) + default_instances_report(db, path)
+
+
+@derived
+def file_item_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
     error = read_error(db, path)
     if error is not None:
         return (Diagnostic(E_UNREADABLE, f"cannot read `{path}`: {error}",
@@ -168,7 +175,6 @@ def file_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
     out.extend(scope(db, path).diagnostics)
     for entry in item_index(db, path):
         out.extend(item_diagnostics(db, path, entry.id))
-    out.extend(default_instances_report(db, path))
     return tuple(out)
 
 
