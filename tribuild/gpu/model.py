@@ -94,6 +94,7 @@ class Module(nn.Module):
             codes, scale = ternarize(latent.detach(), layer.scale_mode)
             getattr(layer, name).copy_(pack(codes))
             getattr(layer, f"{name}_scale").copy_(scale)
+            layer.forget_dense()
             delattr(layer, f"latent_{name}")
         return self
 

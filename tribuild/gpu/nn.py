@@ -11,9 +11,13 @@ Terms:
   (``kernels/<key>.py``), which launches the Triton kernel (on CUDA, or under the Triton
   interpreter). A layer without one uses the generic launcher with its plain epilogue.
 - *dense weight*: on the torch backend a layer computes with ``scale · codes`` as one float
-  weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept until
-  the packed weight or the scale changes; the accumulation then rounds slightly differently
-  from the kernels' ``scale · (x · codes)``, within float32 rounding. A fused activation and
+  weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept while
+  the layer holds the same packed and scale tensors. Edits in place drop it where they happen:
+  ``load_state_dict`` (which copies into the buffers) and ``Module.freeze``; any other in-place
+  edit must call ``forget_dense()``, as with PyTorch's prepacked quantized layers. Reading the
+  version counters on every call instead cost about 1% of MobileNetV2 at -O0 (two reads per
+  layer, each a few cache misses after a large convolution). The accumulation then rounds
+  slightly differently from the kernels' ``scale · (x · codes)``, within float32 rounding. A fused activation and
   residual add then run in place on the product (``epilogue.IN_PLACE``) unless autograd is
   recording: the torch backend's share of fusion.
 - *fused call* (``fused``): the layer's kernel with a folded BatchNorm (its eval-mode affine
@@ -53,20 +57,34 @@ class TernaryLayer(nn.Module):
             self.register_buffer(name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8))
             self.register_buffer(f"{name}_scale", torch.ones(rows if scale == "channel" else 1))
         self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
-        self._dense: dict[tuple[str, int], tuple] = {}
+        self._dense: dict[str | tuple[str, int], tuple] = {}
 
-    def dense_weight(self, name: str, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """``scale · codes`` of the packed weight ``name`` in ``dtype``, cached per (name, scale)
-        while the packed tensor, the scale and their versions are the same ones."""
-        packed = self._buffers[name]
-        hit = self._dense.get((name, id(scale)))
-        if hit is not None and hit[0] is packed and hit[1] is scale and hit[2] == packed._version \
-                and hit[3] == scale._version and hit[4] == dtype:
-            return hit[5]
+    def dense_weight(self, name: str, dtype: torch.dtype, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """``scale · codes`` of the packed weight ``name`` in ``dtype`` (``scale``: the weight's own
+        ``<name>_scale`` when None), cached per (name, scale) while the layer holds the same packed
+        tensor (see the module doc). The own scale's entry is keyed by the name alone, so
+        ``forward``'s lookup builds no key."""
+        packed, own = self._buffers[name], self._buffers[f"{name}_scale"]
+        if scale is None or scale is own:
+            key, scale = name, own
+        else:
+            key = (name, id(scale))
+        hit = self._dense.get(key)
+        if hit is not None and hit[0] is packed and hit[1] is scale and hit[2] is dtype:
+            return hit[3]
         weight = dequantize(unpacked_codes(packed, dict(self.TERNARY)[name]), scale).to(dtype)
-        self._dense = {k: v for k, v in self._dense.items() if k[0] != name or v[0] is packed}
-        self._dense[name, id(scale)] = (packed, scale, packed._version, scale._version, dtype, weight)
+        self._dense = {k: v for k, v in self._dense.items() if name not in (k, k[0]) or v[0] is packed}
+        self._dense[key] = (packed, scale, dtype, weight)
         return weight
+
+    def forget_dense(self) -> None:
+        """Drop the dense weights, after an in-place edit of a packed weight or scale (done
+        already by ``load_state_dict`` and ``tribuild.gpu.model.Module.freeze``)."""
+        self._dense = {}
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.forget_dense()
 
     @staticmethod
     def dense_epilogue(y: torch.Tensor, act: str | None, residual: torch.Tensor | None) -> torch.Tensor:
@@ -126,16 +144,19 @@ class TernaryLinear(TernaryLayer):
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            y = F.linear(x, self.dense_weight("weight", scale, x.dtype), bias)
+            y = F.linear(x, self.dense_weight("weight", x.dtype, scale), bias)
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
         return ternary_linear(x, self.weight, scale, bias, act, residual)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight_for_training("weight") if self.training else None
-        if w is not None:
-            return F.linear(x, w, self.bias)
+        if self.training:
+            w = self.weight_for_training("weight")
+            if w is not None:
+                return F.linear(x, w, self.bias)
+        elif backend_for(x) == "torch":
+            return F.linear(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"))
         return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
 
     def extra_repr(self) -> str:
@@ -157,7 +178,7 @@ class TernaryConv2d(TernaryLayer):
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            y = dense_conv2d(x, self.dense_weight("weight", scale, x.dtype), bias, self.stride, self.padding,
+            y = dense_conv2d(x, self.dense_weight("weight", x.dtype, scale), bias, self.stride, self.padding,
                              self.groups)
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
@@ -166,9 +187,13 @@ class TernaryConv2d(TernaryLayer):
                               padding=self.padding, groups=self.groups, act=act, residual=residual)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight_for_training("weight") if self.training else None
-        if w is not None:
-            return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
+        if self.training:
+            w = self.weight_for_training("weight")
+            if w is not None:
+                return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
+        elif backend_for(x) == "torch":
+            return dense_conv2d(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"),
+                                self.stride, self.padding, self.groups)
         return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
 
     def extra_repr(self) -> str:
@@ -198,7 +223,7 @@ class MultiHeadAttention(TernaryLayer):
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
         elif backend_for(x) == "torch":
-            qkv = F.linear(x, self.dense_weight("in_proj_weight", self.in_proj_weight_scale, x.dtype),
+            qkv = F.linear(x, self.dense_weight("in_proj_weight", x.dtype),
                            self.in_proj_bias)
         elif self.kernel is not None:
             qkv = self.kernel(x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias, None)
