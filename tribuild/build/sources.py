@@ -9,6 +9,8 @@ Terms:
 
 Reading never raises for a bad file: a missing file, a directory, undecodable bytes or an
 OS error becomes a ``SourceText`` with an error, which the checker reports at the import.
+A file that is not a regular file (a FIFO would block the read) or is larger than
+``MAX_BYTES`` (checking cost grows with size: ~60 s per MiB of layers) is refused too.
 Two more are refused before reading: a path that leads outside the root through a symbolic
 link (of the file or of a folder on the way; a shared cache or CI job must not read files
 the project does not hold), and a name holding a control character (a newline in a name
@@ -17,12 +19,15 @@ would inject lines into depfiles and generated text).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from tribuild.config import resolves_inside
 from tribuild.engine import Durability
 from tribuild.queries.inputs import SourceText, project_files, source_text
 from tribuild.queries.names import import_targets
+
+MAX_BYTES = 1 << 20   # 1 MiB: the zoo's largest file is a few KiB
 
 
 def read_source(root: str, path: str) -> SourceText:
@@ -31,6 +36,12 @@ def read_source(root: str, path: str) -> SourceText:
     if refused is not None:
         return SourceText(None, refused)
     try:
+        info = os.stat(full)
+        if stat.S_ISREG(info.st_mode) and info.st_size > MAX_BYTES:
+            return SourceText(None, f"is {info.st_size} bytes, more than the limit of {MAX_BYTES}: "
+                                    "split it into several files")
+        if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+            return SourceText(None, "is not a regular file (a FIFO, socket or device)")
         data = Path(full).read_bytes()
     except IsADirectoryError:
         return SourceText(None, "is a directory, not a file")
