@@ -1,28 +1,15 @@
 """Depfiles: what make and ninja read to learn which inputs an output was made from.
 
 Terms:
-- *import closure*: a file and every file it imports, transitively (``import_targets``),
-  sorted. Every one of them can change a target's outputs.
+- *import closure*: a file and every file it imports, transitively, sorted
+  (``queries.targets.import_closure``). Every one of them can change a target's outputs.
 - *depfile*: one Makefile rule without a recipe, ``OUTPUT: INPUT INPUT ...``, one input a
   line after the first, with spaces, ``#`` and ``$`` escaped the way GNU make and ninja read
   them (``\\ ``, ``\\#``, ``$$``).
 """
 from __future__ import annotations
 
-from tribuild.queries.names import import_targets
-
-
-def import_closure(db, entry_path: str) -> tuple[str, ...]:
-    """``entry_path`` and every file it imports, transitively, sorted (paths as queries see
-    them: relative to the project root)."""
-    seen = {entry_path}
-    pending = [entry_path]
-    while pending:
-        for target in import_targets(db, pending.pop()):
-            if target not in seen:
-                seen.add(target)
-                pending.append(target)
-    return tuple(sorted(seen))
+from tribuild.queries.targets import import_closure  # noqa: F401  (the depfile's inputs)
 
 
 def escape(path: str) -> str:
