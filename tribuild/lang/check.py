@@ -27,7 +27,7 @@ from tribuild.lang.consteval import POISON, Ctx, evaluate
 from tribuild.lang.env import Env, ItemRef
 from tribuild.lang.signature import ParamSig, Signature, forward_of
 from tribuild.lang.types import ScalarT, TensorT, Type, lower_type
-from tribuild.lang.type_names import check_type_names
+from tribuild.lang.type_names import check_type_names, unknown_type
 from tribuild.lang.values import (InstanceKey, LayerV, Sym, TensorV, Unk, Value, describe_instance,
                                   is_concrete, normalise)
 from tribuild.record import record
@@ -58,10 +58,10 @@ class CheckedInstance:
     output: Type | None
 
 
-def _symbolic(p: ParamSig) -> Value:
+def _symbolic(p: ParamSig, env: Env) -> Value:
     if isinstance(p.type, ScalarT) and p.type.dtype.startswith("int"):
         return Sym(dims.sym(p.name))
-    return Unk(p.type) if p.type is not None else POISON
+    return Unk(p.type) if p.type is not None and not unknown_type(p.type, env) else POISON
 
 
 def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
@@ -73,7 +73,7 @@ def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ct
             scope[p.name] = TensorV(tensors[-1])
         else:
             tensors.append(None)
-            scope[p.name] = _symbolic(p)
+            scope[p.name] = _symbolic(p, ctx.env)
     for p, t in zip(params, tensors):  # a tensor type resolved again, every input in scope, names the same dims
         bind_dim_names(t if t is not None else resolve(p.type, scope, ctx), scope)
 
@@ -161,7 +161,7 @@ def evaluate_generic_members(params: tuple[ast.Param, ...], members: tuple[ast.L
     and its members evaluated, construction parameters symbolic."""
     ctx = Ctx(Sink(path, item_id), env)
     _defaults(params, sig.params, {}, ctx)
-    return _evaluated(members, {p.name: _symbolic(p) for p in sig.params}, ctx)
+    return _evaluated(members, {p.name: _symbolic(p, env) for p in sig.params}, ctx)
 
 
 def _evaluated(members: tuple[ast.Let, ...], scope: dict[str, Value], ctx: Ctx) -> Members:

@@ -13,26 +13,27 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from tribuild.lang import ast, dims
-from tribuild.lang.check_calls import conform, subst_type
+from tribuild.lang.check_calls import conform, mismatch, subst_type
 from tribuild.lang.check_codes import BAD_ASSIGN, DATA_DEPENDENT, RETURN_MISMATCH
 from tribuild.lang.check_unify import Unifier, join
 from tribuild.lang.consteval import POISON, Ctx, condition, elements, evaluate
+from tribuild.lang.type_names import unknown_type
 from tribuild.lang.types import TensorT, Type, lower_type, type_symbols
 from tribuild.lang.values import Sym, TensorV, UnkList, Value, as_dim, from_dim, is_int, is_poison, kind_of
 
 
-@dataclass
 class Body:
-    ctx: Ctx
-    scope: dict[str, Value]
-    ret: Type | None
-    ret_span: ast.Span | None
-    locals: set[str] = field(default_factory=set)
-    unifier: Unifier = field(default_factory=Unifier)
-    returned: list[Value] = field(default_factory=list)
+    """``locals``: the names this body declared (and its parameters); ``returned``: the values
+    of the `return`s checked so far."""
+    __slots__ = ("ctx", "scope", "ret", "ret_span", "locals", "unifier", "returned")
+
+    def __init__(self, ctx: Ctx, scope: dict[str, Value], ret: Type | None, ret_span: ast.Span | None,
+                 locals: set[str] | None = None, unifier: Unifier | None = None) -> None:
+        self.ctx, self.scope, self.ret, self.ret_span = ctx, scope, ret, ret_span
+        self.locals = set() if locals is None else locals
+        self.unifier = Unifier() if unifier is None else unifier
+        self.returned: list[Value] = []
 
 
 _BY_TYPE: dict[int, tuple[Type, frozenset[str], dict]] = {}
@@ -82,7 +83,10 @@ def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:
 
 
 def check_declared(body: Body, declared: Type, value: Value, span: ast.Span, code: str, what: str) -> Value:
-    """Unify ``value`` with a declared type, binding names seen here first."""
+    """Unify ``value`` with a declared type, binding names seen here first; POISON when the
+    type is unknown (already reported)."""
+    if not isinstance(declared, TensorT) and unknown_type(declared, body.ctx.env):
+        return POISON
     declared = resolve(declared, body.scope, body.ctx)
     new = type_symbols(declared) - set(body.scope) - set(body.unifier.subst)
     body.unifier.flexible |= new
@@ -91,7 +95,7 @@ def check_declared(body: Body, declared: Type, value: Value, span: ast.Span, cod
         body.scope.setdefault(name, from_dim(body.unifier.resolve(dims.sym(name))))
     if problem is not None:
         shown = _show(body, declared)
-        message = f"expected {shown}, found {kind_of(value)}: {problem}" if isinstance(declared, TensorT) else problem
+        message = mismatch(declared, shown, value, problem)
         body.ctx.sink.error(code or pcode, span, f"{what}: {message}" if what else message,
                             label=f"expected {shown}")
         return POISON

@@ -185,6 +185,14 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
     return value, None, ""
 
 
+def mismatch(formal: Type, shown: str, value: Value, problem: str) -> str:
+    """What a failed ``conform`` says: a tensor's unification problem after what was expected
+    and found; any other problem says both already."""
+    if isinstance(formal, TensorT) and isinstance(value, TensorV):
+        return f"expected {shown}, found {kind_of(value)}: {problem}"
+    return problem
+
+
 def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None:
     if isinstance(t, TensorT) and t.dims is not None:
         return TensorT(t.dtype, tuple([dims.substitute(d, mapping) or dims.ANY for d in t.dims]), t.ternary)
@@ -274,9 +282,8 @@ def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: di
         _, problem, code = conform(value, formal, unifier)
         if problem is not None:
             shown = unifier.describe(formal) if isinstance(formal, TensorT) else str(formal)
-            ctx.sink.error(code, vspan, f"argument `{p.name}` of {what}: expected {shown}, found "
-                           f"{kind_of(value)}: {problem}" if isinstance(formal, TensorT)
-                           else f"argument `{p.name}` of {what}: {problem}", label=f"expected {shown}")
+            ctx.sink.error(code, vspan, f"argument `{p.name}` of {what}: {mismatch(formal, shown, value, problem)}",
+                           label=f"expected {shown}")
             return POISON
     out = subst_type(ret, mapping)
     if isinstance(out, TensorT):

@@ -18,7 +18,6 @@ Operations involving a tensor are delegated to ``check_ops``; calls to ``check_c
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tribuild.lang import ast, dims
@@ -40,14 +39,16 @@ WORK_LIMIT = 1_000_000
 BOOL, FLOAT, INT = ScalarT("bool"), ScalarT("float32"), ScalarT("int64")
 
 
-@dataclass
 class Ctx:
-    sink: Sink
-    env: Env
-    work: int = WORK_LIMIT
-    exhausted: bool = False
-    fresh: list[int] = field(default_factory=lambda: [0])
-    origins: dict[str, ast.Span] = field(default_factory=dict)  # member name -> its `let` span
+    """``origins``: member name -> the span of its `let`; ``fresh``: the fresh-name counter,
+    in a list so runs that share it count on."""
+    __slots__ = ("sink", "env", "work", "exhausted", "fresh", "origins")
+
+    def __init__(self, sink: Sink, env: Env, work: int = WORK_LIMIT) -> None:
+        self.sink, self.env, self.work = sink, env, work
+        self.exhausted = False
+        self.fresh = [0]
+        self.origins: dict[str, ast.Span] = {}
 
     def spend(self, units: int, span: ast.Span) -> bool:
         """Charge ``units`` of work; False (after reporting once) when the bound is exceeded."""

@@ -12,7 +12,6 @@ Terms:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ..record import record
@@ -46,13 +45,16 @@ class Env(Protocol):
         """Every user name visible in this file, for "did you mean" suggestions."""
 
 
-@dataclass
 class DictEnv:
     """An Env over plain dicts: ``names`` per file, and signatures/values per ItemRef."""
-    path: str
-    names: dict[str, dict[str, ItemRef]] = field(default_factory=dict)
-    signatures: dict[ItemRef, Signature] = field(default_factory=dict)
-    consts: dict[ItemRef, Value] = field(default_factory=dict)
+    __slots__ = ("path", "names", "signatures", "consts")
+
+    def __init__(self, path: str, names: dict[str, dict[str, ItemRef]] | None = None,
+                 signatures: dict[ItemRef, Signature] | None = None, consts: dict[ItemRef, Value] | None = None):
+        self.path = path
+        self.names = {} if names is None else names
+        self.signatures = {} if signatures is None else signatures
+        self.consts = {} if consts is None else consts
 
     def lookup(self, name: str) -> ItemRef | None:
         return self.names.get(self.path, {}).get(name)

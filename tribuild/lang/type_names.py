@@ -7,6 +7,9 @@ Terms:
   a user layer (stateful or functional) visible in the item's file.
 - A name a failing import promised (``unresolved``) is not reported again: that import's own
   error explains it. The parser's stand-in for a type it could not read is skipped likewise.
+- *unknown type*: a semantic type that is, or is a list of, a name that names no type. It was
+  reported here (E0301), so the checker neither checks values against it nor checks a value
+  declared with it (a parameter of that type is POISON): one mistake, one diagnostic.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from tribuild.lang.builtins_layers import LAYERS
 from tribuild.lang.check_codes import BAD_TYPE, Sink
 from tribuild.lang.env import Env
 from tribuild.lang.parser_types import ERROR_TYPE_NAME
-from tribuild.lang.types import DTYPES, canonical_dtype
+from tribuild.lang.types import DTYPES, ListT, NamedT, Type, canonical_dtype
 
 _LAYER_KINDS = ("layer", "functional", "unresolved")
 
@@ -25,17 +28,30 @@ _LAYER_KINDS = ("layer", "functional", "unresolved")
 def check_type_names(item: ast.Item, env: Env, sink: Sink) -> None:
     """Report every type name of ``item`` that names no layer."""
     for t in _named_types(item):
-        if t.name == ERROR_TYPE_NAME or canonical_dtype(t.name) or t.name in LAYERS:
+        if names_type(t.name, env):
             continue
         ref = env.lookup(t.name)
-        if ref is not None and ref.kind in _LAYER_KINDS:
-            continue
         if ref is not None:
             sink.error(BAD_TYPE, t.span, f"`{t.name}` is a {ref.kind}, not a type",
                        label="expected a type", help=_help(t.name, env))
         else:
             sink.error(BAD_TYPE, t.span, f"unknown type `{t.name}`",
                        label="not a dtype, tensor type or layer", help=_help(t.name, env))
+
+
+def names_type(name: str, env: Env) -> bool:
+    """Whether ``name``, written as a type, names one (or is a stand-in reported elsewhere)."""
+    if name == ERROR_TYPE_NAME or canonical_dtype(name) or name in LAYERS:
+        return True
+    ref = env.lookup(name)
+    return ref is not None and ref.kind in _LAYER_KINDS
+
+
+def unknown_type(t: Type | None, env: Env) -> bool:
+    """Whether ``t`` is an unknown type (see the module docstring)."""
+    while isinstance(t, ListT):
+        t = t.elem
+    return isinstance(t, NamedT) and not names_type(t.name, env)
 
 
 def _named_types(item: ast.Item) -> list[ast.NamedType]:
