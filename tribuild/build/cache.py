@@ -10,7 +10,8 @@ Terms:
   generations other than the current one are deleted until the folder fits (LRU). A current
   generation larger than the limit on its own is kept, and reported by ``stats``.
 - *litter*: temporary files (``.graph-<id>.json.XXXXXXXX.tmp``, ...) that a killed build
-  left beside the store, the manifest or ``explain.json``; ``evict`` deletes them.
+  left beside the store, the manifest, ``explain.json`` or the salt record; ``evict``
+  deletes them.
 - *validate*: re-read every generation and re-hash every entry against its stored checksum;
   a generation with a bad graph file or a bad entry is deleted (the next build recomputes
   what it held) and reported.
@@ -28,7 +29,8 @@ from tribuild.build.session import salt
 from tribuild.engine import store
 from tribuild.record import record
 
-_WRITTEN_UNDER_LOCK = re.compile(r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json")
+_WRITTEN_UNDER_LOCK = re.compile(
+    r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json|salt\.json")
 _STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
 
 
@@ -46,7 +48,7 @@ def generations(cache_dir: str) -> list[Generation]:
     folder = Path(cache_dir)
     if not folder.is_dir():
         return []
-    current = store.salt_id(salt())
+    current = store.salt_id(salt(cache_dir=cache_dir))
     out = []
     for graph in folder.glob("graph-*.json"):
         sid = graph.name[len("graph-"):-len(".json")]

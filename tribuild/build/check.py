@@ -8,7 +8,6 @@ Terms:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tribuild.build.sources import load_sources, scan
@@ -20,9 +19,10 @@ from tribuild.config_problems import ConfigError, Problem
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import read_error
 from tribuild.queries.targets import target_report
+from tribuild.record import record
 
 
-@dataclass
+@record
 class CheckResult:
     diagnostics: list[Diagnostic]
     files: tuple[str, ...]
@@ -32,7 +32,6 @@ class CheckResult:
     validated: int = 0
     hits: int = 0
     store: str = ""
-    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def errors(self) -> int:

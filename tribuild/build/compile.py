@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
 
 from tribuild.build import cache, depfile, manifest, outputs, timing
 from tribuild.build.driver import Request, TargetResult, generated, run, target_result
@@ -29,9 +28,10 @@ from tribuild.config_problems import ConfigError, Problem
 from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_index
+from tribuild.record import record
 
 
-@dataclass
+@record
 class CompileResult:
     target: TargetResult
     sources: QuerySources

@@ -9,8 +9,12 @@ Terms:
   default folder and Tribuild.toml is unchanged, ``locate`` needs no TOML parser.
 - *request key*: what on the command line changes outputs (the targets asked for, an
   ``-O`` override). ``--jobs`` does not: outputs are the same whatever it is.
-- *tool stamp*: the size and mtime of every source file of tribuild itself, and Python's
-  version: a different tribuild never trusts a manifest written by another.
+- *package signature*: ``[path, size, mtime_ns, ctime_ns, inode]`` of every ``.py`` file of
+  tribuild itself (the files ``engine.fingerprint.package_hash`` reads), taken once per
+  process. An edit changes the ctime even when a tool restores the mtime (``cp -p``,
+  ``rsync -t``); a file replaced by a rename has another inode.
+- *tool stamp*: a checksum of the package signature and Python's version: a different
+  tribuild never trusts a manifest written by another.
 - *up to date*: the manifest exists, its key and stamp match, every input has its recorded
   size and mtime, or, when only the mtime moved (a branch switched back and forth, a
   ``touch``), its recorded digest; and every output has its recorded size and mtime.
@@ -27,12 +31,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import zlib
 
 NAME = "build-manifest.json"
 CONFIG = "Tribuild.toml"
 DEFAULT_CACHE = ".tribuild-cache"
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SIGNATURES: dict[str, tuple[int, list[list]]] = {}   # package folder -> its signature
 
 
 def request_key(targets: tuple[str, ...], opt_level: str | None) -> str:
@@ -40,15 +46,27 @@ def request_key(targets: tuple[str, ...], opt_level: str | None) -> str:
 
 
 def tool_stamp() -> str:
-    entries = [sys.version]
-    for folder, dirs, files in os.walk(_PACKAGE):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        rel = folder[len(_PACKAGE):]
-        for name in sorted(files):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(folder, name))
-                entries.append(f"{rel}/{name}:{st.st_size}:{st.st_mtime_ns}")
+    rows = package_signature()[1]
+    entries = [sys.version] + [":".join(map(str, row)) for row in rows]
     return f"{zlib.crc32(chr(0).join(entries).encode()):08x}:{len(entries)}"
+
+
+def package_signature(package: str = _PACKAGE) -> tuple[int, list[list]]:
+    """(when it was taken, in ``time.time_ns()``, and the rows of) the package signature of
+    ``package``, sorted by path; taken once per process (what it describes is the code this
+    process runs). Like ``package_hash``, it does not follow symbolic links to folders."""
+    if package not in _SIGNATURES:
+        taken = time.time_ns()
+        rows = []
+        for folder, _, files in os.walk(package):
+            rel = os.path.relpath(folder, package).replace(os.sep, "/")
+            for name in files:
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(folder, name))
+                    path = name if rel == "." else f"{rel}/{name}"
+                    rows.append([path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+        _SIGNATURES[package] = (taken, sorted(rows))
+    return _SIGNATURES[package]
 
 
 def digest(data: bytes) -> str:

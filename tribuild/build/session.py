@@ -5,26 +5,36 @@ Terms:
   paths on the command line) and, when there is a Tribuild.toml, its Config.
 - *salt*: the digest of tribuild's own source plus the options that change results; it keys
   the persistent store, so a store written by another version or other options is ignored.
+- *salt record*: ``<cache dir>/salt.json``, the package signature (``manifest``) of
+  tribuild's source with the ``package_hash`` read from those files, so a build whose
+  tribuild has not changed stats its files instead of reading and hashing them all. The
+  record is trusted only for an identical signature, and is written only when every file
+  was last changed over ``RACY_NS`` before the signature was taken: a file changed again
+  later, even within one tick of the file system's clock, has a newer ctime.
 """
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
 
 import tribuild
+from tribuild.build import manifest
 from tribuild.config import FILENAME, Config, find_project_root, load_config
 from tribuild.engine import Database
 from tribuild.engine.fingerprint import package_hash
 
 DEFAULT_CACHE = ".tribuild-cache"
+SALT_RECORD = "salt.json"
+RACY_NS = 2_000_000_000
+PACKAGE = os.path.dirname(os.path.abspath(tribuild.__file__))
+_DIGESTS: dict[str, str] = {}     # package folder -> its package_hash, once per process
 
 
-@dataclass
 class Project:
-    root: str
-    config: Config | None
-    cache_dir: str
+    __slots__ = ("root", "config", "cache_dir")
+
+    def __init__(self, root: str, config: Config | None, cache_dir: str) -> None:
+        self.root, self.config, self.cache_dir = root, config, cache_dir
 
     @classmethod
     def discover(cls, start: str) -> "Project":
@@ -37,14 +47,51 @@ class Project:
         return cls(config.root, config, os.path.join(config.root, config.cache_dir))
 
 
-def salt(options: str = "") -> str:
-    return f"{package_hash(Path(tribuild.__file__).parent)}:{options}"
+def salt(options: str = "", cache_dir: str | None = None) -> str:
+    return f"{package_digest(cache_dir)}:{options}"
+
+
+def package_digest(cache_dir: str | None = None, package: str = PACKAGE) -> str:
+    """``package_hash(package)``, from the salt record in ``cache_dir`` when it holds the
+    package's signature (recorded there when it did not); once per process."""
+    if package not in _DIGESTS:
+        taken, rows = manifest.package_signature(package)
+        path = cache_dir and os.path.join(cache_dir, SALT_RECORD)
+        digest = _recorded(path, package, rows) if path else None
+        if digest is None:
+            digest = package_hash(package)
+            if path and all(max(row[2], row[3]) < taken - RACY_NS for row in rows):
+                _record(path, {"package": package, "files": rows, "digest": digest})
+        _DIGESTS[package] = digest
+    return _DIGESTS[package]
+
+
+def _recorded(path: str, package: str, rows: list[list]) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            data = json.load(file)
+        if data["package"] == package and data["files"] == rows and isinstance(data["digest"], str):
+            return data["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _record(path: str, data: dict) -> None:
+    from pathlib import Path
+
+    from tribuild.engine.store import write_atomic
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(Path(path), json.dumps(data, separators=(",", ":")).encode())
+    except OSError:
+        pass      # a read-only cache folder: the next process hashes the files again
 
 
 def open_database(project: Project, options: str = "") -> Database:
     """The project's database as the last run left it (empty if there is no valid store)."""
-    return Database.load(project.cache_dir, salt(options))
+    return Database.load(project.cache_dir, salt(options, project.cache_dir))
 
 
 def save_database(db: Database, project: Project, options: str = "") -> None:
-    db.save(project.cache_dir, salt(options))
+    db.save(project.cache_dir, salt(options, project.cache_dir))

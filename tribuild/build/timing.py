@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+
+from tribuild.record import record
 
 _STAGE_OF_MODULE = {"inputs": "inputs", "syntax": "parse", "names": "resolve",
                     "semantic": "check", "targets": "check", "report": "check"}
 
 
-@dataclass
+@record
 class Report:
     wall: float
     driver: dict[str, float]
@@ -56,16 +57,18 @@ def _share(part: float, whole: float) -> str:
     return f"{part / whole:6.1%}" if whole > 0 else "     -"
 
 
-@dataclass
 class Clock:
-    enabled: bool
-    start: float = field(default_factory=time.perf_counter)
-    driver: dict[str, float] = field(default_factory=dict)
-    extra_stats: list[dict] = field(default_factory=list)
-    workers: str = ""
+    """Times the driver's stages (``stage``) of one build; with ``enabled``, also traces
+    memory and gives a Report at the end."""
+    __slots__ = ("enabled", "start", "driver", "extra_stats", "workers")
 
-    def __post_init__(self):
-        if self.enabled:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.driver: dict[str, float] = {}
+        self.extra_stats: list[dict] = []
+        self.workers = ""
+        if enabled:
             import tracemalloc
             tracemalloc.start()
 
