@@ -25,3 +25,18 @@ def test_a_directory_and_a_missing_file_keep_their_messages(tmp_path):
     (tmp_path / "dir.tri").mkdir()
     assert read_source(str(tmp_path), "dir.tri").error == "is a directory, not a file"
     assert read_source(str(tmp_path), "gone.tri").error == "no such file"
+
+
+def test_imports_are_followed_and_only_files_that_may_import_are_lexed(tmp_path):
+    from tribuild.engine import Database
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "main.tri").write_text('from "lib/a.tri" import A\n')
+    (tmp_path / "lib" / "a.tri").write_text('import "b.tri"\nlayer A() {\n}\n')
+    (tmp_path / "lib" / "b.tri").write_text("layer B() {\n}\n")
+    (tmp_path / "lone.tri").write_text("layer C() {\n}\n")
+    db = Database()
+    closure = sources.load_sources(db, str(tmp_path), ("lone.tri", "main.tri"))
+    assert closure == ("lib/a.tri", "lib/b.tri", "lone.tri", "main.tri")
+    assert db.stats()["item_places"].executed == 2      # main.tri and lib/a.tri
+    assert [sources.may_import(t) for t in ("import x", "from x", "layer A", None)] == \
+        [True, True, False, False]

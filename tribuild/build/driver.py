@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import partial
 
 from tribuild.build import cache, depfile, explain, manifest, outputs, progress as progress_mod, timing
 from tribuild.build.check import target_problem
@@ -34,6 +35,7 @@ from tribuild.build.units import Outcome, Unit
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
 from tribuild.queries.inputs import source_text
+from tribuild.queries.names import imports
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
@@ -224,10 +226,10 @@ def _jobs(db, request: Request) -> int:
 
 def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
-    the check), with a prelude of the ``file_diagnostics`` of every file of its import
-    closure (what `tribuild check` reports for them). None when stopping after parsing.
+    the check), with the prelude ``_file_checks``. None when stopping after parsing.
     A worker computes a unit whole: decoding another worker's results of a shared file
-    costs about as much as recomputing them."""
+    costs about as much as recomputing them. The cost estimate is the size of the entry
+    file: the files it imports are known only once it is lexed, by the unit."""
     if request.stop_after == "parse":
         return []
     query = target_report if request.stop_after == "check" else target_build_query()
@@ -236,11 +238,18 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
         args = (t.entry_path, t.entry_layer, t.args, t.input)
         if query is not target_report:
             args = (t.name,) + args + (opt,)
-        closure = depfile.import_closure(db, t.entry_path)
-        size = sum(len(source_text(db, p).text or "") for p in closure)   # the cost estimate
-        prelude = tuple((file_diagnostics, (p,)) for p in closure)
-        units.append(Unit(t.name, query, args, cost=float(size), prelude=prelude))
+        size = len(source_text(db, t.entry_path).text or "")
+        units.append(Unit(t.name, query, args, cost=float(size),
+                          prelude=partial(_file_checks, t.entry_path)))
     return units
+
+
+def _file_checks(entry_path: str, db) -> list[tuple]:
+    """The keys of what `tribuild check` reports for each file of the import closure of
+    ``entry_path`` (``file_diagnostics``), and of its ``imports``: the driver reads both
+    after the units, so they come with a worker's results."""
+    return [(query, (p,)) for p in depfile.import_closure(db, entry_path)
+            for query in (imports, file_diagnostics)]
 
 
 def run(db, targets, request: Request, opt: str, show, clock, emit=None

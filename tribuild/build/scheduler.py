@@ -237,7 +237,7 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
             outcome = run_one(db, unit)
             if outcome.error is None:
                 jobs.put(unit.name, emit.prepare(db, unit, outcome.value) if emit else None)
-                body = _encode_frame("ok", db.export(unit.keys()), _delta(db.stats(), before),
+                body = _encode_frame("ok", db.export(unit.keys(db)), _delta(db.stats(), before),
                                      jobs.take())
             else:
                 body = _encode_frame("error", outcome.error.encode(), _delta(db.stats(), before))

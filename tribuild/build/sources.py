@@ -5,7 +5,11 @@ Terms:
   paths given to queries are relative to it, in POSIX form.
 - *scan*: the sorted list of ``.tri`` files under the source folders.
 - *closure*: the scanned files plus every file they import, transitively. Imported files
-  outside the source folders are read too, so long as they are inside the root.
+  outside the source folders are read too, so long as they are inside the root. Finding
+  what a file imports means lexing it, so only files that *may import* are lexed here: an
+  import item starts with the keyword ``import`` or ``from``, and a text holding neither
+  word imports nothing. The other files are lexed by whoever builds them (in a parallel
+  build, the workers).
 
 Reading never raises for a bad file: a missing file, a directory, undecodable bytes or an
 OS error becomes a ``SourceText`` with an error, which the checker reports at the import.
@@ -96,5 +100,11 @@ def load_sources(db, root: str, files: tuple[str, ...]) -> tuple[str, ...]:
         for path in pending:
             db.set(source_text, path, read_source(root, path))
             loaded.add(path)
-        pending = sorted({t for p in pending for t in import_targets(db, p)} - loaded)
+        pending = sorted({t for p in pending if may_import(source_text(db, p).text)
+                          for t in import_targets(db, p)} - loaded)
     return tuple(sorted(loaded))
+
+
+def may_import(text: str | None) -> bool:
+    """Whether a file's text (None: unreadable) may hold an import item."""
+    return text is not None and ("import" in text or "from" in text)

@@ -2,8 +2,10 @@
 
 Terms:
 - *unit*: one query key the build needs, ``query(db, *args)``, with a *name* shown in
-  progress and timing, a *prelude* of keys read first (their values are not returned, but
-  they are computed, and exported, with the unit), the names of the units it *depends on*
+  progress and timing, a *prelude* (a function of the database giving keys read first: their
+  values are not returned, but they are computed, and exported, with the unit; it runs where
+  the unit runs, so what it needs to know, such as the files a target imports, is found
+  there), the names of the units it *depends on*
   (their results should be in the database before it starts, so it does not redo them)
   and an estimated *cost* (any unit, compared between units: the driver uses the size of the
   sources a target is made from).
@@ -29,10 +31,11 @@ class Unit:
     args: tuple
     deps: tuple[str, ...] = ()
     cost: float = 1.0
-    prelude: tuple[tuple[object, tuple], ...] = ()
+    prelude: object = None      # db -> the keys to compute first (None: none)
 
-    def keys(self) -> list[tuple[object, tuple]]:
-        return list(self.prelude) + [(self.query, self.args)]
+    def keys(self, db) -> list[tuple[object, tuple]]:
+        """The prelude's keys, then the unit's own (computing the prelude in ``db``)."""
+        return [*(self.prelude(db) if self.prelude is not None else ()), (self.query, self.args)]
 
 
 @record
@@ -83,9 +86,8 @@ def run_one(db, unit: Unit) -> Outcome:
     import time
     start = time.perf_counter()
     try:
-        for query, args in unit.prelude:
-            query(db, *args)
-        value = unit.query(db, *unit.args)
+        for query, args in unit.keys(db):
+            value = query(db, *args)        # the last is the unit's own
     except Exception:
         return Outcome(error=traceback.format_exc(), seconds=time.perf_counter() - start)
     return Outcome(value, seconds=time.perf_counter() - start)
