@@ -25,3 +25,22 @@ def create_beside(path: str | os.PathLike[str], mode: int = 0o600) -> tuple[int,
             return os.open(tmp, _FLAGS, mode), tmp
         except FileExistsError:
             continue
+
+
+def replace_unsynced(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``,
+    without fsync: for the files whose loss costs only work, and whose readers take an
+    unreadable one for a missing one (the build manifest, ``explain.json``). Other
+    processes see the old bytes or the new, never a part; after a crash of the machine the
+    file may be old, empty or missing."""
+    fd, tmp = create_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

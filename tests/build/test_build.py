@@ -216,3 +216,22 @@ def test_write_syncs_each_file_before_its_rename_and_each_folder_after(tmp_path,
     assert sorted(synced[len(renames):]) == sorted(folders)
     assert all(e[0] == "fsync" for e in events[events.index(renames[-1]) + 1:])
     assert ("sync",) not in events and len(synced) == len(renames) + len(folders)
+
+
+def test_the_record_is_written_with_the_outputs_and_renamed_last(tmp_path, monkeypatch):
+    """One batch: a crash between two renames never leaves a record that claims a file
+    which still holds its previous bytes (the next build would keep it as not tribuild's)."""
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (renamed.append(
+        os.path.relpath(dst, tmp_path)), real_replace(src, dst))[1])
+    files = {".a.py": b"a", "b.py": b"b", "kernels/k.py": b"k"}
+    record = outputs.Record()
+    report = outputs.write_outputs(str(tmp_path), files, record, {"t": tuple(files)}, {"t"})
+    assert renamed == [".a.py", "b.py", "kernels/k.py", outputs.RECORD]
+    assert sorted(report.written) == sorted(files)
+    assert outputs.Record.load(str(tmp_path)).targets == record.targets
+    renamed.clear()
+    outputs.write_outputs(str(tmp_path), files, outputs.Record.load(str(tmp_path)),
+                          {"t": tuple(files)}, {"t"})
+    assert renamed == []

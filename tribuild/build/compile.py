@@ -115,7 +115,7 @@ def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...
     """Write the module as ``out`` and the kernels beside it: (every path, paths written)."""
     folder = os.path.dirname(out)
     paths = {rel: out if rel == f"{name}.py" else outputs.resolve(folder, rel) for rel in files}
-    written = outputs.write_changed({paths[rel]: data for rel, data in files.items()})
+    written = outputs.write_changed({paths[rel]: files[rel] for rel in sorted(files)})
     return tuple(sorted(paths.values())), tuple(written)
 
 

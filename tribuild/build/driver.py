@@ -22,7 +22,6 @@ deletes what is stale, as for any build.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from functools import partial
 
 from tribuild.build import cache, depfile, explain, manifest, outputs, progress as progress_mod, timing
@@ -60,31 +59,35 @@ class Request:
     timing: bool = False
 
 
-@dataclass
 class TargetResult:
-    name: str
-    files: tuple[str, ...] = ()
-    diagnostics: tuple = ()
-    error: str | None = None
+    __slots__ = ("name", "files", "diagnostics", "error")
+
+    def __init__(self, name: str, files: tuple[str, ...] = (), diagnostics: tuple = (),
+                 error: str | None = None) -> None:
+        self.name, self.files, self.diagnostics, self.error = name, files, diagnostics, error
 
     @property
     def failed(self) -> bool:
         return self.error is not None or any(d.severity == "error" for d in self.diagnostics)
 
 
-@dataclass
 class BuildResult:
-    targets: list[TargetResult]
-    out_dir: str
-    sources: QuerySources | None = None
-    report: outputs.WriteReport | None = None
-    generated: dict[str, bytes] = field(default_factory=dict)
-    timing: timing.Report | None = None
-    executed: int = 0
-    explain: dict[str, list[str]] = field(default_factory=dict)   # output -> why written
-    inputs: tuple[str, ...] = ()       # the .tri files the targets were made from
-    written_early: tuple[str, ...] = ()   # outputs the workers wrote (relative paths)
-    opt_level: str = ""                # the -O level the targets were built at
+    """What a build did: ``compute`` fills it in, then ``build`` (the fields past
+    ``opt_level`` start empty)."""
+    __slots__ = ("targets", "out_dir", "sources", "opt_level", "report", "generated", "timing",
+                 "executed", "explain", "inputs", "written_early")
+
+    def __init__(self, targets: list[TargetResult], out_dir: str,
+                 sources: QuerySources | None = None, opt_level: str = "") -> None:
+        self.targets, self.out_dir, self.sources = targets, out_dir, sources
+        self.opt_level = opt_level                           # the -O level of the targets
+        self.report: outputs.WriteReport | None = None
+        self.generated: dict[str, bytes] = {}
+        self.timing: timing.Report | None = None
+        self.executed = 0
+        self.explain: dict[str, list[str]] = {}              # output -> why written
+        self.inputs: tuple[str, ...] = ()          # the .tri files the targets were made from
+        self.written_early: tuple[str, ...] = ()   # outputs the workers wrote (relative paths)
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -142,7 +145,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
             save_database(db, project)
             cache.evict(project.cache_dir, config.cache_max_bytes)
             if not result.failed and request.stop_after is None:
-                _write_manifest(db, project, request, targets, result, toml_digest)
+                _write_manifest(db, project, request, result, toml_digest)
     result.timing = clock.report(db, outcomes)
     return result
 
@@ -182,7 +185,6 @@ def write_result(project: Project, result: BuildResult) -> None:
         report = replace(report, written=tuple(r for r in sorted(result.generated) if r in written),
                          unchanged=tuple(r for r in report.unchanged if r not in early))
     result.report = report
-    record.save(result.out_dir)
 
 
 class _EarlyWriter:
@@ -352,14 +354,13 @@ def _syntax(db, entry_path: str) -> tuple:
                  for e in item_index(db, path) for d in item_ast(db, path, e.id).diagnostics)
 
 
-def _write_manifest(db, project: Project, request: Request, targets, result: BuildResult,
+def _write_manifest(db, project: Project, request: Request, result: BuildResult,
                     toml_digest: str) -> None:
     root = project.root
     inputs = {os.path.relpath(project.config.path, root): toml_digest}
-    for t in targets:
-        for path in depfile.import_closure(db, t.entry_path):
-            inputs[path] = manifest.digest(source_text(db, path).text.encode("utf-8"))
-    outs = [os.path.relpath(os.path.join(result.out_dir, rel), root)
-            for t in result.targets for rel in t.files]
+    for path in result.inputs:
+        inputs[path] = manifest.digest(source_text(db, path).text.encode("utf-8"))
+    prefix = os.path.relpath(result.out_dir, root)
+    outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
     manifest.write(root, project.cache_dir, manifest.request_key(request.targets,
                    request.opt_level), inputs, tuple(outs))

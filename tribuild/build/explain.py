@@ -17,18 +17,22 @@ import json
 import os
 from pathlib import Path
 
+from tribuild.tempname import replace_unsynced
+
 NAME = "explain.json"
 
 
 def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list[str]]) -> None:
-    """Merge the explanations of this build's written outputs (out-relative) into the record."""
-    from tribuild.engine.store import write_atomic
-    path = Path(cache_dir, NAME)
+    """Merge the explanations of this build's written outputs (out-relative) into the record
+    (compact JSON, not synced: after a crash of the machine it may be lost, and ``load``
+    then finds nothing)."""
+    if not explanations:
+        return
     data = load(cache_dir)
+    prefix = os.path.relpath(out_dir, root)
     for rel, lines in explanations.items():
-        data[os.path.relpath(os.path.join(out_dir, rel), root)] = lines
-    if explanations:
-        write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode())
+        data[os.path.normpath(os.path.join(prefix, rel))] = lines
+    replace_unsynced(os.path.join(cache_dir, NAME), json.dumps(data, sort_keys=True).encode())
 
 
 def load(cache_dir: str) -> dict[str, list[str]]:

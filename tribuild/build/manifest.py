@@ -191,8 +191,8 @@ def forget(cache_dir: str) -> None:
 
 
 def _write(path: str, data: dict) -> None:
-    from pathlib import Path
-
-    from tribuild.engine.store import write_atomic
+    """Not synced: a manifest lost, emptied or cut short by a crash of the machine does not
+    parse, and the next build takes the full way."""
+    from tribuild.tempname import replace_unsynced
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomic(Path(path), json.dumps(data, separators=(",", ":")).encode())
+    replace_unsynced(path, json.dumps(data, separators=(",", ":")).encode())

@@ -13,7 +13,8 @@ Terms:
   program's writes too).
 - *record*: ``<out>/.tribuild-outputs.json``, what tribuild wrote for each target: relative
   path -> digest of the bytes written. Only recorded files are ever deleted, and only while
-  they still hold the bytes tribuild wrote: a file a person edited or put there is kept.
+  they still hold the bytes tribuild wrote: a file a person edited or put there is kept. It
+  is written in the batch of the outputs it records, renamed into place after them.
 - *stale*: a recorded file that no target of this build produces any more.
 - *temporary file*: ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (``tribuild.tempname``), where a
   file's new bytes wait for their rename. A killed writer leaves
@@ -25,7 +26,9 @@ import json
 import os
 import posixpath
 import re
+import threading
 from pathlib import Path
+from queue import SimpleQueue
 
 from tribuild.build.manifest import digest
 from tribuild.config import resolves_inside
@@ -36,7 +39,7 @@ from tribuild.tempname import create_beside
 RECORD = ".tribuild-outputs.json"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _SYNC_THREADS = 32            # fsyncs in flight at once
-_SYNCERS: dict = {}           # pid -> the ThreadPoolExecutor of that process
+_SYNCERS: dict = {}           # pid -> the _Syncers of that process
 
 
 class OutsideOutput(ValueError):
@@ -93,11 +96,11 @@ def write_if_changed(path: str, data: bytes) -> bool:
 
 def write_changed(files: dict[str, bytes]) -> list[str]:
     """Write every ``path: data`` whose file does not already hold exactly ``data``, as one
-    batch: all temporary files are written and made durable, then renamed into place, then
-    each folder that received one is made durable. A crash at any point leaves every file
-    with either its old or its new bytes; once this returns, the new ones are durable.
-    Returns the paths written, in order."""
-    changed = [path for path in sorted(files) if not _holds(path, files[path])]
+    batch: all temporary files are written and made durable, then renamed into place in the
+    order of ``files``, then each folder that received one is made durable. A crash at any
+    point leaves every file with either its old or its new bytes; once this returns, the new
+    ones are durable. Returns the paths written, in order."""
+    changed = [path for path, data in files.items() if not _holds(path, data)]
     temps = []
     try:
         for path in changed:
@@ -129,20 +132,50 @@ def fsync_all(paths: list[str]) -> None:
         for path in paths:
             _fsync(path)
         return
-    for _ in _syncers().map(_fsync, paths):     # re-raises the first OSError
-        pass
+    _syncers().run(paths)
 
 
-def _syncers():
+def _syncers() -> "_Syncers":
     """This process's threads that fsync, started once and kept (a forked child makes its
     own): a sleeping thread that is woken runs at once, while a new one waits behind every
     busy process for its first time slice (milliseconds on a loaded machine)."""
     pid = os.getpid()
     if pid not in _SYNCERS:
-        from concurrent.futures import ThreadPoolExecutor
         _SYNCERS.clear()
-        _SYNCERS[pid] = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="fsync")
+        _SYNCERS[pid] = _Syncers()
     return _SYNCERS[pid]
+
+
+class _Syncers:
+    """Up to ``_SYNC_THREADS`` daemon threads taking paths to fsync from one queue (what a
+    ``concurrent.futures`` pool does, whose import costs ~10 ms, ``logging`` mostly). Daemon
+    threads do not hold up the exit, and ``run`` returns only once its paths are all done,
+    so no sync is ever cut short by the end of the process."""
+
+    def __init__(self) -> None:
+        self.jobs: SimpleQueue = SimpleQueue()
+        self.threads = 0
+
+    def run(self, paths: list[str]) -> None:
+        """``_fsync`` each of ``paths`` on the threads; re-raises the first error, in order."""
+        while self.threads < min(len(paths), _SYNC_THREADS):
+            threading.Thread(target=self._work, name="fsync", daemon=True).start()
+            self.threads += 1
+        done = SimpleQueue()
+        for index, path in enumerate(paths):
+            self.jobs.put((index, path, done))
+        for _, error in sorted(done.get() for _ in paths):
+            if error is not None:
+                raise error
+
+    def _work(self) -> None:
+        while True:
+            index, path, done = self.jobs.get()
+            try:
+                _fsync(path)
+                done.put((index, None))
+            except BaseException as error:      # handed to ``run``, which raises it
+                done.put((index, error))
 
 
 def _fsync(path: str) -> None:
@@ -154,10 +187,18 @@ def _fsync(path: str) -> None:
 
 
 def _holds(path: str, data: bytes) -> bool:
+    """Whether the file ``path`` holds exactly ``data`` (one open, one fstat, one read: a
+    short read only makes the file be written again)."""
     try:
-        return os.path.getsize(path) == len(data) and Path(path).read_bytes() == data
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        return os.fstat(fd).st_size == len(data) and os.read(fd, len(data) + 1) == data
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 class Record:
@@ -179,9 +220,10 @@ class Record:
             pass
         return cls()
 
-    def save(self, out_dir: str) -> None:
+    def encode(self) -> bytes:
+        """The bytes of the record file."""
         text = json.dumps({"version": 1, "targets": self.targets}, indent=1, sort_keys=True)
-        write_if_changed(os.path.join(out_dir, RECORD), text.encode() + b"\n")
+        return text.encode() + b"\n"
 
     def owned(self) -> dict[str, str]:
         """Every recorded path with its digest."""
@@ -199,22 +241,25 @@ class WriteReport:
 def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
                   produced: dict[str, tuple[str, ...]], targets: set[str]) -> WriteReport:
     """Write ``files`` (relpath -> bytes) and record them under the targets of ``produced``
-    (target -> its relpaths). Then delete what is stale: what those targets produced before
-    but not now, and what targets no longer in ``targets`` (those of the configuration)
-    produced. A target that failed keeps its previous outputs and record."""
+    (target -> its relpaths), the record in the same batch, renamed last. Then delete what
+    is stale: what those targets produced before but not now, and what targets no longer
+    in ``targets`` (those of the configuration) produced. A target that failed keeps its
+    previous outputs and record."""
     paths = inside_output(out_dir, sorted(files))
     mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
     names = {os.path.basename(p) for p in mine}
     for folder in sorted({os.path.dirname(p) for p in mine}):
         if resolves_inside(out_dir, folder):
             remove_temps(folder, names.__contains__)
-    written = set(write_changed({paths[rel]: files[rel] for rel in paths}))
-    changed = [rel for rel, full in paths.items() if full in written]
     before = record.owned()
     for name in [t for t in record.targets if t not in targets]:
         del record.targets[name]
     for target, rels in produced.items():
         record.targets[target] = {rel: digest(files[rel]) for rel in sorted(rels)}
+    batch = {paths[rel]: files[rel] for rel in paths}
+    batch[os.path.join(out_dir, RECORD)] = record.encode()
+    written = set(write_changed(batch))
+    changed = [rel for rel, full in paths.items() if full in written]
     removed, kept = remove_stale(out_dir, before, record.owned())
     return WriteReport(tuple(changed), tuple(r for r in paths if r not in changed),
                        removed, kept)
