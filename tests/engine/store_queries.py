@@ -78,3 +78,19 @@ def run_all(db):
 @derived
 def keyed_by_words(db, key):
     return (count(db, "a"), repr(key))
+
+
+class Number(int):
+    """An int the codec cannot encode (not a plain int), yet ``==`` to the plain one."""
+
+
+@derived
+def length(db, name):
+    """``len`` of the text; a ``Number`` when the text ends with a space."""
+    value = text(db, name)
+    return Number(len(value)) if value.endswith(" ") else len(value)
+
+
+@derived
+def length_plus_one(db, name):
+    return length(db, name) + 1

@@ -40,6 +40,14 @@ class Unregistered:
     x: int
 
 
+@record
+class Box:
+    content: object
+
+
+codec.register(Box)
+
+
 hashable = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text() | st.binary()
     | st.floats(allow_nan=False),
@@ -50,7 +58,7 @@ leaves = (hashable | st.sampled_from(Color)
 values = st.recursive(
     leaves,
     lambda inner: (st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
-                   | st.dictionaries(hashable, inner, max_size=4)),
+                   | st.dictionaries(hashable, inner, max_size=4) | st.builds(Box, inner)),
     max_leaves=20)
 
 
@@ -60,6 +68,17 @@ def test_round_trip(value):
     data = codec.encode(value)
     assert codec.decode(data) == value
     assert codec.encode(codec.decode(data)) == data
+    assert codec.decode(memoryview(data)) == value      # as sliced from a mapped pack
+    assert codec.from_json(json.loads(data)) == value   # the tree decoder (argument table)
+
+
+def test_lists_stay_lists_and_arrays_become_tuples():
+    value = Box([[1, (2, [3])], {"k": [4]}, frozenset({(5, 6)})])
+    decoded = codec.decode(codec.encode(value))
+    assert decoded == value and type(decoded.content) is list
+    assert [type(part) for part in decoded.content] == [list, dict, frozenset]
+    assert type(decoded.content[0][1]) is tuple and type(decoded.content[0][1][1]) is list
+    assert type(decoded.content[1]["k"]) is list
 
 
 @settings(max_examples=50, deadline=None)

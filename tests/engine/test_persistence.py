@@ -2,8 +2,8 @@ from tribuild.engine import Database, codec
 from tribuild.engine.query import REGISTRY
 
 from .conftest import run
-from .store_queries import (TEXTS, count, opaque, run_all, set_inputs, summary, text,
-                            uses_opaque_key, via_opaque, words)
+from .store_queries import (TEXTS, count, length, length_plus_one, opaque, run_all,
+                            set_inputs, summary, text, uses_opaque_key, via_opaque, words)
 
 SALT = "tribuild-test-salt"
 
@@ -42,6 +42,33 @@ def test_backdating_compares_against_the_stored_value(tmp_path):
     db = Database.load(tmp_path, SALT)
     set_inputs(db, {**TEXTS, "b": "  bravo   charlie delta "})
     assert run(db, summary) == ((2, 3, 1), [("words", ("b",))])
+
+
+def test_backdating_compares_encodings_without_decoding(tmp_path, monkeypatch):
+    _saved(tmp_path)
+    db = Database.load(tmp_path, SALT)
+    decoded = []
+    real_decode = codec.decode
+    monkeypatch.setattr(codec, "decode", lambda data: decoded.append(data) or real_decode(data))
+    set_inputs(db, {**TEXTS, "b": "  bravo   charlie delta "})
+    assert run(db, count, "b") == (3, [("words", ("b",))])
+    assert decoded == [b"3"]     # count's value, which the caller reads; not words' old one
+    db.save(tmp_path, SALT)
+    again = Database.load(tmp_path, SALT)
+    set_inputs(again, {**TEXTS, "b": "  bravo   charlie delta "})
+    assert run(again, words, "b")[0].words == ("bravo", "charlie", "delta")
+
+
+def test_a_value_that_cannot_be_encoded_is_compared_decoded(tmp_path):
+    db = Database()
+    set_inputs(db)
+    assert length_plus_one(db, "c") == 5
+    db.save(tmp_path, SALT)
+    db = Database.load(tmp_path, SALT)
+    set_inputs(db, {**TEXTS, "c": "ech "})      # length 4 again, as an unencodable Number
+    assert run(db, length_plus_one, "c") == (5, [("length", ("c",))])
+    set_inputs(db, {**TEXTS, "c": "echo "})
+    assert run(db, length_plus_one, "c") == (6, [("length", ("c",)), ("length_plus_one", ("c",))])
 
 
 def test_values_are_decoded_lazily(tmp_path, monkeypatch):

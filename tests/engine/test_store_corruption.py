@@ -49,6 +49,22 @@ def test_a_flipped_entry_is_dropped_reported_once_and_recomputed(store):
     assert len(db.store_report.problems) == 1
 
 
+def test_a_damaged_entry_compared_with_a_new_value_counts_as_changed(store):
+    def flip(data):
+        data[data.index(b'["bravo"') + 2] ^= 0x01  # inside words('b')
+        return data
+
+    _edit(_only(store, "values-*.pack"), flip)
+    db = Database.load(store, SALT)
+    set_inputs(db, {**TEXTS, "b": "bravo  charlie delta"})   # words('b') re-runs, same value
+    assert run(db, summary) == ((2, 3, 1), [("words", ("b",)), ("count", ("b",))])
+    db.save(store, SALT)
+    again = Database.load(store, SALT)
+    set_inputs(again, {**TEXTS, "b": "bravo  charlie delta"})
+    assert run(again, words, "b") == (words(db, "b"), [])
+    assert db.store_report.problems == again.store_report.problems == []
+
+
 def test_a_truncated_pack_loses_only_the_entries_past_the_end(store):
     pack = _only(store, "values-*.pack")
     _edit(pack, lambda data: data[: len(data) // 2])

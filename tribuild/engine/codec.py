@@ -19,6 +19,7 @@ import base64
 import enum
 import json
 import math
+from operator import attrgetter
 from typing import Iterable
 
 from .. import record
@@ -26,6 +27,7 @@ from .. import record
 _REGISTRY: dict[str, type] = {}
 _NAMES: dict[type, str] = {}
 _FIELDS: dict[type, tuple[str, ...] | None] = {}   # a record's field names (None: enum)
+_FIELD_VALUES: dict[type, object] = {}             # a record's field values, as a tuple
 
 
 class NotEncodable(TypeError):
@@ -45,7 +47,16 @@ def register(cls: type) -> type:
     _REGISTRY[name] = cls
     _NAMES[cls] = name
     _FIELDS[cls] = None if issubclass(cls, enum.Enum) else record.fields(cls)
+    if _FIELDS[cls] is not None:
+        _FIELD_VALUES[cls] = _tuple_getter(_FIELDS[cls])
     return cls
+
+
+def _tuple_getter(names: tuple[str, ...]):
+    """A function giving the tuple of an object's attributes ``names``."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda obj: tuple([getattr(obj, name) for name in names])
 
 
 def register_all(classes: Iterable[type]) -> None:
@@ -53,20 +64,22 @@ def register_all(classes: Iterable[type]) -> None:
         register(cls)
 
 
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_PLAIN = frozenset({str, int, bool, type(None)})     # their own JSON: no call to convert
+
+
 def encode(value) -> bytes:
     """The canonical UTF-8 JSON bytes of ``value``; raises ``NotEncodable``."""
-    return json.dumps(to_json(value), separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode()
+    return _dumps(to_json(value)).encode()
 
 
-def decode(data: bytes | str):
-    """The value ``data`` encodes; raises ``CodecError`` for anything else."""
+def decode(data: bytes | memoryview | str):
+    """The value ``data`` encodes; raises ``CodecError`` for anything else. Tagged objects
+    are converted as they are parsed (``_parsed``), then the arrays into tuples."""
     try:
-        tree = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+        return _from_parsed(_parse(data if type(data) is str else str(data, "utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CodecError(f"not JSON: {exc}") from None
-    try:
-        return from_json(tree)
     except CodecError:
         raise
     except (ValueError, TypeError, RecursionError) as exc:
@@ -75,14 +88,14 @@ def decode(data: bytes | str):
 
 def to_json(value):
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind in _PLAIN:
         return value
     if kind is tuple:
-        return [to_json(v) for v in value]
+        return [v if type(v) in _PLAIN else to_json(v) for v in value]
     if kind is float:
         return value if math.isfinite(value) else {"$f": repr(value)}
     if kind is list:
-        return {"$l": [to_json(v) for v in value]}
+        return {"$l": [v if type(v) in _PLAIN else to_json(v) for v in value]}
     if kind is dict:
         return {"$d": [[to_json(k), to_json(v)] for k, v in value.items()]}
     if kind is frozenset:
@@ -96,31 +109,60 @@ def to_json(value):
     fields = _FIELDS[kind]
     if fields is None:
         return {"$e": name, "v": value.name}
-    return {"$c": name, "v": [to_json(getattr(value, f)) for f in fields]}
+    return {"$c": name, "v": [v if type(v) in _PLAIN else to_json(v)
+                              for v in _FIELD_VALUES[kind](value)]}
+
+
+class _List(list):
+    """A list value (``$l``) while ``decode`` parses: its parent makes it a plain list."""
+    __slots__ = ()
+
+
+_NESTED = frozenset({list, dict, _List})    # the parts that ``from_json``/``_from_parsed`` convert
 
 
 def from_json(tree):
+    """The value of a parsed JSON tree (as ``json.loads`` returns it)."""
     kind = type(tree)
     if kind is list:
-        return tuple(from_json(v) for v in tree)
+        return tuple([from_json(v) if type(v) in _NESTED else v for v in tree])
     if kind is dict:
-        return _from_tagged(tree)
+        return _from_tagged(tree, from_json)
     return tree
 
 
-def _from_tagged(tree: dict):
+def _from_parsed(part):
+    """A part of a tree parsed by ``decode``: arrays become tuples, ``_List``s lists; other
+    parts are values already."""
+    kind = type(part)
+    if kind is list:
+        return tuple([_from_parsed(v) if type(v) in _NESTED else v for v in part])
+    return list(part) if kind is _List else part
+
+
+def _parsed(tree: dict):
+    """``decode``'s object hook: the value of a tagged object whose parts are parsed."""
+    value = _from_tagged(tree, _from_parsed)
+    return _List(value) if type(value) is list else value
+
+
+_parse = json.JSONDecoder(object_hook=_parsed).decode
+
+
+def _from_tagged(tree: dict, convert):
+    """The value of a tagged object; ``convert`` makes a value of each part."""
     tag = next(iter(tree), None)
     body = tree.get(tag)
     if tag in ("$c", "$e"):
-        return _from_class(tree, tag)
+        return _from_class(tree, tag, convert)
     if len(tree) != 1:
         raise CodecError(f"malformed tagged value {sorted(tree)}")
     if tag == "$l" and type(body) is list:
-        return [from_json(v) for v in body]
+        return [convert(v) for v in body]
     if tag == "$d" and type(body) is list:
-        return {from_json(_pair(p)[0]): from_json(p[1]) for p in body}
+        return {convert(_pair(p)[0]): convert(p[1]) for p in body}
     if tag == "$s" and type(body) is list:
-        return frozenset(from_json(v) for v in body)
+        return frozenset([convert(v) for v in body])
     if tag == "$b" and type(body) is str:
         return base64.b64decode(body, validate=True)
     if tag == "$f" and body in ("inf", "-inf", "nan"):
@@ -134,8 +176,8 @@ def _pair(item):
     return item
 
 
-def _from_class(tree: dict, tag: str):
-    if set(tree) != {tag, "v"}:
+def _from_class(tree: dict, tag: str, convert):
+    if len(tree) != 2 or "v" not in tree:
         raise CodecError(f"malformed class value {sorted(tree)}")
     cls = _REGISTRY.get(tree[tag])
     if cls is None:
@@ -145,7 +187,7 @@ def _from_class(tree: dict, tag: str):
         if not issubclass(cls, enum.Enum) or type(body) is not str or body not in cls.__members__:
             raise CodecError(f"{tree[tag]} has no member {body!r}")
         return cls[body]
-    if issubclass(cls, enum.Enum) or type(body) is not list \
-            or len(body) != len(_FIELDS[cls]):
+    fields = _FIELDS[cls]
+    if fields is None or type(body) is not list or len(body) != len(fields):
         raise CodecError(f"malformed fields for {tree[tag]}")
-    return cls(*(from_json(v) for v in body))
+    return cls(*[convert(v) if type(v) in _NESTED else v for v in body])

@@ -4,9 +4,9 @@ Terms:
 - *memo table*: for each query, a dict from argument tuples to memos; ``_memos`` lists every
   memo by key id. After a load, both fill up as keys are used (``loaded``): ``_memos`` holds
   None for a stored key not used yet, and a table lacks the stored keys not looked up yet.
-- *effective change*: a ``set`` to a value not ``==`` the current one (or to another
-  durability), or a ``remove`` of a set input. Each bumps ``revision`` by one; other calls are
-  no-ops.
+- *effective change*: a ``set`` to a value not equal to the current one (``==``, or the
+  same encoding for a value still lazy: ``fetch.same_value``) or to another durability, or
+  a ``remove`` of a set input. Each bumps ``revision`` by one; other calls are no-ops.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from . import explain, store
 from . import merge as merging
 from .durability import Durability, DurabilityClock
-from .fetch import equal
+from .fetch import same_value
 from .loaded import Loaded
 from .lru import Lru
 from .memo import NO_VALUE, Memo
@@ -88,19 +88,18 @@ class Database:
         durability = Durability(durability)
         with self._writing():
             memo = self._memo(query, tuple(args))
-            if memo.value is NO_VALUE:
-                self._restore(memo)
-            if memo.value is not NO_VALUE and memo.durability == durability \
-                    and equal(memo.value, value):
-                return
-            self._change(memo, value, durability)
+            same, blob = same_value(self, memo, value)
+            if not same or memo.durability != durability:
+                self._change(memo, value, durability, blob)
+            elif memo.value is NO_VALUE:
+                memo.value = value      # its blob is the stored encoding of ``value``
 
     def remove(self, query, *args) -> None:
         """Make an input unset: reading it raises ``MissingInput``."""
         with self._writing():
             memo = self._find(query, args)
             if memo is not None and (memo.value is not NO_VALUE or memo.blob is not None):
-                self._change(memo, NO_VALUE, memo.durability)
+                self._change(memo, NO_VALUE, memo.durability, None)
 
     @contextmanager
     def _writing(self):
@@ -109,11 +108,12 @@ class Database:
         with self._gate.writing():
             yield
 
-    def _change(self, memo: Memo, value, durability: Durability) -> None:
+    def _change(self, memo: Memo, value, durability: Durability, blob) -> None:
+        """Set the input ``memo`` to ``value`` (with its blob, if known)."""
         revision = self._revision + 1
         self._clock.report_change(memo.durability, revision)
         memo.value = value
-        memo.blob = None
+        memo.blob = blob
         memo.durability = durability
         memo.changed_at = revision
         self._revision = revision

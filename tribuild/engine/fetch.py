@@ -10,8 +10,9 @@ Terms:
   list (no Python recursion), so 100k-deep chains verify fine. The first dependency found
   changed is the *cause*: the memo re-executes (later dependencies may no longer be read).
 - *backdating*: a re-executed memo whose new value ``==`` its old one keeps its ``changed_at``
-  and its old value (with the value's stored encoding), so its dependents stay green; unless its durability dropped (an input was lowered): then
-  its dependents must re-run to lower theirs, as in salsa. A memo that re-ran only because its value was not held
+  and its old value (with the value's stored encoding), so its dependents stay green; unless
+  its durability dropped (an input was lowered): then its dependents must re-run to lower
+  theirs, as in salsa. A lazy old value (``store``) is compared by its encoding, not decoded. A memo that re-ran only because its value was not held
   (``VALUE_LOST``: evicted, or undecodable from the store) keeps it too: its dependencies did
   not change, so by purity neither did its value.
 """
@@ -23,6 +24,7 @@ from .durability import Durability
 from .errors import Cancelled, CycleError, MissingInput
 from .memo import FIRST_RUN, NO_VALUE, VALUE_LOST
 from .runtime import DEPS, FAILED, MEMO, POS, cycle_error
+from .packs import encoded
 
 
 def fetch(db, query, args: tuple):
@@ -187,14 +189,13 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
     deps = tuple(dict.fromkeys(read))
     rev = db._revision
     durability = min((memos[d].durability for d in deps), default=Durability.HIGH)
-    if memo.value is NO_VALUE and cause != VALUE_LOST:
-        db._restore(memo, admit=False)
-    same = cause == VALUE_LOST or memo.value is not NO_VALUE and equal(memo.value, value)
+    same, blob = (True, None) if cause == VALUE_LOST else same_value(db, memo, value)
     if not same or durability < memo.durability:
         memo.changed_at = rev
-    if not same or memo.value is NO_VALUE:
-        memo.value = value
-        memo.blob = None
+    if not same:
+        memo.value, memo.blob = value, blob
+    elif memo.value is NO_VALUE:
+        memo.value = value     # its blob (if any) is the stored encoding of ``value``
     memo.deps = deps
     memo.durability = durability
     memo.verified_at = rev
@@ -203,6 +204,20 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
     memo.cause_rev = cause_rev
     if memo.query.lru:
         db._lru.admit(memo, memos)
+
+
+def same_value(db, memo, value) -> tuple:
+    """Whether ``value`` equals the memo's value (False if it has none), and ``value``'s blob
+    when the comparison encoded it (None otherwise). A lazy value is not decoded: the
+    encodings are compared (``codec``: canonical, so equal bytes are equal values; equal
+    values encoded differently, such as dicts in another order, only count as a change). A
+    value that cannot be encoded is compared with ``==`` to the decoded lazy value."""
+    if memo.value is NO_VALUE and memo.blob is not None:
+        blob = encoded(value)
+        if blob is not None:
+            return blob[0] == memo.blob[0] and blob[1] == memo.blob[1], blob
+        db._restore(memo, admit=False)
+    return memo.value is not NO_VALUE and equal(memo.value, value), None
 
 
 def equal(old, new) -> bool:

@@ -45,7 +45,7 @@ class Loaded:
         self._query, self._changed, self._verified, self._durability, self._deps_start, \
             self._deps_len, self._args_start, self._args_len, self._value = \
             (body[name] for name in KEY_COLUMNS)
-        self.flat, self.arg_ids = body["deps"], list(body["args"])
+        self.flat, self.arg_ids = list(body["deps"]), list(body["args"])
         # lists: reading an array makes a new int object, a list returns the one it holds
         self._args_start, self._args_len = list(self._args_start), list(self._args_len)
         self._pack, self._offset, self._length, self._checksum = \

@@ -26,6 +26,7 @@ from __future__ import annotations
 import mmap
 import os
 
+from . import codec
 from .digests import checksum, digest
 from .errors import warn
 from .memo import NO_VALUE
@@ -74,6 +75,16 @@ class PackFile:
         return offset
 
 
+def encoded(value) -> tuple[bytes, int] | None:
+    """The blob of ``value`` just encoded: its bytes and their checksum; None if it cannot be
+    encoded."""
+    try:
+        data = codec.encode(value)
+    except codec.NotEncodable:
+        return None
+    return data, checksum(data)
+
+
 def pack_name(sid: str, name) -> bool:
     """Whether ``name`` is a pack of salt ``sid`` in the store folder itself."""
     return (type(name) is str and name.startswith(f"values-{sid}-") and name.endswith(".pack")
@@ -100,13 +111,14 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
 
 
 def _mapped(path: str):
-    """The file's bytes, mapped read-only (pages are read when a value is first used; packs
-    are never changed in place, so the mapping stays valid), or None if it is missing."""
+    """A view of the file's bytes, mapped read-only (pages are read when a value is first
+    used, and a slice copies nothing; packs are never changed in place, so the mapping stays
+    valid), or None if it is missing."""
     try:
         with open(path, "rb") as f:
             if not os.fstat(f.fileno()).st_size:
                 return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
     except FileNotFoundError:
         return None
 

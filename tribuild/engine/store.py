@@ -198,13 +198,10 @@ def blob_of(memo: Memo, unencodable: dict[str, int]):
         memo.blob = None
         return None
     if blob is None and memo.value is not NO_VALUE:
-        try:
-            data = codec.encode(memo.value)
-        except codec.NotEncodable:
+        memo.blob = packs.encoded(memo.value)
+        if memo.blob is None:
             name = memo.query.name
             unencodable[name] = unencodable.get(name, 0) + 1
-            return None
-        memo.blob = (data, checksum(data))
     return memo.blob
 
 
