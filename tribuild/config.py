@@ -11,18 +11,19 @@ Terms:
   refused) and on where it leads: a symlink inside the root that points elsewhere is refused.
 
 ``load_config`` either returns a complete Config or raises ConfigError with every problem
-found (see ``config_problems``); the schema is in docs and in ``STARTER_TOML``.
+found (see ``config_problems``); the schema is in docs and in ``STARTER_TOML``. ``read_config``
+may be given the *known table* of the file's bytes (the table an earlier process parsed from
+exactly those bytes, kept by the build manifest): it is validated as a fresh parse is, and
+problems are placed in the text as for a fresh parse, so only the TOML parser is skipped.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import posixpath
 import re
-import tomllib
 from ntpath import isabs as _windows_isabs
-from typing import Any
+from typing import Any, Callable
 
 from tribuild.config_check import Checker
 from tribuild.config_locate import Locator, Path
@@ -75,6 +76,13 @@ class Config:
 
 def load_config(path: str | os.PathLike[str]) -> Config:
     """The validated configuration in ``path``; raises ConfigError listing every problem."""
+    return read_config(path)[0]
+
+
+def read_config(path: str | os.PathLike[str],
+                known: Callable[[bytes], dict | None] | None = None) -> tuple[Config, bytes, dict]:
+    """``load_config``, with the file's bytes and their table. ``known(data)`` gives the
+    known table of ``data``, or None: then the text is parsed."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as file:
@@ -87,15 +95,37 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
         raise ConfigError([Problem(path, line, 1, "", "invalid TOML: not UTF-8 text")]) from None
-    try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError([syntax_problem(path, text, error)]) from None
-    reader = _Reader(Checker(path, Locator(text)), os.path.dirname(os.path.abspath(path)))
+    table = known(data) if known is not None else None
+    if table is None:
+        import tomllib
+        try:
+            table = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError([syntax_problem(path, text, error)]) from None
+    reader = _Reader(Checker(path, _LazyLocator(text)), os.path.dirname(os.path.abspath(path)))
     config = reader.config(table, path)
     if reader.c.problems:
         raise ConfigError(reader.c.problems)
-    return config
+    return config, data, table
+
+
+class _LazyLocator:
+    """The Locator of ``text``, made when a problem is first placed: a valid file needs none."""
+    __slots__ = ("text", "_locator")
+
+    def __init__(self, text: str) -> None:
+        self.text, self._locator = text, None
+
+    def key(self, path: Path) -> tuple[int, int]:
+        return self._made().key(path)
+
+    def value(self, path: Path) -> tuple[int, int]:
+        return self._made().value(path)
+
+    def _made(self) -> Locator:
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        return self._locator
 
 
 def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
@@ -248,22 +278,22 @@ class _Reader:
 
     def _inside_root(self, where: Path, raw: str, exists: Any, what: str) -> str | None:
         """``raw`` as a normalised posix path under the root, if it is one and ``exists``."""
-        at = self.c.locator.value(where)
         path = posixpath.normpath(raw.replace("\\", "/"))
         if posixpath.isabs(path) or _windows_isabs(raw):
-            self.c.report(where, f"{what} `{raw}` is an absolute path", at,
-                          expected="a path relative to the project root")
+            message, expected, help = f"{what} `{raw}` is an absolute path", \
+                "a path relative to the project root", None
         elif path == ".." or path.startswith("../"):
-            self.c.report(where, f"{what} `{raw}` is outside the project root", at,
-                          expected="a path inside the project root")
+            message, expected, help = f"{what} `{raw}` is outside the project root", \
+                "a path inside the project root", None
         elif not exists(os.path.join(self.root, path)):
-            self.c.report(where, f"{what} `{path}` does not exist", at,
-                          help=_similar_path(self.root, path, exists))
+            message, expected, help = f"{what} `{path}` does not exist", None, \
+                _similar_path(self.root, path, exists)
         elif not resolves_inside(self.root, os.path.join(self.root, path)):
-            self.c.report(where, f"{what} `{path}` leads outside the project root through a "
-                          "symbolic link", at, expected="a path inside the project root")
+            message, expected, help = f"{what} `{path}` leads outside the project root " \
+                "through a symbolic link", "a path inside the project root", None
         else:
             return path
+        self.c.report(where, message, self.c.locator.value(where), expected=expected, help=help)
         return None
 
     def _args(self, where: Path, value: Any) -> tuple[tuple[str, ArgValue], ...] | None:
@@ -326,5 +356,6 @@ def _similar_path(root: str, path: str, exists: Any) -> str | None:
                  if exists(os.path.join(root, folder, n))]
     except OSError:
         return None
+    import difflib
     close = difflib.get_close_matches(name, names, n=1)
     return f"did you mean `{posixpath.join(folder, close[0])}`?" if close else None

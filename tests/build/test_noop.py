@@ -80,3 +80,21 @@ def test_simple_command_lines():
     assert _simple(["--jobs=2", "-Os", "-k"]) == ((), "s", False)
     for args in (["--timing"], ["-j"], ["-j0"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"]):
         assert _simple(args) is None, args
+
+
+def test_the_manifest_spares_parsing_an_unchanged_config(mini, cli, monkeypatch):
+    """A build after one that succeeded validates the table the manifest recorded for the
+    same bytes of Tribuild.toml; other bytes are parsed."""
+    import tomllib
+    parsed = []
+    real = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text: parsed.append(text) or real(text))
+    cli(["build", "-q"], mini)
+    assert len(parsed) == 1
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text() + "\n")
+    code, _, err = cli(["build"], mini)
+    assert code == 0 and "no work to do" not in err and len(parsed) == 1
+    toml = mini / "Tribuild.toml"
+    toml.write_text(toml.read_text() + "# a comment\n")
+    assert cli(["build", "-q"], mini)[0] == 0 and len(parsed) == 2

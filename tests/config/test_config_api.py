@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tribuild.config import (STARTER_TOML, Config, ConfigError, find_project_root,
-                             load_config, write_starter)
+                             load_config, read_config, write_starter)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "config"
@@ -132,3 +132,42 @@ def test_config_is_frozen(tmp_path: Path) -> None:
     config: Config = load_config(project(tmp_path, '[project]\nname = "p"\n'))
     with pytest.raises(AttributeError):
         config.name = "q"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.toml")
+                                           if p.name.startswith("ok")))
+def test_a_known_table_is_validated_as_a_parsed_one(fixture, monkeypatch) -> None:
+    """read_config with the table of the file's bytes: the same Config, no TOML parse."""
+    import json
+    import tomllib
+    path = FIXTURES / fixture
+    expected, data, table = read_config(path)
+    known = json.loads(json.dumps(table))                # as the manifest keeps it
+    monkeypatch.setattr(tomllib, "loads", lambda _: pytest.fail("parsed"))
+    assert read_config(path, lambda d: known if d == data else None) == (expected, data, known)
+
+
+def test_a_known_table_gives_the_same_located_problems(tmp_path) -> None:
+    """A file system change since the table was recorded (an entry file deleted) is reported
+    exactly as a fresh load reports it, at its line and column."""
+    path = project(tmp_path, '[project]\nname = "p"\n\n[targets.m]\nentry = "models/mlp.tri:MLP"\n')
+    _, data, table = read_config(path)
+    os.unlink(tmp_path / "models" / "mlp.tri")
+    with pytest.raises(ConfigError) as fresh:
+        load_config(path)
+    with pytest.raises(ConfigError) as known:
+        read_config(path, lambda d: table)
+    assert str(known.value) == str(fresh.value) and fresh.value.problems[0].line == 5
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("error_*.toml")
+                                           if "syntax" not in p.name))
+def test_every_problem_of_a_known_table_is_placed_as_in_a_fresh_load(fixture) -> None:
+    import tomllib
+    path = FIXTURES / fixture
+    table = tomllib.loads(path.read_text(encoding="utf-8"))
+    with pytest.raises(ConfigError) as fresh:
+        load_config(path)
+    with pytest.raises(ConfigError) as known:
+        read_config(path, lambda d: table)
+    assert str(known.value) == str(fresh.value)

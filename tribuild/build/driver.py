@@ -127,7 +127,6 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     config = project.config
     with project_lock(project.cache_dir, on_wait):
         manifest.forget(project.cache_dir)
-        toml_digest = manifest.file_digest(config.path)
         with clock.stage("load cache"):
             db = open_database(project)
         with db.log() as log:
@@ -145,7 +144,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
             save_database(db, project)
             cache.evict(project.cache_dir, config.cache_max_bytes)
             if not result.failed and request.stop_after is None:
-                _write_manifest(db, project, request, result, toml_digest)
+                _write_manifest(db, project, request, result)
     result.timing = clock.report(db, outcomes)
     return result
 
@@ -354,13 +353,15 @@ def _syntax(db, entry_path: str) -> tuple:
                  for e in item_index(db, path) for d in item_ast(db, path, e.id).diagnostics)
 
 
-def _write_manifest(db, project: Project, request: Request, result: BuildResult,
-                    toml_digest: str) -> None:
+def _write_manifest(db, project: Project, request: Request, result: BuildResult) -> None:
+    """Record the build in the manifest: Tribuild.toml as it was read (and parsed), the
+    sources as the queries read them, the outputs as they are now."""
     root = project.root
+    toml_digest, table = project.config_source
     inputs = {os.path.relpath(project.config.path, root): toml_digest}
     for path in result.inputs:
         inputs[path] = manifest.digest(source_text(db, path).text.encode("utf-8"))
     prefix = os.path.relpath(result.out_dir, root)
     outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
     manifest.write(root, project.cache_dir, manifest.request_key(request.targets,
-                   request.opt_level), inputs, tuple(outs))
+                   request.opt_level), inputs, tuple(outs), config=table)

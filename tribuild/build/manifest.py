@@ -5,8 +5,10 @@ Terms:
   succeeded for every target it was asked for. It holds the *request key*, the *tool stamp*,
   every *input* (Tribuild.toml and each target's import closure) as ``[path, size,
   mtime_ns, digest]`` and every *output* as ``[path, size, mtime_ns]``, paths relative to
-  the project root, and the (absolute) cache folder it was written to: when that is the
-  default folder and Tribuild.toml is unchanged, ``locate`` needs no TOML parser.
+  the project root, the (absolute) cache folder it was written to: when that is the
+  default folder and Tribuild.toml is unchanged, ``locate`` needs no TOML parser; and the
+  table parsed from Tribuild.toml's recorded bytes, which the next build validates instead
+  of parsing the file again when it still holds those bytes (``recorded_config``).
 - *request key*: what on the command line changes outputs (the targets asked for, an
   ``-O`` override). ``--jobs`` does not: outputs are the same whatever it is.
 - *package signature*: ``[path, size, mtime_ns, ctime_ns, inode]`` of every ``.py`` file of
@@ -163,11 +165,27 @@ def _outputs_unchanged(root: str, outputs: list) -> bool:
     return True
 
 
+def recorded_config(cache_dir: str, digest: str) -> dict | None:
+    """The table of Tribuild.toml recorded by the manifest in ``cache_dir`` if that file's
+    bytes then had ``digest`` and this tribuild wrote it there; else None."""
+    try:
+        with open(os.path.join(cache_dir, NAME), "rb") as file:
+            data = json.load(file)
+        if data["cache"] == cache_dir and data["tool"] == tool_stamp() \
+                and [CONFIG, digest] in ([e[0], e[3]] for e in data["inputs"]) \
+                and isinstance(data["config"], dict):
+            return data["config"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        pass
+    return None
+
+
 def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
-          outputs: tuple[str, ...], name: str = NAME) -> None:
+          outputs: tuple[str, ...], name: str = NAME, config: dict | None = None) -> None:
     """Record a build of ``key`` made from ``inputs`` (root-relative path -> digest of the
-    bytes the build used) that left ``outputs`` (root-relative). An input whose file no
-    longer holds those bytes is recorded with size -1, so the next check rebuilds."""
+    bytes the build used) that left ``outputs`` (root-relative), and the ``config`` table
+    parsed from the recorded bytes of Tribuild.toml. An input whose file no longer holds
+    those bytes is recorded with size -1, so the next check rebuilds."""
     def entry(rel: str) -> list:
         st = os.stat(os.path.join(root, rel))
         return [rel, st.st_size, st.st_mtime_ns]
@@ -179,7 +197,7 @@ def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
         return row
     data = {"version": 1, "key": key, "tool": tool_stamp(), "cache": cache_dir,
             "inputs": [input_entry(rel) for rel in sorted(inputs)],
-            "outputs": [entry(rel) for rel in sorted(outputs)]}
+            "outputs": [entry(rel) for rel in sorted(outputs)], "config": config}
     _write(os.path.join(cache_dir, name), data)
 
 

@@ -2,7 +2,11 @@
 
 Terms:
 - *project*: a root folder, the .tri files to consider (from Tribuild.toml's sources or the
-  paths on the command line) and, when there is a Tribuild.toml, its Config.
+  paths on the command line) and, when there is a Tribuild.toml, its Config, with the
+  *config source*: the digest of the file's bytes that were read and the table parsed from
+  them, which the build manifest records. When the manifest in the default cache folder
+  recorded the same digest, its table is validated instead of parsing the file
+  (``config.read_config``).
 - *salt*: the digest of tribuild's own source plus the options that change results; it keys
   the persistent store, so a store written by another version or other options is ignored.
 - *salt record*: ``<cache dir>/salt.json``, the package signature (``manifest``) of
@@ -19,7 +23,7 @@ import os
 
 import tribuild
 from tribuild.build import manifest
-from tribuild.config import FILENAME, Config, find_project_root, load_config
+from tribuild.config import FILENAME, Config, find_project_root, read_config
 from tribuild.engine import Database
 from tribuild.engine.fingerprint import package_hash
 
@@ -31,10 +35,12 @@ _DIGESTS: dict[str, str] = {}     # package folder -> its package_hash, once per
 
 
 class Project:
-    __slots__ = ("root", "config", "cache_dir")
+    __slots__ = ("root", "config", "cache_dir", "config_source")
 
-    def __init__(self, root: str, config: Config | None, cache_dir: str) -> None:
+    def __init__(self, root: str, config: Config | None, cache_dir: str,
+                 config_source: tuple[str, dict] | None = None) -> None:
         self.root, self.config, self.cache_dir = root, config, cache_dir
+        self.config_source = config_source
 
     @classmethod
     def discover(cls, start: str) -> "Project":
@@ -43,8 +49,13 @@ class Project:
         root = find_project_root(start)
         if root is None:
             return cls(os.path.abspath(start), None, os.path.join(os.path.abspath(start), DEFAULT_CACHE))
-        config = load_config(os.path.join(root, FILENAME))
-        return cls(config.root, config, os.path.join(config.root, config.cache_dir))
+        default_cache = os.path.join(root, DEFAULT_CACHE)
+
+        def recorded(data: bytes) -> dict | None:
+            return manifest.recorded_config(default_cache, manifest.digest(data))
+        config, data, table = read_config(os.path.join(root, FILENAME), recorded)
+        return cls(config.root, config, os.path.join(config.root, config.cache_dir),
+                   (manifest.digest(data), table))
 
 
 def salt(options: str = "", cache_dir: str | None = None) -> str:
