@@ -43,7 +43,7 @@ def _round_trip(keys, writer=None):
     writer = writer or argtable.Writer()
     ids = [writer.ids(args) for args in keys]
     text = writer.text()
-    values, bad = argtable.decode(argtable.parse(text))
+    values, bad = argtable.decode(text)
     assert bad == set()
     return text, ids, [tuple(values[i] for i in key) for key in ids]
 
@@ -81,11 +81,11 @@ def test_nodes_that_do_not_decode_are_reported_with_the_nodes_using_them():
     text, ids, _ = _round_trip([(SHARED,), (Outer(SHARED, Mode.FAST, frozenset(), 1),), (5,)])
     lines = text.decode().split("\n")
     lines[ids[0][0]] = '{"$c":"os.system","v":["touch CANARY"]}'
-    values, bad = argtable.decode(argtable.parse("\n".join(lines).encode()))
+    values, bad = argtable.decode("\n".join(lines).encode())
     assert ids[0][0] in bad and ids[1][0] in bad and ids[2][0] not in bad
     assert values[ids[2][0]] == 5
 
 
 def test_references_must_name_earlier_nodes():
     for line in ('[{"$r":0}]', '[{"$r":-1}]', '[{"$r":"0"}]', '{"$r":0,"x":1}'):
-        assert argtable.decode(argtable.parse(line.encode()))[1] == {0}
+        assert argtable.decode(line.encode())[1] == {0}

@@ -14,8 +14,9 @@ Terms:
 - *carry*: a save starts from the table it loaded, as bytes: keys it loaded keep their
   node ids, new keys' nodes are looked up by their text and appended. When keys were
   dropped (then nodes may be orphaned) the table is rebuilt from the keys kept.
-Decoding names only registered classes (``codec``); a node that does not decode, or that
-refers to one that does not, is reported by its id, so the keys using it are dropped.
+Decoding names only registered classes (``codec``), one line at a time, references resolved
+as the line is parsed (``codec.decoder``); a node that does not decode, or that refers to
+one that does not, is reported by its id, so the keys using it are dropped.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from json.encoder import encode_basestring
 from . import codec
 
 _NODE_TAGS = ("$c", "$s")    # tagged values that become nodes (with tuples)
-_WALKED_TAGS = ("$c", "$s", "$l", "$d")
+_WALKED_TAGS = ("$c", "$s", "$l", "$d")    # tagged values whose parts may be nodes
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -44,48 +45,27 @@ def parse(text: bytes) -> list:
     return json.loads(b"[" + text.replace(b"\n", b",") + b"]") if text else []
 
 
-def decode(trees: list) -> tuple[list, set[int]]:
-    """Each node's value (None where it does not decode) and the ids that do not. Resolves
-    the references in ``trees`` in place."""
+def decode(text: bytes) -> tuple[list, set[int]]:
+    """Each node's value (None where it does not decode) and the ids that do not."""
     values: list = []
     bad: set[int] = set()
-    for i, tree in enumerate(trees):
+
+    def reference(tree: dict):
+        ref = tree["$r"]
+        if len(tree) != 1 or type(ref) is not int or not 0 <= ref < len(values) or ref in bad:
+            raise codec.CodecError(f"bad reference {ref!r}")
+        return values[ref]
+    node = codec.decoder(reference)
+    for i, line in enumerate(str(text, "utf-8").split("\n") if text else ()):
         try:
-            value = codec.from_json(_resolve(tree, values, bad))
+            value = node(line)
             if type(value) is list or type(value) is dict:
-                raise ValueError("a node is a list or a dict")
-        except (codec.CodecError, TypeError, ValueError, KeyError, IndexError, RecursionError):
+                raise codec.CodecError("a node is a list or a dict")
+        except codec.CodecError:
             value = None
             bad.add(i)
         values.append(value)
     return values, bad
-
-
-def _resolve(tree, values: list, bad: set[int]):
-    """``tree`` with its references replaced by the values of the nodes they name; each
-    such value is a tuple, a record or a frozenset, which ``codec.from_json`` keeps as is."""
-    kind = type(tree)
-    if kind is list:
-        for j, part in enumerate(tree):
-            if type(part) is list or type(part) is dict:
-                tree[j] = _resolve(part, values, bad)
-        return tree
-    if kind is not dict:
-        return tree
-    if "$r" in tree:
-        ref = tree["$r"]
-        if len(tree) != 1 or type(ref) is not int or not 0 <= ref < len(values) or ref in bad:
-            raise ValueError(f"bad reference {ref!r}")
-        return values[ref]
-    tag = next(iter(tree), None)
-    if tag == "$c":
-        _resolve(tree["v"], values, bad)
-    elif tag == "$d":
-        for pair in tree[tag]:
-            _resolve(pair, values, bad)
-    elif tag in _WALKED_TAGS:
-        _resolve(tree[tag], values, bad)
-    return tree
 
 
 class Writer:

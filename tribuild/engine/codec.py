@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import enum
 import json
+from json.scanner import make_scanner
 import math
 from operator import attrgetter
 from typing import Iterable
@@ -73,17 +74,34 @@ def encode(value) -> bytes:
     return _dumps(to_json(value)).encode()
 
 
-def decode(data: bytes | memoryview | str):
-    """The value ``data`` encodes; raises ``CodecError`` for anything else. Tagged objects
-    are converted as they are parsed (``_parsed``), then the arrays into tuples."""
-    try:
-        return _from_parsed(_parse(data if type(data) is str else str(data, "utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CodecError(f"not JSON: {exc}") from None
-    except CodecError:
-        raise
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise CodecError(f"malformed value: {exc}") from None
+def decoder(reference=None):
+    """A ``decode`` function. Tagged objects are converted as they are parsed (``_parsed``),
+    then the arrays into tuples. With ``reference``, the data may also hold references
+    (objects with a key ``"$r"``, see ``argtable``): ``reference(object)`` gives their value,
+    a tuple, record or frozenset, or raises ``CodecError``."""
+    hook = _parsed
+    if reference is not None:
+        def hook(tree: dict):
+            return reference(tree) if "$r" in tree else _parsed(tree)
+    scan = make_scanner(json.JSONDecoder(object_hook=hook))
+
+    def decode(data: bytes | memoryview | str):
+        """The value ``data`` encodes; raises ``CodecError`` for anything else."""
+        try:
+            text = data if type(data) is str else str(data, "utf-8")
+            tree, end = scan(text, 0)       # as json.loads, without its whitespace checks
+            if end != len(text):
+                raise json.JSONDecodeError("extra data", text, end)
+            return _from_parsed(tree)
+        except StopIteration as exc:
+            raise CodecError(f"not JSON: no value at character {exc.value}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CodecError(f"not JSON: {exc}") from None
+        except CodecError:
+            raise
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise CodecError(f"malformed value: {exc}") from None
+    return decode
 
 
 def to_json(value):
@@ -146,7 +164,7 @@ def _parsed(tree: dict):
     return _List(value) if type(value) is list else value
 
 
-_parse = json.JSONDecoder(object_hook=_parsed).decode
+decode = decoder()
 
 
 def _from_tagged(tree: dict, convert):

@@ -302,7 +302,7 @@ def _fill(db, body: dict, files: list) -> int:
     returns how many keys were dropped because their query is not declared in this process or
     their arguments do not decode (or because they depend on such a key)."""
     queries = [REGISTRY.get(ident) for ident in body["queries"]]
-    elements, bad = argtable.decode(argtable.parse(body["elements"]))
+    elements, bad = argtable.decode(body["elements"])
     seeds: set[int] = set()
     if None in queries:
         seeds |= {i for i, qi in enumerate(body["query"]) if queries[qi] is None}
