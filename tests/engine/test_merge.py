@@ -215,3 +215,16 @@ def test_misuse_is_an_error():
         db.merge(b"garbage")
     with pytest.raises(RuntimeError, match="inside a query"):
         merge_inside(db, _export(_copy(), (count, ("a",))))
+
+
+def test_a_damaged_payload_is_refused_before_anything_is_installed():
+    payload = _export(_copy(), (count, ("a",)))
+    main = _copy()
+    before = state(main)
+    start = payload.index(b"\n") + 1
+    meta_end = start + 8 + int.from_bytes(payload[start:start + 8], "little")
+    for damaged in (payload[:meta_end + 12],                       # records cut short
+                    payload[:meta_end + 8] + payload[meta_end + 16:]):  # an integer lost
+        with pytest.raises(ValueError, match="corrupt merge payload"):
+            main.merge(damaged)
+        assert state(main) == before

@@ -17,10 +17,14 @@ Terms:
   of their arguments (an instance key is an argument of a dozen queries), so each distinct
   element is held once and decoded once.
 - *payload*: ``TRIBUILD-MERGE <format>`` and a newline, the 8-byte length of a JSON part
-  (revision, durability clock, elements, key table ``[ident, [element indexes]]`` referenced
-  by index, input fingerprints, records, left-out count), then the values' encodings back to
-  back (a record names its value by offset, length and checksum, or null when the value
-  cannot be encoded or is not held). No pickle: values and arguments use ``codec``.
+  (revision, durability clock, elements, query idents, key table ``[query index, [element
+  indexes]]`` referenced by index, input fingerprints, record count, left-out count), the
+  8-byte length of the records as 64-bit integers in this machine's byte order (a payload
+  never leaves the machine; parsing integers costs a tenth of parsing their JSON), then the
+  values' encodings back to back. A record is ``key, value offset, value length, checksum,
+  changed_at, durability, cause, cause_rev, executed_at``, its number of dependencies and
+  their keys; offset -1 when the value cannot be encoded or is not held. No pickle: values
+  and arguments use ``codec``.
 - *merge*: each record, in payload order, is installed in the receiver or skipped for a
   *reason*: ``other revision`` (the payload's revision or clock is not the receiver's: the
   payload is stale), ``input differs`` (it read, here or through a record it depends on, an
@@ -40,13 +44,15 @@ states after merging do not depend on the order payloads arrive in.
 from __future__ import annotations
 
 import json
+from array import array
 
 from ..record import record
 from . import codec, store
 from .memo import FIRST_RUN, NO_VALUE, key_label
 from .query import REGISTRY
 
-FORMAT = 2
+FORMAT = 3
+_PLAIN = (str, int, bool, type(None))
 _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
 
 
@@ -65,28 +71,33 @@ def export(db, keys) -> bytes:
     rev = db._revision
     roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
     table = _KeyTable()
-    records, chunks, left, offset = [], [], set(), 0
+    ints, chunks, left, offset, count = array("q"), [], set(), 0, 0
     memo_at = db._memo_at
+    ref = table.ref
     for memo in _closure(roots, memo_at, rev):
-        own = table.ref(memo)
-        deps = [table.ref(memo_at(d)) for d in memo.deps]
-        if own is None or None in deps or any(d in left for d in memo.deps):
+        own = ref(memo)
+        deps = [ref(memo_at(d)) for d in memo.deps]
+        if own is None or None in deps or left and any(d in left for d in memo.deps):
             left.add(memo.id)
             continue
         blob = store.blob_of(memo, {})
-        value = None
+        value = (-1, 0, 0)
         if blob is not None:
-            value = [offset, len(blob[0]), blob[1]]
+            value = (offset, len(blob[0]), blob[1])
             chunks.append(blob[0])
             offset += len(blob[0])
-        cause = memo.cause if memo.cause < 0 else table.ref(memo_at(memo.cause))
-        records.append([own, value, memo.changed_at, int(memo.durability), deps,
-                        FIRST_RUN if cause is None else cause, memo.cause_rev, memo.executed_at])
+        cause = memo.cause if memo.cause < 0 else ref(memo_at(memo.cause))
+        ints.extend((own, *value, memo.changed_at, int(memo.durability),
+                     FIRST_RUN if cause is None else cause, memo.cause_rev, memo.executed_at,
+                     len(deps), *deps))
+        count += 1
     meta = {"revision": rev, "clock": db._clock.changed, "elements": table.elements,
-            "keys": table.keys, "inputs": table.inputs, "records": records,
-            "left_out": len(left)}
+            "queries": table.queries, "keys": table.keys, "inputs": table.inputs,
+            "records": count, "left_out": len(left)}
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
-    return _MAGIC + len(meta_bytes).to_bytes(8, "little") + meta_bytes + b"".join(chunks)
+    record_bytes = ints.tobytes()
+    return b"".join([_MAGIC, len(meta_bytes).to_bytes(8, "little"), meta_bytes,
+                     len(record_bytes).to_bytes(8, "little"), record_bytes, *chunks])
 
 
 def _computed(db, query, args: tuple, rev: int):
@@ -129,9 +140,12 @@ class _KeyTable:
         self.keys: list = []
         self.inputs: list = []
         self.elements: list = []
+        self.queries: list[str] = []
+        self._query_index: dict[str, int] = {}
         self._index: dict[int, int | None] = {}
         self._by_id: dict[int, int] = {}     # id of an argument -> its element (the memos
         self._by_text: dict[str, int] = {}   # keep the arguments alive); JSON text -> element
+        self._plain: dict[tuple, int] = {}   # (type, value) of a str, int, bool, None -> element
 
     def ref(self, memo) -> int | None:
         """The key's index in the table, or None if it cannot be encoded."""
@@ -143,7 +157,11 @@ class _KeyTable:
             fingerprint = fingerprint_of(memo) if memo.query.is_input else None
             if fingerprint != "unencodable":
                 index = len(self.keys)
-                self.keys.append([memo.query.ident, args])
+                ident = memo.query.ident
+                query = self._query_index.setdefault(ident, len(self.queries))
+                if query == len(self.queries):
+                    self.queries.append(ident)
+                self.keys.append([query, args])
                 if memo.query.is_input:
                     self.inputs.append([index, fingerprint, int(memo.durability)])
         self._index[memo.id] = index
@@ -160,6 +178,13 @@ class _KeyTable:
             return None
 
     def _element(self, value) -> int:
+        kind = type(value)
+        if kind in _PLAIN:       # equal plain values encode equally (the type tells 1 from True)
+            found = self._plain.get((kind, value))
+            if found is None:
+                found = self._plain[kind, value] = len(self.elements)
+                self.elements.append(codec.to_json(value))
+            return found
         found = self._by_id.get(id(value))
         if found is None:
             encoded = codec.to_json(value)
@@ -183,12 +208,13 @@ def fingerprint_of(memo):
 # -- merge -------------------------------------------------------------------------------
 
 def merge(db, payload: bytes) -> MergeReport:
-    meta, values = _parse(payload)
-    records = meta["records"]
+    meta, ints, values = _parse(payload)
+    count = meta["records"]
     if meta["revision"] != db._revision or meta["clock"] != db._clock.changed:
-        return MergeReport(0, len(records), {"other revision": len(records)} if records else {},
+        return MergeReport(0, count, {"other revision": count} if count else {},
                            meta["left_out"])
-    keys = _Keys(db, meta["keys"], meta["elements"])
+    records = _records(ints, count)
+    keys = _Keys(db, meta["queries"], meta["keys"], meta["elements"])
     bad = dict(keys.unknown)
     for k, fingerprint, durability in meta["inputs"]:
         if k not in bad and not _same_input(keys.find(k, is_input=True), fingerprint,
@@ -196,10 +222,11 @@ def merge(db, payload: bytes) -> MergeReport:
             bad[k] = "input differs"
     reasons: dict[str, int] = {}
     installed = without_value = 0
-    for k, value, changed_at, durability, deps, cause, cause_rev, executed_at in records:
-        reason = bad.get(k) or next((bad[d] for d in deps if d in bad), None)
+    rev, memo_of = db._revision, keys.memo
+    for k, value, changed_at, durability, cause, cause_rev, executed_at, deps in records:
+        reason = _blocked(bad, k, deps) if bad else None
         held = None if reason else keys.find(k, is_input=False)
-        reason = reason or _conflict(held, changed_at, db._revision)
+        reason = reason or _conflict(held, changed_at, rev)
         if reason == "already valid":
             reasons[reason] = reasons.get(reason, 0) + 1
             _adopt_blob(held, values, value)
@@ -208,24 +235,29 @@ def merge(db, payload: bytes) -> MergeReport:
             reasons[reason] = reasons.get(reason, 0) + 1
             bad[k] = reason
             continue
-        memo = keys.memo(k)
+        memo = memo_of(k)
         memo.value = NO_VALUE
-        memo.blob = None if value is None else _blob(values, *value)
-        memo.deps = tuple(keys.memo(d).id for d in deps)
+        memo.blob = None if value[0] < 0 else _blob(values, *value)
+        memo.deps = tuple([memo_of(d).id for d in deps])
         memo.changed_at, memo.durability, memo.executed_at = changed_at, durability, executed_at
-        memo.cause = cause if cause < 0 or cause in keys.unknown else keys.memo(cause).id
+        memo.cause = cause if cause < 0 or cause in keys.unknown else memo_of(cause).id
         memo.cause_rev = cause_rev
-        memo.verified_at = db._revision
+        memo.verified_at = rev
         installed += 1
-        without_value += value is None
-    return MergeReport(installed, len(records) - installed, reasons, meta["left_out"],
-                       without_value)
+        without_value += value[0] < 0
+    return MergeReport(installed, count - installed, reasons, meta["left_out"], without_value)
+
+
+def _blocked(bad: dict[int, str], k: int, deps: list[int]) -> str | None:
+    """Why the record of key ``k`` cannot be installed because of an earlier one: its own
+    key's or one of its dependencies' reason in ``bad``."""
+    return bad.get(k) or next((bad[d] for d in deps if d in bad), None)
 
 
 def _adopt_blob(memo, values: memoryview, value) -> None:
     """An already valid memo without encoded bytes takes the record's (equal keys verified
     at one revision hold equal values), so saving it encodes nothing."""
-    if memo.blob is None and value is not None:
+    if memo.blob is None and value[0] >= 0:
         memo.blob = _blob(values, *value)
 
 
@@ -244,16 +276,38 @@ def _conflict(memo, changed_at: int, rev: int) -> str | None:
     return None
 
 
-def _parse(payload: bytes) -> tuple[dict, memoryview]:
+def _parse(payload: bytes) -> tuple[dict, list[int], memoryview]:
+    """The JSON part, the record integers and the values of a payload."""
     if not payload.startswith(_MAGIC):
         raise ValueError("not an engine merge payload of this format")
-    start = len(_MAGIC) + 8
-    meta_len = int.from_bytes(payload[len(_MAGIC):start], "little")
+    view = memoryview(payload)
+    at = len(_MAGIC)
     try:
-        meta = json.loads(payload[start:start + meta_len])
+        meta_end = at + 8 + int.from_bytes(view[at:at + 8], "little")
+        meta = json.loads(view[at + 8:meta_end].tobytes())
+        ints_end = meta_end + 8 + int.from_bytes(view[meta_end:meta_end + 8], "little")
+        ints = array("q", view[meta_end + 8:ints_end].tobytes())
     except ValueError as exc:
         raise ValueError(f"corrupt merge payload: {exc}") from None
-    return meta, memoryview(payload)[start + meta_len:]
+    return meta, ints.tolist(), view[ints_end:]
+
+
+def _records(ints: list[int], count: int) -> list[tuple]:
+    """The ``count`` records held in ``ints``: (key, (value offset, length, checksum),
+    changed_at, durability, cause, cause_rev, executed_at, dependencies)."""
+    out, at = [], 0
+    try:
+        for _ in range(count):
+            k, offset, length, check, changed_at, durability, cause, cause_rev, executed_at, \
+                n = ints[at:at + 10]
+            out.append((k, (offset, length, check), changed_at, durability, cause, cause_rev,
+                        executed_at, ints[at + 10:at + 10 + n]))
+            at += 10 + n
+    except ValueError:
+        at = -1
+    if at != len(ints):
+        raise ValueError("corrupt merge payload: the records do not match their count")
+    return out
 
 
 def _blob(values: memoryview, offset: int, length: int, checksum: int) -> tuple[bytes, int]:
@@ -264,26 +318,32 @@ def _blob(values: memoryview, offset: int, length: int, checksum: int) -> tuple[
 
 class _Keys:
     """The payload's key table resolved against the receiving database (each element
-    decoded once); memos are created only for keys that an installed record names."""
+    decoded once, each key looked up once); memos are created only for keys that an
+    installed record names."""
 
-    def __init__(self, db, keys: list, elements: list):
+    def __init__(self, db, queries: list[str], keys: list, elements: list):
         self._db = db
         values = [codec.from_json(e) for e in elements]
-        self._keys = [(REGISTRY.get(ident), tuple(values[i] for i in args))
-                      for ident, args in keys]
-        self._memos: dict[int, object] = {}
+        found = [REGISTRY.get(ident) for ident in queries]
+        self._keys = [(found[query], tuple([values[i] for i in args])) for query, args in keys]
+        self._memos: list = [None] * len(keys)     # the receiver's memo of a key, once known
         self.unknown = {k: "unknown query" for k, (query, _) in enumerate(self._keys)
                         if query is None}
 
     def find(self, k: int, is_input: bool):
+        """The receiver's memo of key ``k``, or None if it has none."""
         query, args = self._keys[k]
         if query.is_input != is_input:
             raise ValueError(f"corrupt merge payload: {query.name} is not "
                              f"{'an input' if is_input else 'a derived'} query")
-        return self._db._find(query, args)
+        memo = self._memos[k]
+        if memo is None:
+            memo = self._memos[k] = self._db._find(query, args)
+        return memo
 
     def memo(self, k: int):
-        memo = self._memos.get(k)
+        """The receiver's memo of key ``k``, created if it has none."""
+        memo = self._memos[k]
         if memo is None:
             memo = self._memos[k] = self._db._memo(*self._keys[k])
         return memo
