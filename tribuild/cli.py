@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 errors in the user's program (diagnostics printed on st
 """
 from __future__ import annotations
 
+import os
 import sys
 
 EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
@@ -51,7 +52,6 @@ def _summary(result) -> str:
 
 
 def _project():
-    import os
     from tribuild.build.session import Project
     return Project.discover(os.getcwd())
 
@@ -118,8 +118,6 @@ def _init(args) -> int:
 
 
 def _clean(args) -> int:
-    import os
-
     from tribuild.build import manifest
     from tribuild.build.driver import select
     from tribuild.build.outputs import clean
@@ -247,22 +245,47 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["build"]:
-        from tribuild.build.quick import quick_build
-        code = quick_build(argv[1:])
-        if code is not None:
-            return code
+def parser():
+    """The argparse parser of every command."""
     import argparse
     parser = argparse.ArgumentParser(prog="tribuild", description=__doc__.splitlines()[0])
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
         add_args(subs.add_parser(name, help=help_text, description=help_text))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command of ``argv``; its exit code. A simple `tribuild build` line
+    (``build.quick``) is answered from the manifest when nothing changed, and otherwise built
+    without argparse.
+
+    Called without ``argv``, as the console script and ``python -m tribuild`` call it, it
+    ends the process itself once the command has returned: standard streams flushed, then
+    ``os._exit``, sparing the interpreter's teardown, which frees the query database object
+    by object (20 to 40 ms after a build, more than a whole no-op build). Every file a
+    command writes is closed (and, where it must be, synced) before it returns, and tribuild
+    registers no ``atexit`` work. An exception still ends the process the usual way."""
+    if argv is None:
+        code = main(sys.argv[1:])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    if argv[:1] == ["build"]:
+        from tribuild.build.quick import quick_build, simple
+        args = simple(argv[1:])
+        if args is not None:
+            code = quick_build(args)
+            return code if code is not None else _run(_build, args)
+    args = parser().parse_args(argv)
+    return _run(COMMANDS[args.command][2], args)
+
+
+def _run(command, args) -> int:
+    """``command(args)``; a configuration or file system problem is printed (exit 2)."""
     from tribuild.config import ConfigError
     try:
-        return COMMANDS[args.command][2](args)
+        return command(args)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from tribuild.build.quick import _simple
+from tribuild.build.quick import simple
+from tribuild.cli import parser
 
 PROBE = """\
 import json, sys
@@ -74,12 +75,28 @@ def test_a_cache_folder_configured_elsewhere_is_found_past_a_stale_manifest(mini
     assert "no work to do" not in cli(["build"], mini)[2]
 
 
-def test_simple_command_lines():
-    assert _simple([]) == ((), None, False)
-    assert _simple(["a", "-j4", "--jobs", "2", "-O3", "-q", "b"]) == (("a", "b"), "3", True)
-    assert _simple(["--jobs=2", "-Os", "-k"]) == ((), "s", False)
-    for args in (["--timing"], ["-j"], ["-j0"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"]):
-        assert _simple(args) is None, args
+SIMPLE = [[], ["a", "b", "-j4", "--jobs", "2", "-O3", "-q"], ["--jobs=2", "-Os", "-k"],
+          ["-k", "--quiet", "--keep-going", "-O", "0", "mlp"], ["-j", "7", "net", "wide"]]
+
+
+@pytest.mark.parametrize("line", SIMPLE)
+def test_a_simple_line_gives_what_argparse_gives(line):
+    parsed = vars(parser().parse_args(["build", *line]))
+    args = simple(line)
+    assert {k: getattr(args, k) for k in parsed if k != "command"} == \
+        {k: v for k, v in parsed.items() if k != "command"}
+
+
+def test_what_is_not_a_simple_line():
+    assert simple(["a", "-q", "b"]).targets == ["a", "b"]       # argparse would refuse "b"
+    for args in (["--timing"], ["-j"], ["-j0"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"],
+                 ["-kq"], ["--qui"], ["--"]):
+        assert simple(args) is None, args
+
+
+def test_a_build_with_work_runs_without_argparse(mini):
+    code, heavy, _ = _fresh(mini, "build", "-q", "-j", "1")
+    assert code == 0 and "tribuild.engine" in heavy and "argparse" not in heavy
 
 
 def test_the_manifest_spares_parsing_an_unchanged_config(mini, cli, monkeypatch):

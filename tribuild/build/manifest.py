@@ -30,6 +30,7 @@ plus reading one JSON file and a few hundred ``stat`` calls.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -47,7 +48,9 @@ def request_key(targets: tuple[str, ...], opt_level: str | None) -> str:
     return json.dumps([sorted(set(targets)), opt_level])
 
 
+@functools.cache
 def tool_stamp() -> str:
+    """Once per process, as the package signature."""
     rows = package_signature()[1]
     entries = [sys.version] + [":".join(map(str, row)) for row in rows]
     return f"{zlib.crc32(chr(0).join(entries).encode()):08x}:{len(entries)}"
