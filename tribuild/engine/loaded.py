@@ -14,8 +14,9 @@ Terms:
   bytes with their location (``packs``).
 - *index*: per query, the key id of each argument tuple, built on the first lookup by key of
   that query that misses its memo table.
-Column lengths and ids are checked when loaded; the graph file's digest guards the rest
-against damage.
+Column lengths and ids are checked when loaded, and that the argument slices follow each
+other in key order (a save copies them); the graph file's digest guards the rest against
+damage.
 """
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ class Loaded:
             raise ValueError("graph columns differ in length")
         if not len(self._pack) == len(self._offset) == len(self._length) == len(self._checksum):
             raise ValueError("entry columns differ in length")
+        lengths = self._args_len
+        if lengths and min(lengths) < 0 \
+                or list(accumulate(lengths, initial=0)) != self._args_start + [len(self.arg_ids)]:
+            raise ValueError("the argument columns do not list each key's ids in key order")
         for column, bound, what in ((self.flat, n, "dependency"),
                                     (self.arg_ids, len(self.elements), "argument"),
                                     (self._pack, len(self.packs), "pack"),

@@ -6,9 +6,10 @@ Terms:
   uses with their *stamp* (size and mtime in ns of the file as written), and each *entry*
   (one distinct encoded value) by pack, offset, length and checksum
   (``digests.checksum``, checked when the entry is decoded).
-- *location*: where a memo's stored bytes lie: its blob is ``(bytes, checksum, pack,
-  offset)`` once loaded from or saved to a pack (``PackFile``); a blob just encoded, or
-  taken from a merge payload, is ``(bytes, checksum)``.
+- *location*: where a memo's stored bytes lie: its blob is ``(data, checksum, pack,
+  offset)`` once loaded from or saved to a pack (``PackFile``; ``data`` is a slice of the
+  pack's mapped view, or bytes); a blob just encoded (``encoded``), or taken from a merge
+  payload, is ``(bytes, checksum)``.
 - *carry*: a save leaves every entry of a pack it keeps where it is, and lists them all
   again, *live* (some key of the save holds it) or *dead*. Only values whose bytes are in no
   kept pack are written, to one new pack; a value equal to a dead entry revives it (an edit
@@ -233,6 +234,8 @@ def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile])
     if 2 * sum(live.values()) < sum(len(p.data) for p in kept) or len(kept) >= MAX_PACKS:
         kept = []
     keep = set(kept)
+    if len(keep) == len(ok):
+        return kept                 # no value is copied from a pack not kept
     for i, blob in enumerate(blobs):
         if blob is not None and len(blob) == 4 and blob[2] not in keep \
                 and memos[i].value is NO_VALUE and checksum(blob[0]) != blob[1]:

@@ -26,7 +26,6 @@ import gc
 import json
 import os
 from contextlib import contextmanager
-from itertools import chain
 from pathlib import Path
 
 from ..record import record
@@ -85,7 +84,9 @@ def save(db, path, salt: str) -> SaveReport:
         unencodable: dict[str, int] = {}
         placed = packs.place(kept, [blob_of(m, unencodable) for m in kept], str(root), sid,
                              db._loaded.packs if db._loaded else [])
-        meta, ints = _columns(db, kept, [args[m.id] for m in kept], dropped)
+        meta, ints = _columns(db, kept, dropped)
+        ints |= args
+        ints["deps_start"], ints["args_start"] = starts(ints["deps_len"]), starts(args["args_len"])
         ints |= {"value": placed.values} | placed.entries
         layout, int_bytes = columns.pack(ints)
         text = table.text()
@@ -108,31 +109,33 @@ def save(db, path, salt: str) -> SaveReport:
 
 
 def _arguments(memos: list[Memo], loaded: Loaded | None) -> tuple:
-    """The node table, the node ids of each key's arguments by key id (as loaded when
-    ``loaded`` holds the key, else looked up or added in the table), and the keys dropped:
-    those whose query is not the one declared under its ident or whose arguments cannot be
-    encoded, with their dependents."""
+    """The node table, the ``args_len`` and ``args`` columns of ``memos`` (listed by key id)
+    and the keys dropped: those whose query is not the one declared under its ident or whose
+    arguments cannot be encoded, with their dependents. The keys ``loaded`` holds come first
+    and keep their node ids: their columns are copied (``Loaded`` checked that they list
+    each key's ids in key order); the other keys' nodes are looked up or added in the
+    table."""
     table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded else argtable.Writer()
-    ids: dict[int, list[int]] = {}
-    seeds = set()
-    for m in memos:
-        if REGISTRY.get(m.query.ident) is not m.query:
+    carried = loaded.count if loaded is not None else 0
+    lengths, flat = (loaded._args_len[:], loaded.arg_ids[:]) if carried else ([], [])
+    wrong = {q for q in {m.query for m in memos} if REGISTRY.get(q.ident) is not q}
+    seeds = {m.id for m in memos if m.query in wrong} if wrong else set()
+    for m in memos[carried:]:
+        ids = None if m.query in wrong else table.ids(m.args)
+        if ids is None:
             seeds.add(m.id)
-        elif loaded is not None and m.id < loaded.count:
-            start = loaded._args_start[m.id]
-            ids[m.id] = loaded.arg_ids[start:start + loaded._args_len[m.id]]
-        else:
-            ids[m.id] = table.ids(m.args)
-            if ids[m.id] is None:
-                seeds.add(m.id)
-    return table, ids, _with_dependents([m.deps for m in memos], seeds) if seeds else seeds
+            ids = ()
+        lengths.append(len(ids))
+        flat.extend(ids)
+    return (table, {"args_len": lengths, "args": flat},
+            _with_dependents([m.deps for m in memos], seeds) if seeds else seeds)
 
 
-def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict, dict]:
+def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
     """The graph of the kept memos, with key ids renumbered: the JSON part (revision, clock,
-    query idents) and the integer columns but the values. ``deps`` are flattened:
-    ``deps_len`` is -1 for a key without a dependency record (inputs, queries that never
-    completed)."""
+    query idents) and the integer columns but the values, the arguments and the starts.
+    ``deps`` are flattened: ``deps_len`` is -1 for a key without a dependency record
+    (inputs, queries that never completed)."""
     queries = {m.query: None for m in kept}
     query_index = {q: i for i, q in enumerate(queries)}
     new_id = {m.id: i for i, m in enumerate(kept)} if dropped else None
@@ -149,10 +152,7 @@ def _columns(db, kept: list[Memo], args: list, dropped: set[int]) -> tuple[dict,
         "durability": [int(m.durability) for m in kept],
         "deps_len": [-1 if m.deps is None else len(m.deps) for m in kept],
         "deps": flat,
-        "args_len": [len(a) for a in args],
-        "args": list(chain.from_iterable(args)),
     }
-    ints["deps_start"], ints["args_start"] = starts(ints["deps_len"]), starts(ints["args_len"])
     return meta, ints
 
 
