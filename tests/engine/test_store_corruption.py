@@ -1,6 +1,9 @@
+import json
+
 import pytest
 
-from tribuild.engine import Database
+from tribuild.engine import Database, columns
+from tribuild.engine import store as engine_store
 
 from .conftest import run
 from .store_queries import TEXTS, run_all, set_inputs, summary, words
@@ -107,3 +110,33 @@ def test_a_pack_named_outside_the_store_is_refused(store):
     graph = _only(store, "graph-*.json")
     _edit(graph, lambda data: data.replace(b'"packs":[["values-', b'"packs":[["../values-'))
     assert Database.load(store, SALT).store_report.status == "corrupt"
+
+
+def _rewrite_graph(store, change) -> None:
+    """Apply ``change`` to the graph file's JSON part and integer columns and write it back
+    with a valid digest (as a crafted file would be)."""
+    graph = _only(store, "graph-*.json")
+    body = engine_store.read_graph(graph.read_bytes())
+    text = body.pop("elements")
+    ints = {name: list(body.pop(name)) for name, _ in body["layout"]}
+    change(body, ints)
+    layout, data = columns.pack(ints)
+    meta = json.dumps(body | {"layout": layout}).encode()
+    part = len(meta).to_bytes(8, "little") + meta + data + text
+    graph.write_bytes(b"TRIBUILD-ENGINE %d %s\n" % (engine_store.FORMAT,
+                                                    engine_store.digest(part).encode()) + part)
+
+
+def test_argument_slices_out_of_key_order_are_refused(store):
+    def swap(body, ints):     # keys 0 and 1 list each other's argument ids
+        starts = ints["args_start"]
+        assert ints["args_len"][:2] == [1, 1]
+        starts[0], starts[1] = starts[1], starts[0]
+
+    _rewrite_graph(store, lambda body, ints: None)
+    assert Database.load(store, SALT).store_report.status == "loaded"
+    _rewrite_graph(store, swap)
+    db = Database.load(store, SALT)
+    assert db.store_report.status == "corrupt" and "key order" in db.store_report.reason
+    set_inputs(db)
+    assert run_all(db) == _fresh_results()
