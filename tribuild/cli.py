@@ -11,6 +11,7 @@ import sys
 
 EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
 OPT_LEVELS = ("0", "1", "2", "3", "s")
+_GC_THRESHOLDS = (50_000, 20, 100)      # Python's defaults: (700, 10, 10)
 
 
 def _check_args(p: argparse.ArgumentParser) -> None:
@@ -265,8 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     ``os._exit``, sparing the interpreter's teardown, which frees the query database object
     by object (20 to 40 ms after a build, more than a whole no-op build). Every file a
     command writes is closed (and, where it must be, synced) before it returns, and tribuild
-    registers no ``atexit`` work. An exception still ends the process the usual way."""
+    registers no ``atexit`` work. An exception still ends the process the usual way. Such a
+    process also collects cyclic garbage less often (``_GC_THRESHOLDS``): a build makes
+    many objects that live until it ends, and the default thresholds run some sixty
+    collections in a one-body-edit build of the zoo (~8 ms of CPU)."""
     if argv is None:
+        import gc
+        gc.set_threshold(*_GC_THRESHOLDS)
         code = main(sys.argv[1:])
         sys.stdout.flush()
         sys.stderr.flush()
