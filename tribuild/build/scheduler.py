@@ -69,9 +69,12 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None
     slots = jobserver.slots(jobs)
     pool = _Pool(db, units, slots, show, emit)
     gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
+    gc.disable()        # this process only merges meanwhile, which makes no cycles to collect
     try:
         outcomes, stats = pool.run()
     finally:
+        if pool.collecting:
+            gc.enable()
         gc.unfreeze()
         slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
@@ -101,6 +104,7 @@ class _Pool:
         self.workers: dict[int, _Worker] = {}     # results pipe fd -> worker
         self.selector = selectors.DefaultSelector()
         self.most = self.forked = 0
+        self.collecting = gc.isenabled()          # workers collect garbage as this process did
 
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.workers:
@@ -143,6 +147,8 @@ class _Pool:
         result_read, result_write = os.pipe()
         pid = os.fork()
         if pid == 0:                                    # the worker
+            if self.collecting:
+                gc.enable()
             os.close(command_write)
             os.close(result_read)
             for worker in self.workers.values():       # siblings' pipes are not its own
