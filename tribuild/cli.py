@@ -267,13 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     by object (20 to 40 ms after a build, more than a whole no-op build). Every file a
     command writes is closed (and, where it must be, synced) before it returns, and tribuild
     registers no ``atexit`` work. An exception still ends the process the usual way. Such a
-    process also collects cyclic garbage less often (``_GC_THRESHOLDS``): a build makes
-    many objects that live until it ends, and the default thresholds run some sixty
-    collections in a one-body-edit build of the zoo (~8 ms of CPU)."""
+    process, unless it watches (it runs for hours), also collects cyclic garbage less often
+    (``_GC_THRESHOLDS``): a build makes many objects that live until it ends, and the
+    default thresholds run some sixty collections in a one-body-edit build of the zoo
+    (~8 ms of CPU)."""
     if argv is None:
-        import gc
-        gc.set_threshold(*_GC_THRESHOLDS)
-        code = main(sys.argv[1:])
+        argv = sys.argv[1:]
+        if argv[:1] != ["watch"]:
+            import gc
+            gc.set_threshold(*_GC_THRESHOLDS)
+        code = main(argv)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
