@@ -12,7 +12,8 @@ Terms:
 - *backdating*: a re-executed memo whose new value ``==`` its old one keeps its ``changed_at``
   and its old value (with the value's stored encoding), so its dependents stay green; unless
   its durability dropped (an input was lowered): then its dependents must re-run to lower
-  theirs, as in salsa. A lazy old value (``store``) is compared by its encoding, not decoded. A memo that re-ran only because its value was not held
+  theirs, as in salsa. A lazy old value (``store``) is compared by its encoding, not
+  decoded (``same_value``). A memo that re-ran only because its value was not held
   (``VALUE_LOST``: evicted, or undecodable from the store) keeps it too: its dependencies did
   not change, so by purity neither did its value.
 """
@@ -23,8 +24,8 @@ from time import perf_counter
 from .durability import Durability
 from .errors import Cancelled, CycleError, MissingInput
 from .memo import FIRST_RUN, NO_VALUE, VALUE_LOST
-from .runtime import DEPS, FAILED, MEMO, POS, cycle_error
 from .packs import encoded
+from .runtime import DEPS, FAILED, MEMO, POS, cycle_error
 
 
 def fetch(db, query, args: tuple):
