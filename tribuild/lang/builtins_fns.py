@@ -18,7 +18,7 @@ from tribuild.lang.check_codes import CONCAT_MISMATCH, CONST_TYPE, DIVISIBILITY,
 from tribuild.lang.check_ops import matmul
 from tribuild.lang.check_unify import definitely_different
 from tribuild.lang.dims import ANY
-from tribuild.lang.types import ScalarT, TensorT
+from tribuild.lang.types import FLOATS, ScalarT, TensorT
 from tribuild.lang.values import (POISON, TensorV, Trit, Unk, Value, as_dim, is_bool, is_int, is_number, is_poison,
                                   kind_of)
 
@@ -36,8 +36,13 @@ class FnSpec:
 
 
 def _elementwise(args: Args, site: Site) -> Value:
-    t = tensor_of(args["x"], site)
-    return POISON if t is None else TensorV(TensorT(float_dtype(t), t.dims))
+    x = args["x"]
+    t = tensor_of(x, site)
+    if t is None:
+        return POISON
+    if t.dtype in FLOATS and not t.ternary:
+        return x  # the same type: the same value (and object, which later lookups by identity keep)
+    return TensorV(TensorT(float_dtype(t), t.dims))
 
 
 def _scalar_or_tensor(name: str) -> Callable[[Args, Site], Value]:

@@ -25,14 +25,17 @@ Args = dict[str, Value]
 
 
 class LayerSpec:
-    """``names``: the parameter names, in order; ``required``: those without a default."""
-    __slots__ = ("params", "apply", "check", "names", "required")
+    """``names``: the parameter names, in order; ``required``: those without a default;
+    ``pure``: whether ``apply`` depends on its arguments and input type alone (the site only
+    places its errors): true unless the layer holds layers, which it applies in turn."""
+    __slots__ = ("params", "apply", "check", "names", "required", "pure")
 
     def __init__(self, params: tuple[tuple[str, str, object], ...], apply: Callable[[Args, Value, Site], Value],
                  check: Callable[[Args, Site], object] | None = None) -> None:
         self.params, self.apply, self.check = params, apply, check or _in_range
         self.names = tuple(p for p, _, _ in params)
         self.required = frozenset(p for p, _, d in params if d is REQUIRED)
+        self.pure = all(kind != "layers" for _, kind, _ in params)
 
 
 def _same(args: Args, x: Value, site: Site) -> Value:

@@ -16,22 +16,23 @@ from tribuild.lang import ast, dims
 from tribuild.lang.check_codes import (BAD_AXIS, DIM_MISMATCH, DIV_ZERO, EMPTY_OUTPUT, RANK_MISMATCH,
                                        TYPE_MISMATCH)
 from tribuild.lang.check_unify import definitely_different
-from tribuild.lang.dims import ANY, AnyDim, DimLike
+from tribuild.lang.dims import ANY, AnyDim, Dim, DimLike
 from tribuild.lang.types import FLOATS, TensorT
 from tribuild.lang.values import POISON, TensorV, Value, as_dim, is_poison, kind_of, trackable
-from tribuild.record import record
 
 if TYPE_CHECKING:
     from tribuild.lang.consteval import Ctx
 
 
-@record
 class Site:
-    ctx: Ctx
-    span: ast.Span
-    arg_span: ast.Span
-    what: str  # the built-in's name as the user wrote it, e.g. "conv1 (TernaryConv2d)"
-    origin: ast.Span | None = None  # where the applied layer was constructed, if a member
+    """``what``: the built-in's name as the user wrote it, e.g. "conv1 (TernaryConv2d)";
+    ``origin``: where the applied layer was constructed, if a member. A plain class: one is
+    made per call checked."""
+    __slots__ = ("ctx", "span", "arg_span", "what", "origin")
+
+    def __init__(self, ctx: Ctx, span: ast.Span, arg_span: ast.Span, what: str,
+                 origin: ast.Span | None = None) -> None:
+        self.ctx, self.span, self.arg_span, self.what, self.origin = ctx, span, arg_span, what, origin
 
     def error(self, code: str, message: str, label: str = "") -> Value:
         secondary = ((self.arg_span, "this argument"),) if self.arg_span != self.span else ()
@@ -67,6 +68,8 @@ def float_dtype(t: TensorT) -> str:
 
 def expect_dim(found: DimLike, expected: Value, site: Site, what: str) -> bool:
     """Report E0401 when dim ``found`` definitely differs from the integer ``expected``."""
+    if type(expected) is int and found.__class__ is Dim and dims.as_int(found) == expected:
+        return True  # the common case, decided without arithmetic
     e = as_dim(expected)
     if isinstance(found, AnyDim) or isinstance(e, AnyDim) or not definitely_different(found, e):
         return True
@@ -90,19 +93,21 @@ def axis(a: Value, rank: int | None, site: Site) -> int | None:
     return a % rank
 
 
-_WINDOWS: dict[tuple[DimLike, ...], DimLike | None] = {}
+_WINDOWS: dict[tuple, DimLike | None] = {}
+"""Window sizes by ``(size, kernel, stride, padding)``, the last three as the values given
+(int-kind values: never a bool or float that would equal an int key)."""
 
 
-def _window_size(key: tuple[DimLike, DimLike, DimLike, DimLike]) -> DimLike | None:
+def _window_size(key: tuple[DimLike, Value, Value, Value]) -> DimLike | None:
     """The window size for ``(size, kernel, stride, padding)``, trackable; None when stride is 0."""
-    size, kernel, stride, padding = key
+    size, kernel, stride, padding = key[0], as_dim(key[1]), as_dim(key[2]), as_dim(key[3])
     out = dims.floordiv(dims.sub(dims.add(size, dims.scale(padding, 2)), kernel), stride)
     return None if out is None else trackable(dims.add(out, dims.const(1)))
 
 
 def window(size: DimLike, kernel: Value, stride: Value, padding: Value, site: Site) -> DimLike:
     """The output length of a window; errors give `?`."""
-    out = dims.memo(_WINDOWS, (size, as_dim(kernel), as_dim(stride), as_dim(padding)), _window_size)
+    out = dims.memo(_WINDOWS, (size, kernel, stride, padding), _window_size)
     if out is None:
         site.error(DIV_ZERO, "stride is 0")
         return ANY

@@ -54,14 +54,14 @@ def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
         if len(_BY_TYPE) >= _BY_TYPE_LIMIT:
             _BY_TYPE.clear()
         entry = _BY_TYPE[id(t)] = (t, type_symbols(t), {})
-    mapping: list[tuple[str, dims.DimLike]] = []
+    mapping: list[tuple[str, Value]] = []  # the int values themselves: cheaper to hash than dims
     for name in entry[1]:
         value = scope.get(name)
         if value is None:
             ref = ctx.env.lookup(name)
             value = ctx.env.const_value(ref) if ref is not None and ref.kind == "const" else None
         if value is not None and is_int(value):
-            mapping.append((name, as_dim(value)))
+            mapping.append((name, value))
     if not mapping:
         return t
     key = tuple(mapping)
@@ -71,9 +71,9 @@ def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
     return resolved
 
 
-def _substituted(key: tuple[Type, tuple[tuple[str, dims.DimLike], ...]]) -> Type | None:
+def _substituted(key: tuple[Type, tuple[tuple[str, Value], ...]]) -> Type | None:
     t, mapping = key
-    return subst_type(t, dict(mapping))
+    return subst_type(t, {name: as_dim(value) for name, value in mapping})
 
 
 def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:

@@ -27,25 +27,28 @@ from tribuild.lang.signature import ParamSig, Signature
 from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
 from tribuild.lang.values import (POISON, Callee, Choice, LayerV, TensorV, Trit, Unk, UnkList, Value, as_dim,
                                   is_bool, is_int, is_number, is_poison, kind_of)
-from tribuild.record import record
 
 Span = ast.Span
 
 
-@record
 class CallArgs:
-    positional: tuple[tuple[Value, Span], ...]
-    keywords: tuple[tuple[str, Value, Span], ...] = ()
+    """A plain class: one is made per call checked."""
+    __slots__ = ("positional", "keywords")
+
+    def __init__(self, positional: tuple[tuple[Value, Span], ...], keywords: tuple[tuple[str, Value, Span], ...] = ()):
+        self.positional, self.keywords = positional, keywords
 
 
 def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
     func = evaluate(node.func, scope, ctx)
     args = CallArgs(tuple([(evaluate(a, scope, ctx), a.span) for a in node.args]),
                     tuple([(k.name, evaluate(k.value, scope, ctx), k.span) for k in node.kwargs]))
-    what = node.func.id if isinstance(node.func, ast.Name) else "call"
-    if isinstance(func, LayerV) and what != func.name:
+    if node.func.__class__ is ast.Name:
+        what, origin = node.func.id, ctx.origins.get(node.func.id)
+    else:
+        what, origin = "call", None
+    if func.__class__ is LayerV and what != func.name:
         what = f"{what} ({func.name})"
-    origin = ctx.origins.get(node.func.id) if isinstance(node.func, ast.Name) else None
     return call(func, args, node.span, ctx, what, origin)
 
 
@@ -245,6 +248,17 @@ def _default(sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRe
     return value
 
 
+_APPLIED: dict[tuple, Value] = {}
+"""(built-in layer name, its arguments, input tensor type) -> output, for the applications of
+pure built-ins (``LayerSpec.pure``) that reported nothing: the same block applied in several
+instances, or checked again after an edit, looks its shapes up. Bounded, like ``dims.memo``."""
+_APPLIED_AT: dict[tuple[int, int], tuple[LayerV, Type, Value]] = {}
+"""The same by the identity of the layer value and the input type (both held, so their ids
+are not reused): members and the types flowing through a body are mostly the same objects
+from one check to the next, and identities hash without walking the dims."""
+_APPLIED_LIMIT = 1 << 14
+
+
 def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
                 origin: Span | None = None) -> Value:
     if layer.ref is None:
@@ -253,7 +267,26 @@ def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
                            f"{len(args.positional) + len(args.keywords)} argument(s)")
             return POISON
         x, arg_span = args.positional[0]
-        return LAYERS[layer.name].apply(dict(layer.args), x, Site(ctx, span, arg_span, what, origin))
+        spec = LAYERS[layer.name]
+        if not spec.pure or x.__class__ is not TensorV:
+            return spec.apply(dict(layer.args), x, Site(ctx, span, arg_span, what, origin))
+        held = _APPLIED_AT.get((id(layer), id(x.type)))
+        if held is not None and held[0] is layer and held[1] is x.type:
+            return held[2]
+        key = (layer.name, layer.args, x.type)
+        out = _APPLIED.get(key)
+        if out is None:
+            reported = len(ctx.sink.diags)
+            out = spec.apply(dict(layer.args), x, Site(ctx, span, arg_span, what, origin))
+            if len(ctx.sink.diags) > reported:
+                return out
+            if len(_APPLIED) >= _APPLIED_LIMIT:
+                _APPLIED.clear()
+            _APPLIED[key] = out
+        if len(_APPLIED_AT) >= _APPLIED_LIMIT:
+            _APPLIED_AT.clear()
+        _APPLIED_AT[(id(layer), id(x.type))] = (layer, x.type, out)
+        return out
     sig = ctx.env.signature(layer.ref)
     if not sig.inputs and sig.ret is None:
         ctx.sink.error(NO_FORWARD, span, f"`{what}` cannot be called: layer {layer.name} has no `fn forward`")
