@@ -25,3 +25,16 @@ def test_a_failing_unit_skips_its_dependents_only():
     outcomes = run_serial(None, units, Quiet())
     assert "ValueError: bug" in outcomes["a"].error
     assert outcomes["b"].skipped == "a" and outcomes["c"].value == "C"
+
+
+def test_the_prelude_is_computed_in_the_database_the_unit_runs_in_before_it():
+    calls = []
+
+    def query(db, name):
+        calls.append((db, name))
+        return name.upper()
+    unit = Unit("u", query, ("own",), prelude=lambda db: [(query, (db + "-a",)), (query, ("b",))])
+    outcomes = run_serial("db", [unit], Quiet())
+    assert outcomes["u"].value == "OWN"
+    assert calls == [("db", "db-a"), ("db", "b"), ("db", "own")]
+    assert unit.keys("x") == [(query, ("x-a",)), (query, ("b",)), (query, ("own",))]

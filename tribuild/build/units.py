@@ -7,8 +7,8 @@ Terms:
   the unit runs, so what it needs to know, such as the files a target imports, is found
   there), the names of the units it *depends on*
   (their results should be in the database before it starts, so it does not redo them)
-  and an estimated *cost* (any unit, compared between units: the driver uses the size of the
-  sources a target is made from).
+  and an estimated *cost* (any unit, compared between units: the driver uses the size of a
+  target's entry file).
 - *outcome*: what running a unit gave: its value, or the traceback of the exception it
   raised (a bug: it is reported, and units that depend on it are *skipped*), and what its
   *emit* step reported (``emitted``: the scheduler's workers run it, see there).
