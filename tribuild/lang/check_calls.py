@@ -294,8 +294,32 @@ def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
     return apply_signature(sig.inputs, sig.ret, dict(layer.args), args, span, ctx, what)
 
 
+_SIGNED: dict[tuple, tuple[tuple[ParamSig, ...], Type | None, Value, int]] = {}
+"""Calls typed from a signature that reported nothing: (identity of the signature's inputs and
+return type, bindings and arguments, each with its class) -> (inputs, return type, result,
+fresh names used). The blocks of a stage are mostly alike, so most of its calls are lookups;
+a hit uses up the same fresh names, so later messages name the same symbols."""
+
+
 def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
                     args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
+    key = (id(inputs), id(ret), tuple((k, v.__class__, v) for k, v in bindings.items()),
+           tuple((v.__class__, v) for v, _ in args.positional), tuple((k, v.__class__, v) for k, v, _ in args.keywords))
+    held = _SIGNED.get(key)
+    if held is not None and held[0] is inputs and held[1] is ret:
+        ctx.fresh[0] += held[3]
+        return held[2]
+    reported, fresh = len(ctx.sink.diags), ctx.fresh[0]
+    out = _apply_signature(inputs, ret, bindings, args, span, ctx, what)
+    if len(ctx.sink.diags) == reported:
+        if len(_SIGNED) >= _APPLIED_LIMIT:
+            _SIGNED.clear()
+        _SIGNED[key] = (inputs, ret, out, ctx.fresh[0] - fresh)
+    return out
+
+
+def _apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
+                     args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
     bound = bind(tuple(p.name for p in inputs), frozenset(p.name for p in inputs if p.default is None),
                  args, span, ctx, what)
     if bound is None:
