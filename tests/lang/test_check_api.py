@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_check_support import load_program
+from test_check_support import load_program, run_program
 from tribuild.lang.check import check_instance, check_item, check_target_input, instance_key
 from tribuild.lang.env import ItemRef
 from tribuild.lang.values import InstanceKey, LayerV, describe_instance
@@ -117,3 +117,40 @@ def test_forward_sees_dim_names_bound_by_member_types():
         "member `w`: expected Tensor<float32, [K, d]>, found int"]
     assert [d.message for d in instance] == [
         "member `w`: expected Tensor<float32, [K, 4]>, found int"]
+
+
+
+REMEMBERED = """
+fn id4(x: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {
+    return x
+}
+
+layer Twice() {
+    let conv = TernaryConv2d(4, 4, kernel=3, padding=1)
+    fn forward(x: Tensor<float32, [B, 4, H, W]>, w: Tensor<float32, [B, 5, H, W]>, z: Tensor<float32, [B, 4]>,
+               y: Tensor<float32, [5]>) -> Tensor<float32, [B, 4]> {
+        let a = conv(conv(x))
+        let e = conv(w)
+        let b = id4(z)
+        let d = id4(z)
+        return id4(y)
+    }
+}
+"""
+
+
+def test_remembered_calls_change_no_finding() -> None:
+    """The checker remembers calls that reported nothing (``check_calls``): with its tables empty
+    or full, a program says the same; a remembered layer still reports a wrong input, and a
+    remembered call uses up its fresh names (`N'k`) as if it ran."""
+    from tribuild.lang import check_calls
+    tables = (check_calls._APPLIED, check_calls._APPLIED_AT, check_calls._SIGNED)
+    for table in tables:
+        table.clear()
+    first = run_program(load_program({"a.tri": REMEMBERED}), instances=False)
+    assert all(tables)
+    assert run_program(load_program({"a.tri": REMEMBERED}), instances=False) == first
+    assert [line.split(": ", 2)[1:] for line in first] == [
+        ["E0401", "conv (TernaryConv2d): expected input channels (dim 1) 4, found 5"],
+        ["E0402", "argument `x` of id4: expected Tensor<float32, [N'3, 4]>, found Tensor<float32, [5]>: "
+                  "rank is 1, expected 2"]]
