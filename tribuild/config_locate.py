@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import tomllib
 
 Path = tuple[str | int, ...]
 Position = tuple[int, int]
@@ -128,6 +127,7 @@ class _Scanner:
             if self.text[start] in "\"'":
                 self._string()
                 raw = self.text[start:self.i]
+                import tomllib      # quoted keys only; a build with an unchanged config never gets here
                 parts.append((next(iter(tomllib.loads(f"{raw} = 0"))), start))
             else:
                 self.i = _BARE_KEY.match(self.text, start).end()

@@ -13,12 +13,8 @@ Terms:
 """
 from __future__ import annotations
 
-import ast
-import datetime
-import difflib
 import json
 import re
-import tomllib
 
 from tribuild.config_locate import Path
 from tribuild.record import record
@@ -78,18 +74,21 @@ def describe(value: object) -> str:
         return "an array" if value else "an empty array"
     if isinstance(value, dict):
         return "a table"
+    import datetime     # tomllib's dates; a build with an unchanged config never needs it
     if isinstance(value, datetime.datetime):
         return "a date-time"
     return "a date" if isinstance(value, datetime.date) else "a time"
 
 
 def did_you_mean(word: str, allowed: tuple[str, ...]) -> str | None:
+    import difflib
     close = difflib.get_close_matches(word, allowed, n=1)
     return f"did you mean `{close[0]}`?" if close else None
 
 
 def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Problem:
     """Re-render tomllib's message (``Invalid value (at line 3, column 8)``) as a Problem."""
+    import ast
     match = _TOML_MESSAGE.fullmatch(str(error))
     message, line, column = match.groups() if match else (str(error), None, None)
     if line is None:  # "at end of document": point just past the last non-blank character
