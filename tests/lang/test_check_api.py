@@ -154,3 +154,18 @@ def test_remembered_calls_change_no_finding() -> None:
         ["E0401", "conv (TernaryConv2d): expected input channels (dim 1) 4, found 5"],
         ["E0402", "argument `x` of id4: expected Tensor<float32, [N'3, 4]>, found Tensor<float32, [5]>: "
                   "rank is 1, expected 2"]]
+
+
+def test_a_remembered_call_tells_true_from_1() -> None:
+    """`[1]` and `[true]` are equal in Python: the second call is checked, not looked up."""
+    program = load_program({"a.tri": """
+fn pick(ks: [int], x: Tensor<float32, [N]>) -> Tensor<float32, [N]> {
+    return x
+}
+
+fn both(x: Tensor<float32, [N]>) -> Tensor<float32, [N]> {
+    let a = pick([1], x)
+    return pick([true], x)
+}
+"""})
+    assert [line.split(": ", 2)[1] for line in run_program(program, instances=False)] == ["E0302"]

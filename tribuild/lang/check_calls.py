@@ -303,8 +303,8 @@ a hit uses up the same fresh names, so later messages name the same symbols."""
 
 def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
                     args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
-    key = (id(inputs), id(ret), tuple((k, v.__class__, v) for k, v in bindings.items()),
-           tuple((v.__class__, v) for v, _ in args.positional), tuple((k, v.__class__, v) for k, v, _ in args.keywords))
+    key = (id(inputs), id(ret), tuple((k, _tagged(v)) for k, v in bindings.items()),
+           tuple(_tagged(v) for v, _ in args.positional), tuple((k, _tagged(v)) for k, v, _ in args.keywords))
     held = _SIGNED.get(key)
     if held is not None and held[0] is inputs and held[1] is ret:
         ctx.fresh[0] += held[3]
@@ -316,6 +316,14 @@ def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: di
             _SIGNED.clear()
         _SIGNED[key] = (inputs, ret, out, ctx.fresh[0] - fresh)
     return out
+
+
+def _tagged(v: Value) -> tuple:
+    """``v`` with its class, and its elements' if a list: ``true`` and ``1`` (or ``[true]``
+    and ``[1]``) are equal in Python, not to the checker."""
+    if v.__class__ is tuple:
+        return tuple, tuple(_tagged(x) for x in v)
+    return v.__class__, v
 
 
 def _apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
