@@ -20,7 +20,7 @@ from tribuild.lang.check_unify import Unifier, join
 from tribuild.lang.consteval import POISON, Ctx, condition, elements, evaluate
 from tribuild.lang.type_names import unknown_type
 from tribuild.lang.types import TensorT, Type, lower_type, type_symbols
-from tribuild.lang.values import Sym, TensorV, UnkList, Value, as_dim, from_dim, is_int, is_poison, kind_of
+from tribuild.lang.values import Sym, TensorV, UnkList, Value, as_dim, from_dim, is_int, is_poison
 
 
 class Body:
