@@ -38,7 +38,7 @@ from tribuild.queries.names import imports
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
-from tribuild.record import record, replace
+from tribuild.record import record
 
 STAGES = ("parse", "check", "codegen")
 
@@ -177,13 +177,8 @@ def write_result(project: Project, result: BuildResult) -> None:
     record = outputs.Record.load(result.out_dir)
     produced = {t.name: t.files for t in result.targets if not t.failed}
     known = {t.name for t in project.config.targets}
-    report = outputs.write_outputs(result.out_dir, result.generated, record, produced, known)
-    early = set(result.written_early)
-    if early:
-        written = early | set(report.written)
-        report = replace(report, written=tuple(r for r in sorted(result.generated) if r in written),
-                         unchanged=tuple(r for r in report.unchanged if r not in early))
-    result.report = report
+    result.report = outputs.write_outputs(result.out_dir, result.generated, record, produced,
+                                          known, frozenset(result.written_early))
 
 
 class _EarlyWriter:

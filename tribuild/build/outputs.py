@@ -239,12 +239,14 @@ class WriteReport:
 
 
 def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
-                  produced: dict[str, tuple[str, ...]], targets: set[str]) -> WriteReport:
+                  produced: dict[str, tuple[str, ...]], targets: set[str],
+                  done: frozenset[str] = frozenset()) -> WriteReport:
     """Write ``files`` (relpath -> bytes) and record them under the targets of ``produced``
     (target -> its relpaths), the record in the same batch, renamed last. Then delete what
     is stale: what those targets produced before but not now, and what targets no longer
     in ``targets`` (those of the configuration) produced. A target that failed keeps its
-    previous outputs and record."""
+    previous outputs and record. The files of ``done`` were written in this build already
+    (by the workers, under the same lock): they count as written and are not read back."""
     paths = inside_output(out_dir, sorted(files))
     mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
     names = {os.path.basename(p) for p in mine}
@@ -256,10 +258,10 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
         del record.targets[name]
     for target, rels in produced.items():
         record.targets[target] = {rel: digest(files[rel]) for rel in sorted(rels)}
-    batch = {paths[rel]: files[rel] for rel in paths}
+    batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
     written = set(write_changed(batch))
-    changed = [rel for rel, full in paths.items() if full in written]
+    changed = [rel for rel, full in paths.items() if rel in done or full in written]
     removed, kept = remove_stale(out_dir, before, record.owned())
     return WriteReport(tuple(changed), tuple(r for r in paths if r not in changed),
                        removed, kept)
