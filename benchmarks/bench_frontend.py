@@ -1,8 +1,10 @@
 """The front end (lex + parse + names + check) on every zoo target, in process.
 
 Terms:
-- *cold*: a fresh ``Database``: ``load_sources`` (reads the entry's import closure, lexes
-  each file to find its imports) then ``target_report``.
+- *cold*: a fresh ``Database`` in a fresh process (``--cold TARGET``: tribuild imported
+  first, not timed), so the checker's per-process tables (``lang.check_calls``, ``dims``)
+  start empty too: ``load_sources`` (reads the entry's import closure, lexes each file to
+  find its imports) then ``target_report``.
 - *no-op*: the same database, files read again and found unchanged, ``target_report`` again.
 - *comment edit*: a comment line added at the top of the *edit file*; the body edit: a
   ``let unused_k = 0`` statement added before the first ``return`` of the *edit layer*'s
@@ -30,6 +32,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from time import perf_counter, process_time
@@ -142,8 +145,10 @@ def measure(root: str, targets: list, repeats: int) -> dict[str, dict]:
 
     for _ in range(repeats):
         for t in targets:
-            dbs[t.name] = Database()
-            record("cold", dbs[t.name], t, lambda: reload(dbs[t.name], root, t))
+            runs[t.name].setdefault("cold", []).append(cold_in_fresh_process(t.name))
+    for t in targets:
+        dbs[t.name] = Database()
+        reload(dbs[t.name], root, t)
     for _ in range(repeats):
         for t in targets:
             record("noop", dbs[t.name], t, lambda: reload(dbs[t.name], root, t))
@@ -156,6 +161,21 @@ def measure(root: str, targets: list, repeats: int) -> dict[str, dict]:
     for name, figures in out.items():
         figures["edit"] = ":".join(EDIT_LAYER[name])
     return out
+
+
+def cold_in_fresh_process(name: str) -> dict:
+    """The cold run of target ``name`` in a new Python process (``--cold``)."""
+    out = subprocess.run([sys.executable, __file__, "--cold", name], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def cold_here(name: str) -> None:
+    """Print the cold run of target ``name`` as JSON: this process has checked nothing yet."""
+    config = load_config(ROOT / "Tribuild.toml")
+    target = next(t for t in config.targets if t.name == name)
+    db = Database()
+    print(json.dumps(timed(db, lambda: reload(db, config.root, target))))
 
 
 _ORIGINALS: dict[str, str] = {}
@@ -253,7 +273,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="two targets, a few seconds; writes nothing")
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--cold", metavar="TARGET", help="print one cold run of TARGET as JSON")
     args = p.parse_args(argv)
+    if args.cold:
+        return cold_here(args.cold)
     repeats = 3 if args.quick else args.repeats
     config = load_config(ROOT / "Tribuild.toml")
     load_start, reference_start = os.getloadavg()[0], reference_ms(repeats)
