@@ -31,7 +31,7 @@ TRIBUILD = [str(Path(sys.executable).parent / "tribuild")]
 # --frozen DIR: run a copy of the tribuild package instead of the (editable, shared) tree
 FROZEN = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
           "str(getattr(f, '__module__', type(f).__module__))]; sys.path.insert(0, {dir!r}); "
-          "from tribuild.cli import main; sys.exit(main())")
+          "from tribuild.cli import entry; entry()")
 BLOCKS = "models/blocks/resnet_blocks.tri"
 GOALS = {"zoo no-op": 0.060, "zoo body edit": 0.150}
 

@@ -1,5 +1,3 @@
-import sys
+from tribuild.cli import entry
 
-from tribuild.cli import main
-
-sys.exit(main())
+entry()

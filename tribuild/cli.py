@@ -256,30 +256,32 @@ def parser():
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command of ``argv``; its exit code. A simple `tribuild build` line
-    (``build.quick``) is answered from the manifest when nothing changed, and otherwise built
-    without argparse.
-
-    Called without ``argv``, as the console script and ``python -m tribuild`` call it, it
-    ends the process itself once the command has returned: standard streams flushed, then
-    ``os._exit``, sparing the interpreter's teardown, which frees the query database object
-    by object (20 to 40 ms after a build, more than a whole no-op build). Every file a
-    command writes is closed (and, where it must be, synced) before it returns, and tribuild
-    registers no ``atexit`` work. An exception still ends the process the usual way. Such a
-    process, unless it watches (it runs for hours), also collects cyclic garbage less often
+def entry() -> None:
+    """The console script and ``python -m tribuild``: ``main`` on the command line, then the
+    process ends at once: standard streams flushed, then ``os._exit``, sparing the
+    interpreter's teardown, which frees the query database object by object (20 to 40 ms
+    after a build, more than a whole no-op build). Every file a command writes is closed
+    (and, where it must be, synced) before it returns, and tribuild registers no ``atexit``
+    work. An exception still ends the process the usual way. Such a process, unless it
+    watches (it runs for hours), also collects cyclic garbage less often
     (``_GC_THRESHOLDS``): a build makes many objects that live until it ends, and the
     default thresholds run some sixty collections in a one-body-edit build of the zoo
     (~8 ms of CPU)."""
-    if argv is None:
-        argv = sys.argv[1:]
-        if argv[:1] != ["watch"]:
-            import gc
-            gc.set_threshold(*_GC_THRESHOLDS)
-        code = main(argv)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    argv = sys.argv[1:]
+    if argv[:1] != ["watch"]:
+        import gc
+        gc.set_threshold(*_GC_THRESHOLDS)
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command of ``argv`` (default: ``sys.argv[1:]``); its exit code. A simple
+    `tribuild build` line (``build.quick``) is answered from the manifest when nothing
+    changed, and otherwise built without argparse."""
+    argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["build"]:
         from tribuild.build.quick import quick_build, simple
         args = simple(argv[1:])
@@ -305,4 +307,4 @@ def _run(command, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
