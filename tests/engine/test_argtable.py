@@ -64,6 +64,24 @@ def test_equal_arguments_and_parts_are_stored_once():
     assert text.count(b'"conv"') == 1 and b"\n\n" not in text
 
 
+# Equal arguments built apart (not the same objects), as keys decoded from two workers' payloads
+# are, some of them equal but with parts of other types: each must keep its own types.
+def _apart():
+    return [(Inner("a", (1, (2,))),), (Inner("a", (True, (2,))),), (Inner("a", (1.0, (2,))),),
+            ((Inner("z", (-0.0,)), 1),), ((Inner("z", (0.0,)), True),),
+            ((frozenset({1}), ()),), ((frozenset({True}), ()),)]
+
+
+def test_equal_arguments_built_apart_keep_their_types_and_share_same_parts():
+    first, second = _apart(), _apart()
+    assert first == second and first[0] == first[1] == first[2] and first[3] == first[4]
+    text, ids, decoded = _round_trip(first + second)
+    assert all(_same(got, want) for got, want in zip(decoded, first + second))
+    assert ids[:len(first)] == ids[len(first):]
+    assert len(set(map(tuple, ids[:3]))) == 3
+    assert text.count(b"[2]") == 1
+
+
 def test_a_carried_table_keeps_its_ids_and_appends_new_nodes():
     text, ids, _ = _round_trip(KEYS[:6])
     more = [KEYS[2], (Inner("new", ()),), KEYS[12]]

@@ -11,6 +11,9 @@ Terms:
   each once: decoding a node finds its parts already built.
 - *table text*: the node texts, one per line, in id order; a key lists the node ids of
   its arguments (the ``args`` column).
+- *same*: two arguments are the same when they are equal with every part of the same type
+  (``(1,)`` and ``(True,)`` are equal, not the same): the same arguments encode alike, so
+  an argument the same as one already encoded reuses its node id without encoding it.
 - *carry*: a save starts from the table it loaded, as bytes: keys it loaded keep their
   node ids, new keys' nodes are looked up by their text and appended. When keys were
   dropped (then nodes may be orphaned) the table is rebuilt from the keys kept.
@@ -21,8 +24,11 @@ one that does not, is reported by its id, so the keys using it are dropped.
 from __future__ import annotations
 
 import json
+from functools import partial
+from itertools import repeat
 from json.encoder import encode_basestring
 
+from ..record import fields, is_record
 from . import codec
 
 _NODE_TAGS = ("$c", "$s")    # tagged values that become nodes (with tuples)
@@ -68,6 +74,23 @@ def decode(text: bytes) -> tuple[list, set[int]]:
     return values, bad
 
 
+def _same(a, b) -> bool:
+    """Whether ``a`` and ``b`` are the same (module docstring); False where unsure (floats,
+    sets and the other types whose equal values may encode differently)."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind in _PLAIN:
+        return a == b
+    if kind is tuple:
+        return len(a) == len(b) and all(map(_same, a, b))
+    if is_record(a):
+        return all(_same(getattr(a, name), getattr(b, name)) for name in fields(a))
+    return False
+
+
 class Writer:
     """The node table of a save: the loaded one (``text``, ``count`` nodes) plus the nodes
     of new keys' arguments."""
@@ -77,6 +100,7 @@ class Writer:
         self._ids: dict[str, int] | None = None
         self._plain: dict[tuple, int] = {}     # (type, value) -> id, for plain arguments
         self._objects: dict[int, tuple] = {}   # id(value) -> (value, id): keys share objects
+        self._values: dict = {}                # value -> (value, id): equal parts recur
         self._new: list[str] = []
 
     def ids(self, args: tuple) -> list[int] | None:
@@ -91,12 +115,7 @@ class Writer:
                     if node is None:
                         node = plain[kind, value] = self._add(_plain_text(value))
                 else:
-                    known = self._objects.get(id(value))
-                    if known is not None and known[0] is value:
-                        node = known[1]
-                    else:
-                        node = self._node(codec.to_json(value))
-                        self._objects[id(value)] = (value, node)
+                    node = self._node(None, value)
                 out.append(node)
         except (codec.NotEncodable, ValueError):
             return None
@@ -108,8 +127,26 @@ class Writer:
         new = "\n".join(self._new).encode()
         return self._base + b"\n" + new if self._base else new
 
-    def _node(self, tree) -> int:
-        return self._add(_dumps(self._refs(tree)))
+    def _node(self, tree, value) -> int:
+        """The id of the node of ``value`` (None where not known) encoded as ``tree`` (None:
+        encoded here, when needed): a value the same as one seen before reuses its id."""
+        known = self._objects.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        try:
+            known = self._values.get(value)
+        except TypeError:       # a part is a list or a dict: not looked up
+            tree = codec.to_json(value) if tree is None else tree
+            value = known = None
+        if known is not None and _same(known[0], value):
+            return known[1]
+        tree = codec.to_json(value) if tree is None else tree
+        node = self._add(_dumps(self._refs(tree, value)))
+        if value is not None:
+            self._objects[id(value)] = (value, node)
+            if known is None:
+                self._values[value] = (value, node)
+        return node
 
     def _add(self, text: str) -> int:
         """The id of the node of ``text``, added if new."""
@@ -122,23 +159,27 @@ class Writer:
             self._new.append(text)
         return node
 
-    def _refs(self, tree):
-        """``tree`` with its parts that are nodes replaced by references."""
+    def _refs(self, tree, value=None):
+        """``tree`` (the encoding of ``value``, None where not known) with its parts that are
+        nodes replaced by references."""
         kind = type(tree)
         if kind is list:
-            return [self._part(part) for part in tree]
+            return [self._part(p, v) for p, v in zip(tree, repeat(None) if value is None
+                                                     else value)]
         if kind is not dict:
             return tree
         tag = next(iter(tree), None)
         if tag == "$c":
-            return {"$c": tree["$c"], "v": [self._part(part) for part in tree["v"]]}
+            values = repeat(None) if value is None else map(partial(getattr, value),
+                                                            fields(value))
+            return {"$c": tree["$c"], "v": [self._part(p, v) for p, v in zip(tree["v"], values)]}
         if tag == "$d":
             return {"$d": [[self._part(k), self._part(v)] for k, v in tree["$d"]]}
         if tag in _WALKED_TAGS:
             return {tag: [self._part(part) for part in tree[tag]]}
         return tree
 
-    def _part(self, tree):
+    def _part(self, tree, value=None):
         if type(tree) is list or type(tree) is dict and next(iter(tree), None) in _NODE_TAGS:
-            return {"$r": self._node(tree)}
-        return self._refs(tree)
+            return {"$r": self._node(tree, value)}
+        return self._refs(tree, value)
