@@ -27,16 +27,20 @@ def create_beside(path: str | os.PathLike[str], mode: int = 0o600) -> tuple[int,
             continue
 
 
-def replace_unsynced(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``,
-    without fsync: for the files whose loss costs only work, and whose readers take an
-    unreadable one for a missing one (the build manifest, ``explain.json``). Other
-    processes see the old bytes or the new, never a part; after a crash of the machine the
-    file may be old, empty or missing."""
+def replace(path: str | os.PathLike[str], data: bytes, sync: bool) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``; other
+    processes see the old bytes or the new, never a part. With ``sync``, the temporary
+    file is fsynced before the rename (the caller fsyncs the folder to make the rename
+    durable). Without, for the files whose loss costs only work and whose readers take an
+    unreadable one for a missing one (the build manifest, ``explain.json``): after a crash
+    of the machine the file may be old, empty or missing."""
     fd, tmp = create_beside(path)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
+            if sync:
+                file.flush()
+                os.fsync(file.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from tribuild.tempname import replace_unsynced
+from tribuild.tempname import replace
 
 NAME = "explain.json"
 
@@ -32,7 +32,7 @@ def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list
     prefix = os.path.relpath(out_dir, root)
     for rel, lines in explanations.items():
         data[os.path.normpath(os.path.join(prefix, rel))] = lines
-    replace_unsynced(os.path.join(cache_dir, NAME), json.dumps(data, sort_keys=True).encode())
+    replace(os.path.join(cache_dir, NAME), json.dumps(data, sort_keys=True).encode(), sync=False)
 
 
 def load(cache_dir: str) -> dict[str, list[str]]:

@@ -214,6 +214,6 @@ def forget(cache_dir: str) -> None:
 def _write(path: str, data: dict) -> None:
     """Not synced: a manifest lost, emptied or cut short by a crash of the machine does not
     parse, and the next build takes the full way."""
-    from tribuild.tempname import replace_unsynced
+    from tribuild.tempname import replace
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    replace_unsynced(path, json.dumps(data, separators=(",", ":")).encode())
+    replace(path, json.dumps(data, separators=(",", ":")).encode(), sync=False)

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..record import record
-from ..tempname import create_beside
+from ..tempname import replace
 from . import argtable, codec, columns, packs
 from .digests import checksum, digest
 from .durability import DurabilityClock
@@ -209,16 +209,7 @@ def write_atomic(path: Path, data: bytes, sync_dir: bool = True) -> None:
     """Write ``data`` to a temporary file, fsync it and rename it to ``path``; then fsync
     the folder (the rename is durable) unless ``sync_dir`` is false: then a later fsync of
     the folder makes it durable."""
-    fd, tmp = create_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace(path, data, sync=True)
     if not sync_dir:
         return
     dir_fd = os.open(path.parent, os.O_RDONLY)
