@@ -51,9 +51,7 @@ def resolve(t: Type | None, scope: dict[str, Value], ctx: Ctx) -> Type | None:
         return None
     entry = _BY_TYPE.get(id(t))
     if entry is None or entry[0] is not t:
-        if len(_BY_TYPE) >= _BY_TYPE_LIMIT:
-            _BY_TYPE.clear()
-        entry = _BY_TYPE[id(t)] = (t, type_symbols(t), {})
+        entry = dims.keep(_BY_TYPE, id(t), (t, type_symbols(t), {}), _BY_TYPE_LIMIT)
     mapping: list[tuple[str, Value]] = []  # the int values themselves: cheaper to hash than dims
     for name in entry[1]:
         value = scope.get(name)

@@ -280,12 +280,8 @@ def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
             out = spec.apply(dict(layer.args), x, Site(ctx, span, arg_span, what, origin))
             if len(ctx.sink.diags) > reported:
                 return out
-            if len(_APPLIED) >= _APPLIED_LIMIT:
-                _APPLIED.clear()
-            _APPLIED[key] = out
-        if len(_APPLIED_AT) >= _APPLIED_LIMIT:
-            _APPLIED_AT.clear()
-        _APPLIED_AT[(id(layer), id(x.type))] = (layer, x.type, out)
+            dims.keep(_APPLIED, key, out, _APPLIED_LIMIT)
+        dims.keep(_APPLIED_AT, (id(layer), id(x.type)), (layer, x.type, out), _APPLIED_LIMIT)
         return out
     sig = ctx.env.signature(layer.ref)
     if not sig.inputs and sig.ret is None:
@@ -312,9 +308,7 @@ def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: di
     reported, fresh = len(ctx.sink.diags), ctx.fresh[0]
     out = _apply_signature(inputs, ret, bindings, args, span, ctx, what)
     if len(ctx.sink.diags) == reported:
-        if len(_SIGNED) >= _APPLIED_LIMIT:
-            _SIGNED.clear()
-        _SIGNED[key] = (inputs, ret, out, ctx.fresh[0] - fresh)
+        dims.keep(_SIGNED, key, (inputs, ret, out, ctx.fresh[0] - fresh), _APPLIED_LIMIT)
     return out
 
 

@@ -71,9 +71,16 @@ def memo(table: dict, key, make: Callable):
     """``table[key]``, computed by ``make(key)`` on a miss; a full table starts over."""
     value = table.get(key, _MISSING)
     if value is _MISSING:
-        if len(table) >= _MEMO_LIMIT:
-            table.clear()
-        value = table[key] = make(key)
+        value = keep(table, key, make(key))
+    return value
+
+
+def keep(table: dict, key, value, limit: int = _MEMO_LIMIT):
+    """``table[key] = value`` in a table of the process's remembered results, emptied first
+    when it holds ``limit`` entries (a bound on memory, not a cache policy); ``value``."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
     return value
 
 
