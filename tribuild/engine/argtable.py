@@ -36,11 +36,10 @@ _WALKED_TAGS = ("$c", "$s", "$l", "$d")    # tagged values whose parts may be no
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-_PLAIN = (str, int, bool, type(None))    # scalars whose equal values encode equally
 
 
 def _plain_text(value) -> str:
-    """``_dumps(value)`` for a value of a ``_PLAIN`` type, without the encoder's set-up."""
+    """``_dumps(value)`` for a value of a ``codec.PLAIN`` type, without the encoder's set-up."""
     if type(value) is str:
         return encode_basestring(value)
     return _dumps(value) if type(value) is not int else int.__repr__(value)
@@ -82,7 +81,7 @@ def _same(a, b) -> bool:
     kind = type(a)
     if kind is not type(b):
         return False
-    if kind in _PLAIN:
+    if kind in codec.PLAIN:
         return a == b
     if kind is tuple:
         return len(a) == len(b) and all(map(_same, a, b))
@@ -110,7 +109,7 @@ class Writer:
         try:
             for value in args:
                 kind = type(value)
-                if kind in _PLAIN:
+                if kind in codec.PLAIN:
                     node = plain.get((kind, value))
                     if node is None:
                         node = plain[kind, value] = self._add(_plain_text(value))

@@ -66,7 +66,9 @@ def register_all(classes: Iterable[type]) -> None:
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-_PLAIN = frozenset({str, int, bool, type(None)})     # their own JSON: no call to convert
+PLAIN = frozenset({str, int, bool, type(None)})
+"""Types that are their own JSON (no call converts them), whose equal values of one type
+encode equally (the type tells ``1`` from ``True``)."""
 
 
 def encode(value) -> bytes:
@@ -106,14 +108,14 @@ def decoder(reference=None):
 
 def to_json(value):
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in PLAIN:
         return value
     if kind is tuple:
-        return [v if type(v) in _PLAIN else to_json(v) for v in value]
+        return [v if type(v) in PLAIN else to_json(v) for v in value]
     if kind is float:
         return value if math.isfinite(value) else {"$f": repr(value)}
     if kind is list:
-        return {"$l": [v if type(v) in _PLAIN else to_json(v) for v in value]}
+        return {"$l": [v if type(v) in PLAIN else to_json(v) for v in value]}
     if kind is dict:
         return {"$d": [[to_json(k), to_json(v)] for k, v in value.items()]}
     if kind is frozenset:
@@ -127,7 +129,7 @@ def to_json(value):
     fields = _FIELDS[kind]
     if fields is None:
         return {"$e": name, "v": value.name}
-    return {"$c": name, "v": [v if type(v) in _PLAIN else to_json(v)
+    return {"$c": name, "v": [v if type(v) in PLAIN else to_json(v)
                               for v in _FIELD_VALUES[kind](value)]}
 
 

@@ -52,7 +52,6 @@ from .memo import FIRST_RUN, NO_VALUE, key_label
 from .query import REGISTRY
 
 FORMAT = 3
-_PLAIN = (str, int, bool, type(None))
 _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
 
 
@@ -179,7 +178,7 @@ class _KeyTable:
 
     def _element(self, value) -> int:
         kind = type(value)
-        if kind in _PLAIN:       # equal plain values encode equally (the type tells 1 from True)
+        if kind in codec.PLAIN:
             found = self._plain.get((kind, value))
             if found is None:
                 found = self._plain[kind, value] = len(self.elements)
