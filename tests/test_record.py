@@ -71,6 +71,26 @@ def test_constructor_defaults_and_errors_match_dataclasses():
             cls(1, (), 3)
 
 
+def test_constructors_share_one_template_per_field_count_yet_keep_their_own_names():
+    """``__init__`` is a renamed copy of a compiled template: its signature, keyword names,
+    error messages and defaults are the class's own, and two classes do not share them."""
+    import inspect
+
+    assert str(inspect.signature(Pair)) == "(left, right=())"
+    assert str(inspect.signature(Twin)) == "(left, right=())" and Twin.__init__ is not Pair.__init__
+    assert Twin(right=(1,), left=2) == Twin(2, (1,))
+    assert Pair.__init__.__qualname__ == "Pair.__init__"
+    with pytest.raises(TypeError, match="'left'"):
+        Pair(right=())
+    with pytest.raises(TypeError, match="'first'"):
+        record(type("Three", (), {"__annotations__": {"first": int, "second": int}}))(second=1)
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused():
+    with pytest.raises(TypeError, match="without a default follows"):
+        record(type("Bad", (), {"__annotations__": {"a": int, "b": int}, "a": 0}))
+
+
 def test_records_are_immutable_and_slotted():
     p = Pair(1)
     with pytest.raises(FrozenInstanceError):
