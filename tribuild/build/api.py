@@ -16,6 +16,7 @@ import os
 import sys
 
 from tribuild.build import manifest
+from tribuild.hashing import digest
 
 
 class BuildError(RuntimeError):
@@ -31,7 +32,7 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
         os.path.dirname(source), manifest.DEFAULT_CACHE))
     key = json.dumps([os.path.relpath(source, root), layer, sorted(args.items()),
                       str(opt_level)], default=list)
-    stem = f"{os.path.splitext(os.path.basename(source))[0]}_{layer}_{manifest.digest(key.encode())[:12]}"
+    stem = f"{os.path.splitext(os.path.basename(source))[0]}_{layer}_{digest(key.encode())[:12]}"
     module_path = os.path.join(cache_dir, "models", f"{stem}.py")
     record = f"model-{stem}.json"
     if not manifest.up_to_date(root, cache_dir, key, record):

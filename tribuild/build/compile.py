@@ -25,6 +25,7 @@ from tribuild.build.sources import load_sources
 from tribuild.build.progress import Quiet
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.hashing import digest
 from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_index
@@ -86,7 +87,7 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
-    inputs = {p: manifest.digest(source_text(db, p).text.encode("utf-8"))
+    inputs = {p: digest(source_text(db, p).text.encode("utf-8"))
               for p in depfile.import_closure(db, entry) if source_text(db, p).text is not None}
     if project.config:
         inputs[os.path.relpath(project.config.path, project.root)] = \

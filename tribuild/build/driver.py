@@ -33,6 +33,7 @@ from tribuild.build.sources import load_sources, scan
 from tribuild.build.units import Outcome, Unit
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.hashing import digest
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import imports
 from tribuild.queries.report import QuerySources, file_diagnostics
@@ -355,7 +356,7 @@ def _write_manifest(db, project: Project, request: Request, result: BuildResult)
     toml_digest, table = project.config_source
     inputs = {os.path.relpath(project.config.path, root): toml_digest}
     for path in result.inputs:
-        inputs[path] = manifest.digest(source_text(db, path).text.encode("utf-8"))
+        inputs[path] = digest(source_text(db, path).text.encode("utf-8"))
     prefix = os.path.relpath(result.out_dir, root)
     outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
     manifest.write(root, project.cache_dir, manifest.request_key(request.targets,

@@ -37,6 +37,8 @@ import sys
 import time
 import zlib
 
+from tribuild.hashing import digest
+
 NAME = "build-manifest.json"
 CONFIG = "Tribuild.toml"
 DEFAULT_CACHE = ".tribuild-cache"
@@ -72,11 +74,6 @@ def package_signature(package: str = _PACKAGE) -> tuple[int, list[list]]:
                     rows.append([path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
         _SIGNATURES[package] = (taken, sorted(rows))
     return _SIGNATURES[package]
-
-
-def digest(data: bytes) -> str:
-    import hashlib
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def file_digest(path: str) -> str:

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 from queue import SimpleQueue
 
-from tribuild.build.manifest import digest
+from tribuild.hashing import digest
 from tribuild.config import resolves_inside
 from tribuild.config_problems import ConfigError, Problem
 from tribuild.record import record

@@ -26,6 +26,7 @@ from tribuild.build import manifest
 from tribuild.config import FILENAME, Config, find_project_root, read_config
 from tribuild.engine import Database
 from tribuild.engine.fingerprint import package_hash
+from tribuild.hashing import digest
 
 DEFAULT_CACHE = ".tribuild-cache"
 SALT_RECORD = "salt.json"
@@ -52,10 +53,10 @@ class Project:
         default_cache = os.path.join(root, DEFAULT_CACHE)
 
         def recorded(data: bytes) -> dict | None:
-            return manifest.recorded_config(default_cache, manifest.digest(data))
+            return manifest.recorded_config(default_cache, digest(data))
         config, data, table = read_config(os.path.join(root, FILENAME), recorded)
         return cls(config.root, config, os.path.join(config.root, config.cache_dir),
-                   (manifest.digest(data), table))
+                   (digest(data), table))
 
 
 def salt(options: str = "", cache_dir: str | None = None) -> str:

@@ -19,10 +19,10 @@ Terms:
 from __future__ import annotations
 
 import functools
-import hashlib
 
 from tribuild.codegen.fmt import wrap_text
 from tribuild.codegen.pyname import literal
+from tribuild.hashing import sha256
 from tribuild.ir.graph import Node
 from tribuild.lang import dims
 from tribuild.record import record
@@ -46,8 +46,8 @@ class KernelSpec:
 @functools.lru_cache(maxsize=4096)
 def _key(spec: KernelSpec) -> str:
     """``spec.key``, remembered: a spec's key is read wherever its kernel is used."""
-    digest = hashlib.sha256(repr((spec.family, spec.shape, spec.dtype, spec.epilogue,
-                                  spec.options)).encode()).hexdigest()[:10]
+    digest = sha256(repr((spec.family, spec.shape, spec.dtype, spec.epilogue,
+                         spec.options)).encode()).hexdigest()[:10]
     return f"{spec.family}_{_short(spec)}_{digest}"
 
 

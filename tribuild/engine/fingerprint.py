@@ -6,13 +6,14 @@ Terms:
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from ..hashing import blake2b
 
 
 def package_hash(pkg_dir: str | Path) -> str:
     root = Path(pkg_dir)
-    digest = hashlib.blake2b(digest_size=16)
+    digest = blake2b(digest_size=16)
     for path in sorted(root.rglob("*.py")):
         data = path.read_bytes()
         digest.update(f"{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())

@@ -5,7 +5,7 @@ Terms:
   digest of its bytes and never changed once written. The graph file lists the packs it
   uses with their *stamp* (size and mtime in ns of the file as written), and each *entry*
   (one distinct encoded value) by pack, offset, length and checksum
-  (``digests.checksum``, checked when the entry is decoded).
+  (``hashing.checksum``, checked when the entry is decoded).
 - *location*: where a memo's stored bytes lie: its blob is ``(data, checksum, pack,
   offset)`` once loaded from or saved to a pack (``PackFile``; ``data`` is a slice of the
   pack's mapped view, or bytes); a blob just encoded (``encoded``), or taken from a merge
@@ -28,7 +28,7 @@ import mmap
 import os
 
 from . import codec
-from .digests import checksum, digest
+from ..hashing import checksum, digest
 from .errors import warn
 from .memo import NO_VALUE
 

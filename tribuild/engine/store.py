@@ -31,7 +31,7 @@ from pathlib import Path
 from ..record import record
 from ..tempname import replace
 from . import argtable, codec, columns, packs
-from .digests import checksum, digest
+from ..hashing import checksum, digest
 from .durability import DurabilityClock
 from .errors import warn
 from .loaded import Loaded, deps_of, starts, without

@@ -22,10 +22,9 @@ Terms:
 """
 from __future__ import annotations
 
-import hashlib
-
 import re
 
+from tribuild.hashing import blake2b
 from tribuild.lang.lexer import scan
 from tribuild.lang.tokens import BREAKS, ITEM_KEYWORDS, LexResult
 from tribuild.record import record
@@ -165,6 +164,6 @@ def _describe(tokens: Pairs, start: int) -> tuple[str, str | None, str]:
 
 
 def _digest(pairs: Pairs) -> str:
-    h = hashlib.blake2b(digest_size=16)
+    h = blake2b(digest_size=16)
     h.update("\x1f".join(map("\x1e".join, pairs)).encode())
     return h.hexdigest()
