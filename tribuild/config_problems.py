@@ -80,12 +80,6 @@ def describe(value: object) -> str:
     return "a date" if isinstance(value, datetime.date) else "a time"
 
 
-def did_you_mean(word: str, allowed: tuple[str, ...]) -> str | None:
-    import difflib
-    close = difflib.get_close_matches(word, allowed, n=1)
-    return f"did you mean `{close[0]}`?" if close else None
-
-
 def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Problem:
     """Re-render tomllib's message (``Invalid value (at line 3, column 8)``) as a Problem."""
     import ast

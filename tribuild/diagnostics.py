@@ -54,3 +54,17 @@ def register(code: str, summary: str) -> str:
         raise ValueError(f"diagnostic code {code} registered twice")
     CODES[code] = summary
     return code
+
+
+def closest(word: str, candidates) -> str | None:
+    """The candidate most like ``word`` by difflib's ratio (at least 0.6), if any. difflib is
+    imported here, when a name is not found: not on every build (~1 ms)."""
+    import difflib
+    close = difflib.get_close_matches(word, candidates, n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, candidates) -> str | None:
+    """The help line suggesting the candidate closest to ``word``, if one is close."""
+    close = closest(word, candidates)
+    return f"did you mean `{close}`?" if close else None

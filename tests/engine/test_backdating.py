@@ -1,4 +1,4 @@
-from tribuild.engine import derived
+from tribuild.engine import Step, derived
 
 from .conftest import run
 from .pipelines import text, words
@@ -45,7 +45,7 @@ def test_backdated_memo_keeps_its_change_revision(db):
     first(db, "a")
     db.set(text, "a", "x  y")
     first(db, "a")
-    assert db.why(words, "a")[0] == ("words", ("a",), 2)
+    assert db.why(words, "a")[0] == Step("words", ("a",), 2)
     assert db.graph().nodes["words", ("a",)]["changed_at"] == 1
 
 

@@ -20,7 +20,7 @@ def test_why_follows_the_chain_back_to_the_changed_input(db):
     summary(db)
     assert db.why(summary) == [Step("summary", (), 3), Step("count", ("b",), 3),
                                Step("words", ("b",), 3), Step("text", ("b",), 3)]
-    assert [step[:2] for step in db.why(words, "b")] == [("words", ("b",)), ("text", ("b",))]
+    assert [(step.query, step.args) for step in db.why(words, "b")] == [("words", ("b",)), ("text", ("b",))]
 
 
 def test_explain_says_it_in_words(db):

@@ -14,7 +14,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.codegen.exprs import Expr, expression
 from tribuild.codegen.pyname import RESERVED, ident

@@ -18,7 +18,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.codegen.pyname import attr, literal
 from tribuild.ir.graph import Graph

@@ -21,7 +21,7 @@ import json
 from json.scanner import make_scanner
 import math
 from operator import attrgetter
-from typing import Iterable
+from collections.abc import Iterable
 
 from .. import record
 

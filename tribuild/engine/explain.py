@@ -10,12 +10,12 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from ..record import record
 from .memo import FIRST_RUN, key_label
 
 
-class Step(NamedTuple):
+@record
+class Step:
     query: str
     args: tuple
     revision: int

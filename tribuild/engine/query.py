@@ -13,7 +13,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .fetch import fetch
 

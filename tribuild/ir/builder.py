@@ -12,7 +12,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.ir.graph import Graph, Node, node
 from tribuild.lang.types import ScalarT

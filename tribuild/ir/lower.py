@@ -22,7 +22,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.ir.builder import Builder
 from tribuild.ir.graph import Graph, In, InList, node

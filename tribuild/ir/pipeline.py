@@ -10,7 +10,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.ir.graph import Graph
 from tribuild.ir.passes.bn_fold import bn_fold

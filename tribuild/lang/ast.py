@@ -14,8 +14,6 @@ value (the engine backdates on equality) and serialise through the engine's code
 """
 from __future__ import annotations
 
-from typing import Union
-
 from ..record import record
 
 Span = tuple[int, int]
@@ -141,8 +139,8 @@ class ErrorExpr:
     span: Span
 
 
-Expr = Union[IntLit, FloatLit, BoolLit, StringLit, Name, Unknown, Unary, Binary, Conditional,
-             Call, Index, Attr, ListLit, Range, ListComp, ErrorExpr]
+Expr = (IntLit | FloatLit | BoolLit | StringLit | Name | Unknown | Unary | Binary | Conditional
+        | Call | Index | Attr | ListLit | Range | ListComp | ErrorExpr)
 
 
 # --- types -----------------------------------------------------------------------------
@@ -182,7 +180,7 @@ class NamedType:
     span: Span
 
 
-TypeExpr = Union[ScalarType, TensorType, ListType, NamedType]
+TypeExpr = ScalarType | TensorType | ListType | NamedType
 
 
 # --- statements ------------------------------------------------------------------------
@@ -231,7 +229,7 @@ class ExprStmt:
     span: Span
 
 
-Stmt = Union[Let, Assign, Return, For, If, ExprStmt]
+Stmt = Let | Assign | Return | For | If | ExprStmt
 
 
 # --- items -----------------------------------------------------------------------------
@@ -304,7 +302,7 @@ class ErrorItem:
     span: Span
 
 
-Item = Union[Import, Const, Fn, Layer, ErrorItem]
+Item = Import | Const | Fn | Layer | ErrorItem
 
 NODE_TYPES = (IntLit, FloatLit, BoolLit, StringLit, Name, Unknown, Unary, Binary, Conditional,
               Keyword, Call, Index, Attr, ListLit, Range, ListComp, ErrorExpr,

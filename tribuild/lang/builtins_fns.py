@@ -9,7 +9,7 @@ Terms:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.lang import ast, dims
 from tribuild.lang.builtins_layers import REQUIRED

@@ -12,7 +12,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.lang import dims
 from tribuild.lang.builtins_shapes import Site, expect_dim, float_dtype, pool2d, tensor_of, window

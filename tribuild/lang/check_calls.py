@@ -12,7 +12,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.lang import ast, consteval, dims
 from tribuild.lang.builtins_fns import FUNCTIONS

@@ -17,9 +17,9 @@ Operations involving a tensor are delegated to ``check_ops``; calls to ``check_c
 """
 from __future__ import annotations
 
-import difflib
-from typing import Any, Callable
+from collections.abc import Callable
 
+from tribuild.diagnostics import did_you_mean
 from tribuild.lang import ast, dims
 from tribuild.lang.builtins import BUILTIN_NAMES
 from tribuild.lang.check_codes import (BUDGET, CONST_TYPE, DATA_DEPENDENT, DIV_ZERO, INDEX_RANGE,
@@ -81,9 +81,8 @@ def lookup(name: str, span: ast.Span, scope: dict[str, Value], ctx: Ctx) -> Valu
     if name in BUILTIN_NAMES:
         return Callee(name)
     visible = sorted(set(scope) | set(ctx.env.visible_names()) | BUILTIN_NAMES)
-    close = difflib.get_close_matches(name, visible, n=1)
     ctx.sink.error(UNKNOWN_NAME, span, f"unknown name `{name}`", label="not found in this scope",
-                   help=f"did you mean `{close[0]}`?" if close else None)
+                   help=did_you_mean(name, visible))
     return POISON
 
 
@@ -320,7 +319,7 @@ def _join_all(values: tuple[Value, ...]) -> Value:
     return out
 
 
-EVALUATORS: dict[type, Callable[[Any, dict[str, Value], Ctx], Value]] = {}
+EVALUATORS: dict[type, Callable[[ast.Expr, dict[str, Value], Ctx], Value]] = {}
 """How nodes whose evaluation lives in another module are evaluated: ``check_calls`` adds
 ``ast.Call`` when it is imported (it evaluates its arguments here, so this module cannot
 import it)."""

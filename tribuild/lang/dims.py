@@ -18,7 +18,7 @@ Every operation returns ``None`` for a division or remainder by zero; callers re
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Union
+from collections.abc import Callable, Mapping
 
 from ..record import record
 
@@ -50,7 +50,7 @@ def _operand(d: Dim) -> str:
     return text if len(d.terms) <= 1 and " " not in text else f"({text})"
 
 
-Atom = Union[str, Quot]
+Atom = str | Quot
 Monomial = tuple[Atom, ...]  # sorted atoms; () is the constant monomial
 
 
@@ -108,7 +108,7 @@ class Dim:
         return format_dim(self)
 
 
-DimLike = Union[Dim, AnyDim]
+DimLike = Dim | AnyDim
 
 
 def _make(coeffs: Mapping[Monomial, int]) -> Dim:

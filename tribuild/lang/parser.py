@@ -9,7 +9,7 @@ ErrorExpr/ErrorItem where nothing could be read, and every diagnostic of the ite
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.diagnostics import Diagnostic, register
 from tribuild.lang import ast

@@ -8,7 +8,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.diagnostics import register
 from tribuild.lang import ast

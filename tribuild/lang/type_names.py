@@ -13,8 +13,7 @@ Terms:
 """
 from __future__ import annotations
 
-import difflib
-
+from tribuild.diagnostics import did_you_mean
 from tribuild.lang import ast
 from tribuild.lang.builtins_layers import LAYERS
 from tribuild.lang.check_codes import BAD_TYPE, Sink
@@ -88,7 +87,5 @@ def _type_positions(node):
 def _help(name: str, env: Env) -> str:
     layers = [n for n in env.visible_names()
               if (ref := env.lookup(n)) is not None and ref.kind in _LAYER_KINDS]
-    close = difflib.get_close_matches(name, [*DTYPES, *LAYERS, *layers], n=1)
-    if close:
-        return f"did you mean `{close[0]}`?"
-    return "a type is a dtype (`float32`, ...), `Tensor<dtype, [dims]>`, `[T]` or a layer's name"
+    return did_you_mean(name, [*DTYPES, *LAYERS, *layers]) or (
+        "a type is a dtype (`float32`, ...), `Tensor<dtype, [dims]>`, `[T]` or a layer's name")

@@ -12,7 +12,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 from tribuild.lang import ast, dims
 from tribuild.lang.check_codes import BAD_DIM, BAD_TYPE, DIV_ZERO
@@ -82,7 +82,7 @@ class NamedT:
         return self.name
 
 
-Type = Union[ScalarT, TensorT, ListT, NamedT]
+Type = ScalarT | TensorT | ListT | NamedT
 
 
 def format_shape(shape: tuple[DimLike, ...]) -> str:

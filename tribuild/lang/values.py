@@ -24,8 +24,6 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Union
-
 from tribuild.lang import dims
 from tribuild.lang.dims import DimLike
 from tribuild.lang.env import ItemRef
@@ -82,8 +80,8 @@ class Callee:
     ref: ItemRef | None = None
 
 
-Value = Union[int, float, bool, str, tuple, Trit, Sym, Unk, UnkList, Choice, RangeV, TensorV,
-              LayerV, Callee]
+Value = (int | float | bool | str | tuple | Trit | Sym | Unk | UnkList | Choice | RangeV | TensorV
+         | LayerV | Callee)
 
 
 @record

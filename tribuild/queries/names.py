@@ -18,10 +18,9 @@ Terms:
 from __future__ import annotations
 
 import bisect
-import difflib
 import posixpath
 
-from tribuild.diagnostics import Diagnostic, Label, Loc, register
+from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
 from tribuild.engine import derived
 from tribuild.lang import ast
 from tribuild.lang.env import ItemRef
@@ -208,10 +207,8 @@ def _twice(name: str, loc: Loc, first: Loc, code: str, verb: str) -> Diagnostic:
 
 
 def _unknown_import(name: str, target: str, loc: Loc, public: dict) -> Diagnostic:
-    close = difflib.get_close_matches(name, list(public), n=1)
     return Diagnostic(E_UNKNOWN_IMPORT, f"`{name}` is not a public item of `{target}`",
-                      Label(loc, "not found there"),
-                      help=f"did you mean `{close[0]}`?" if close else None)
+                      Label(loc, "not found there"), help=did_you_mean(name, list(public)))
 
 
 def _cycle(path: str, cycle: tuple[str, ...], imps: tuple[ResolvedImport, ...]) -> Diagnostic:

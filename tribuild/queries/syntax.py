@@ -23,7 +23,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived

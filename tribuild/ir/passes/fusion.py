@@ -12,7 +12,7 @@ Terms:
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node
