@@ -24,6 +24,14 @@ def _has_quotient(d: Dim) -> bool:
     return any(isinstance(a, Quot) for m, _ in d.terms for a in m)
 
 
+def _lone_symbol(d: Dim) -> str | None:
+    """``name`` when ``d`` is the symbol ``name`` alone (coefficient 1), else None."""
+    terms = d.terms
+    if len(terms) == 1 and terms[0][1] == 1 and len(terms[0][0]) == 1 and terms[0][0][0].__class__ is str:
+        return terms[0][0][0]
+    return None
+
+
 def definitely_different(a: DimLike, b: DimLike) -> bool:
     if a == b:
         return False  # the difference is 0 (or `?`)
@@ -55,6 +63,10 @@ class Unifier:
             return True
         if dims.as_int(e) is not None and dims.as_int(f) is not None:
             return False  # two different numbers
+        name = _lone_symbol(e)
+        if name in self.flexible and not dims.symbols(f) & self.flexible:
+            self.subst[name] = f  # what solving ``f - name == 0`` below gives, sooner
+            return True
         diff = dims.sub(f, e)
         unbound = sorted(dims.symbols(diff) & self.flexible)
         for name in unbound:
