@@ -103,6 +103,18 @@ def test_unifier_binds_flexible_names_linearly():
     assert not Unifier().dim(dims.sym("cin"), dims.sym("cout"))  # rigid names
 
 
+@settings(max_examples=200, deadline=None)
+@given(exprs(), st.integers(1, 5))
+def test_lone_flexible_name_binds_as_the_general_solve_does(pair, k):
+    """``h`` against ``found`` (bound directly) and ``h + k`` against ``found + k`` (solved)
+    give ``h`` the same value; ``found`` names no flexible symbol."""
+    found, _ = pair
+    direct, solved = Unifier({"h"}), Unifier({"h"})
+    assert direct.dim(dims.sym("h"), found)
+    assert solved.dim(dims.add(dims.sym("h"), dims.const(k)), dims.add(found, dims.const(k)))
+    assert direct.resolve(dims.sym("h")) == solved.resolve(dims.sym("h")) == found
+
+
 def test_unbound_flexible_name_resolves_to_any():
     assert Unifier({"x"}).resolve(dims.add(dims.sym("x"), dims.const(1))) is dims.ANY
 
