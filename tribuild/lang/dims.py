@@ -41,6 +41,16 @@ class Quot:
     num: Dim
     den: Dim
 
+    # Written out, like ``Dim``'s: the record's would reach ``num.terms`` and ``den.terms``
+    # through two more Python calls (``Dim.__hash__``) at every level of a nested quotient.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Quot:
+            return NotImplemented
+        return self.op == other.op and self.num.terms == other.num.terms and self.den.terms == other.den.terms
+
+    def __hash__(self) -> int:
+        return hash((self.op, self.num.terms, self.den.terms))
+
     def __str__(self) -> str:
         return f"{_operand(self.num)} {self.op} {_operand(self.den)}"
 
@@ -112,10 +122,11 @@ DimLike = Dim | AnyDim
 
 
 def _make(coeffs: Mapping[Monomial, int]) -> Dim:
-    items = [(m, c) for m, c in coeffs.items() if c != 0]
+    items = [(m, c) for m, c in coeffs.items() if c != 0 and m]
     if len(items) > 1:
         items.sort(key=_term_key)
-    return Dim(tuple(items))
+    constant = coeffs.get((), 0)  # the constant monomial sorts first: it needs no sort key
+    return Dim((((), constant),) + tuple(items) if constant else tuple(items))
 
 
 def _const(n: int) -> Dim:
