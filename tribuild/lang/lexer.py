@@ -72,12 +72,13 @@ def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
     unclosed = False
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
+        end = m.end()
         if kind == "newline":
             if pending < 0:
-                pending = m.end() - 1
+                pending = end - 1
             continue
-        start = m.start(kind)
-        tok = m.group(kind)
+        tok = m[kind]
+        start = end - len(tok)  # every token group ends the match
         if kind == "op":
             kind = tok
         elif kind == "ident":
