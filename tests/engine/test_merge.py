@@ -224,7 +224,8 @@ def test_a_damaged_payload_is_refused_before_anything_is_installed():
     start = payload.index(b"\n") + 1
     meta_end = start + 8 + int.from_bytes(payload[start:start + 8], "little")
     for damaged in (payload[:meta_end + 12],                       # records cut short
-                    payload[:meta_end + 8] + payload[meta_end + 16:]):  # an integer lost
+                    payload[:meta_end + 8] + payload[meta_end + 16:],   # an integer lost
+                    payload[:-1] + bytes([payload[-1] ^ 1])):           # a value byte flipped
         with pytest.raises(ValueError, match="corrupt merge payload"):
             main.merge(damaged)
         assert state(main) == before

@@ -188,15 +188,9 @@ def _with_dependents(deps: list, seeds: set[int]) -> set[int]:
 
 def blob_of(memo: Memo, unencodable: dict[str, int]):
     """The memo's encoded value and its checksum (cached on the memo), or None. Bytes taken
-    from a merge payload and never decoded are checked against their checksum first: a damaged
-    entry is dropped (its key keeps its dependencies and re-runs when read), never carried
-    into a new store. (Bytes loaded from a pack are checked with their pack: ``packs``.)"""
+    from a merge payload were checked when merged (``merge``); bytes loaded from a pack are
+    checked with their pack (``packs``)."""
     blob = memo.blob
-    if blob is not None and len(blob) == 2 and memo.value is NO_VALUE \
-            and checksum(blob[0]) != blob[1]:
-        warn(f"dropped a damaged value of {memo.query.name}")
-        memo.blob = None
-        return None
     if blob is None and memo.value is not NO_VALUE:
         memo.blob = packs.encoded(memo.value)
         if memo.blob is None:
