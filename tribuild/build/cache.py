@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 
 from tribuild.build.outputs import remove_temps
 from tribuild.build.session import salt
@@ -37,7 +36,7 @@ _STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
 @record
 class Generation:
     id: str
-    files: tuple[Path, ...]
+    files: tuple[str, ...]       # the graph file first, then its packs
     bytes: int
     last_used: float
     current: bool
@@ -45,23 +44,34 @@ class Generation:
 
 def generations(cache_dir: str) -> list[Generation]:
     """Every generation in the folder, least recently used first."""
-    folder = Path(cache_dir)
-    if not folder.is_dir():
+    try:
+        names = os.listdir(cache_dir)
+    except (FileNotFoundError, NotADirectoryError):
         return []
     current = store.salt_id(salt(cache_dir=cache_dir))
     out = []
-    for graph in folder.glob("graph-*.json"):
-        sid = graph.name[len("graph-"):-len(".json")]
-        files = (graph,) + tuple(sorted(folder.glob(f"values-{sid}-*.pack")))
-        stats = [f.stat() for f in files if f.exists()]
+    for graph in names:
+        if not (graph.startswith("graph-") and graph.endswith(".json")):
+            continue
+        sid = graph[len("graph-"):-len(".json")]
+        packs = sorted(n for n in names if n.startswith(f"values-{sid}-") and n.endswith(".pack"))
+        files = tuple(os.path.join(cache_dir, name) for name in (graph, *packs))
+        stats = [os.stat(f) for f in files if os.path.exists(f)]
         out.append(Generation(sid, files, sum(s.st_size for s in stats),
-                              graph.stat().st_mtime, sid == current))
+                              os.stat(files[0]).st_mtime, sid == current))
     return sorted(out, key=lambda g: (g.last_used, g.id))
 
 
 def remove(generation: Generation) -> None:
     for path in generation.files:
-        path.unlink(missing_ok=True)
+        _unlink(path)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
@@ -108,9 +118,9 @@ def clear(cache_dir: str) -> int:
     for g in generations(cache_dir):
         remove(g)
         count += len(g.files)
-    manifest = Path(cache_dir, NAME)
-    if manifest.exists():
-        manifest.unlink()
+    manifest = os.path.join(cache_dir, NAME)
+    if os.path.exists(manifest):
+        os.unlink(manifest)
         count += 1
     return count
 
@@ -129,19 +139,24 @@ def validate(cache_dir: str) -> list[tuple[str, str]]:
 def _problem(g: Generation) -> str | None:
     try:
         graph = g.files[0]
-        body = store.read_graph(graph.read_bytes())
+        body = store.read_graph(_read(graph))
         names = [name for name, _, _ in store.pack_list(body, g.id)]
-        data = [graph.with_name(name).read_bytes() for name in names]
+        data = [_read(os.path.join(os.path.dirname(graph), name)) for name in names]
         entries = zip(body["entry_pack"], body["entry_offset"], body["entry_length"],
                       body["entry_checksum"], strict=True)
         for index, (pack, offset, length, expected) in enumerate(entries):
             if store.checksum(data[pack][offset:offset + length]) != expected:
                 return f"entry {index} of {names[pack]} fails its checksum"
     except FileNotFoundError as err:
-        return f"missing {Path(err.filename).name}"
+        return f"missing {os.path.basename(err.filename)}"
     except (ValueError, KeyError, TypeError, IndexError) as err:
         return f"unreadable graph file: {err}"
     return None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
 
 
 def describe(cache_dir: str, max_bytes: int | None) -> str:
