@@ -91,7 +91,7 @@ class _EmitTo:
     def prepare(self, db, unit, value):
         return None if value % 2 else (unit.name, value)
 
-    def run(self, jobs):
+    def run(self, jobs, wait):
         for name, value in jobs:
             (self.folder / name).write_text(str(value))
         return [(name, str(os.getpid())) for name, _ in jobs]
@@ -105,6 +105,20 @@ def test_workers_run_the_emit_jobs_and_their_strings_come_back_in_the_outcomes(t
     emitted = {n: o.emitted for n, o in outcomes.items() if o.emitted}
     assert emitted.keys() == even.keys()
     assert all(name == n and pid != str(os.getpid()) for n, (name, pid) in emitted.items())
+
+
+class _EmitAtTheEnd(_EmitTo):
+    """Declines to run until told to wait (as when another worker is writing)."""
+
+    def run(self, jobs, wait):
+        return super().run(jobs, wait) if wait else None
+
+
+def test_emit_jobs_declined_are_kept_and_run_when_the_worker_ends(tmp_path):
+    outcomes, _, _ = run_units(_db(), _squares(), 2, Quiet(), _EmitAtTheEnd(tmp_path))
+    even = {n: str(i * i) for i, n in enumerate(NAMES) if i % 2 == 0}
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == even
+    assert {n for n, o in outcomes.items() if o.emitted} == even.keys()
 
 
 def test_units_run_in_this_process_emit_nothing(tmp_path):

@@ -187,8 +187,9 @@ class _EarlyWriter:
     without errors gives its files (relative path -> bytes) as its job; the jobs of
     ``batch`` targets or more are written together (``outputs.write_changed``: atomic, only
     if changed, one round of fsyncs: syncing after every target costs a quarter more CPU;
-    the last batch is written after the worker's last unit, so it is kept small). A file
-    that cannot be written is left for ``write_result``, which reports why."""
+    the last batch is written after the worker's last unit, so it is kept small), by one
+    worker at a time (``outputs.writing``). A file that cannot be written is left for
+    ``write_result``, which reports why."""
 
     batch = 4
 
@@ -202,12 +203,16 @@ class _EarlyWriter:
             return None
         return target_files(db, self.project, t, value, self.out_dir)
 
-    def run(self, jobs: list[dict[str, bytes]]) -> list[tuple[str, ...]]:
-        """For each job, the relative paths of its files that were written."""
+    def run(self, jobs: list[dict[str, bytes]], wait: bool) -> list[tuple[str, ...]] | None:
+        """For each job, the relative paths of its files that were written; None, without
+        waiting, when another worker is writing and not ``wait``."""
         files = {rel: data for job in jobs for rel, data in job.items()}
         try:
             paths = outputs.inside_output(self.out_dir, sorted(files))
-            done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths}))
+            with outputs.writing(self.out_dir, wait) as mine:
+                if not mine:
+                    return None
+                done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths}))
         except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
             return [() for _ in jobs]
         written = {rel for rel, path in paths.items() if path in done}

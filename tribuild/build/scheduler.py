@@ -14,13 +14,15 @@ Terms:
   next unit.
 - *emit*: optional work a worker does with the value of each unit that succeeded (the
   driver writes the unit's outputs), in two steps: ``emit.prepare(db, unit, value)``, right
-  after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs)``, on a
-  thread beside the units (so its waits, fsync, overlap the next units), takes a batch of
-  at least ``emit.batch`` jobs (fewer for the last), reads nothing from the database, and
-  returns a tuple of strings per job. A worker sends the strings of the jobs done so far
-  with each frame; after its last unit it waits for the rest and sends them in a last
-  frame (kind ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
-  Emit is not run for units run in this process.
+  after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs)``, once
+  ``emit.batch`` jobs are queued (and after the worker's last unit for the rest), takes
+  them, reads nothing from the database, and returns a tuple of strings per job. It runs
+  between units, not on a thread beside them: a thread making system calls while another
+  runs Python waits for the interpreter lock after each call, which made writing a
+  target's files cost 7-20 times the CPU it costs alone. A worker sends the strings of the
+  jobs done so far with each frame, and the rest in a last frame (kind ``emitted``) before
+  it exits. They come back in the unit's outcome (``Outcome.emitted``). Emit is not run for
+  units run in this process.
 - *holds*: the units whose results a worker has: those merged before it was forked and
   those it ran itself. A worker takes a unit only if it holds every unit that one depends
   on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
@@ -46,8 +48,6 @@ from __future__ import annotations
 import gc
 import os
 import json
-import queue
-import threading
 import time
 
 from tribuild.build import jobserver
@@ -240,15 +240,14 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
             unit = units[int.from_bytes(data, "little")]
             before = db.stats()
             outcome = run_one(db, unit)
-            if outcome.error is None:
-                jobs.put(unit.name, emit.prepare(db, unit, outcome.value) if emit else None)
-                body = _encode_frame("ok", db.export(unit.keys(db)), _delta(db.stats(), before),
-                                     jobs.take())
-            else:
-                body = _encode_frame("error", outcome.error.encode(), _delta(db.stats(), before))
-            _send_frame(results, body)
             if outcome.error is not None:
+                _send_frame(results, _encode_frame("error", outcome.error.encode(),
+                                                   _delta(db.stats(), before)))
                 break
+            job = emit.prepare(db, unit, outcome.value) if emit else None
+            _send_frame(results, _encode_frame("ok", db.export(unit.keys(db)),
+                                               _delta(db.stats(), before), jobs.take()))
+            jobs.put(unit.name, job)        # while this process merges the frame
         _send_frame(results, _encode_frame("emitted", b"", {}, jobs.finish()))
     except BaseException:
         import traceback
@@ -258,49 +257,38 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
 
 
 class _Jobs:
-    """A worker's emit jobs, run in batches of those queued by ``emit.run`` on one thread,
-    started with the first job."""
+    """A worker's emit jobs, run by ``emit.run`` once ``emit.batch`` are queued, without
+    waiting for another worker's writes (they are tried again after the next unit)."""
 
     def __init__(self, emit):
         self._emit = emit
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: list[tuple[str, object]] = []
         self._done: dict[str, list[str]] = {}
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def put(self, name: str, job) -> None:
-        if job is None:
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        self._queue.put((name, job))
+        if job is not None:
+            self._queue.append((name, job))
+        if self._queue and len(self._queue) >= self._emit.batch:
+            self._run(wait=False)
 
-    def _run(self) -> None:
-        last = False
-        while not last:
-            batch = [self._queue.get()]
-            while batch[-1] is not None and (len(batch) < self._emit.batch
-                                             or not self._queue.empty()):
-                batch.append(self._queue.get())
-            last = batch[-1] is None
-            batch = batch[:-1] if last else batch
-            results = self._emit.run([job for _, job in batch]) if batch else []
-            with self._lock:
-                self._done.update((name, list(strings))
-                                  for (name, _), strings in zip(batch, results))
+    def _run(self, wait: bool) -> None:
+        if not self._queue:
+            return
+        results = self._emit.run([job for _, job in self._queue], wait)
+        if results is not None:
+            self._done.update((name, list(strings))
+                              for (name, _), strings in zip(self._queue, results))
+            self._queue = []
 
     def take(self) -> dict[str, list[str]]:
-        """What the jobs done since the last call returned, by unit name."""
-        with self._lock:
-            done, self._done = self._done, {}
+        """What the jobs run since the last call returned, by unit name."""
+        done, self._done = self._done, {}
         return done
 
     def finish(self) -> dict[str, list[str]]:
-        """Wait for every job; what those not taken yet returned."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
+        """Run the jobs still queued (waiting for the other workers' writes); what those not
+        taken yet returned."""
+        self._run(wait=True)
         return self.take()
 
 
