@@ -27,20 +27,22 @@ def create_beside(path: str | os.PathLike[str], mode: int = 0o600) -> tuple[int,
             continue
 
 
-def replace(path: str | os.PathLike[str], data: bytes, sync: bool) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``; other
-    processes see the old bytes or the new, never a part. With ``sync``, the temporary
-    file is fsynced before the rename (the caller fsyncs the folder to make the rename
-    durable). Without, for the files whose loss costs only work and whose readers take an
-    unreadable one for a missing one (the build manifest, ``explain.json``): after a crash
-    of the machine the file may be old, empty or missing."""
+def replace(path: str | os.PathLike[str], data: bytes | list[bytes], sync: bool) -> None:
+    """Write ``data`` (bytes, or a list of byte strings written back to back without joining
+    them) to a temporary file beside ``path`` and rename it over ``path``; other processes
+    see the old bytes or the new, never a part. With ``sync``, the temporary file is fsynced
+    before the rename (the caller fsyncs the folder to make the rename durable). Without,
+    for the files whose loss costs only work and whose readers take an unreadable one for a
+    missing one (the build manifest, ``explain.json``): after a crash of the machine the
+    file may be old, empty or missing."""
     fd, tmp = create_beside(path)
     try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
+        try:
+            _write_all(fd, data if type(data) is list else [data])
             if sync:
-                file.flush()
-                os.fsync(file.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -48,3 +50,19 @@ def replace(path: str | os.PathLike[str], data: bytes, sync: bool) -> None:
         except OSError:
             pass
         raise
+
+
+_IOV_MAX = 1024     # byte strings per ``writev`` (Linux's limit)
+
+
+def _write_all(fd: int, chunks: list) -> None:
+    """Write ``chunks`` back to back: ``writev`` of up to ``_IOV_MAX`` at a time; after a
+    short write (rare: a signal, a full disk) the rest is joined and written on."""
+    for at in range(0, len(chunks), _IOV_MAX):
+        batch = chunks[at:at + _IOV_MAX]
+        written = os.writev(fd, batch)
+        if written < sum(map(len, batch)):
+            rest = memoryview(b"".join(chunks[at:]))[written:]
+            while rest:
+                rest = rest[os.write(fd, rest):]
+            return

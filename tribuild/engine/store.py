@@ -91,9 +91,7 @@ def save(db, path, salt: str) -> SaveReport:
         layout, int_bytes = columns.pack(ints)
         text = table.text()
     if placed.new is not None:      # made durable by the graph file's directory fsync
-        write_atomic(root / placed.new.name, placed.new.data, sync_dir=False)
-        st = os.stat(placed.new.path)
-        placed.new.stamp = [st.st_size, st.st_mtime_ns]
+        packs.write(placed)
     meta = json.dumps(meta | {"salt": salt, "packs": [[p.name] + p.stamp for p in placed.packs],
                               "layout": layout}, separators=(",", ":")).encode()
     body = len(meta).to_bytes(8, "little") + meta + int_bytes + text
@@ -199,13 +197,10 @@ def blob_of(memo: Memo, unencodable: dict[str, int]):
     return memo.blob
 
 
-def write_atomic(path: Path, data: bytes, sync_dir: bool = True) -> None:
-    """Write ``data`` to a temporary file, fsync it and rename it to ``path``; then fsync
-    the folder (the rename is durable) unless ``sync_dir`` is false: then a later fsync of
-    the folder makes it durable."""
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file, fsync it, rename it to ``path`` and fsync the
+    folder (the rename is durable)."""
     replace(path, data, sync=True)
-    if not sync_dir:
-        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
