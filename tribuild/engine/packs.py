@@ -2,7 +2,8 @@
 
 Terms:
 - *pack* ``values-<salt id>-<digest>.pack``: encoded values back to back, named by the
-  digest of its bytes and never changed once written. The graph file lists the packs it
+  digest of its entry list (each entry's offset, length and checksum) and never changed once
+  written. The graph file lists the packs it
   uses with their *stamp* (size and mtime in ns of the file as written), and each *entry*
   (one distinct encoded value) by pack, offset, length and checksum
   (``hashing.checksum``, checked when the entry is decoded).
