@@ -1,5 +1,5 @@
 from .conftest import run
-from .pipelines import count, text, words
+from .pipelines import count, text
 
 
 def test_first_call_executes_each_query_once_in_order(db):

@@ -2,7 +2,7 @@ from tribuild.engine import Database, codec
 from tribuild.engine.query import REGISTRY
 
 from .conftest import run
-from .store_queries import (TEXTS, count, length, length_plus_one, opaque, run_all,
+from .store_queries import (TEXTS, count, length_plus_one, opaque, run_all,
                             set_inputs, summary, text, uses_opaque_key, via_opaque, words)
 
 SALT = "tribuild-test-salt"

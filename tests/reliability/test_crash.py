@@ -23,8 +23,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests.reliability.project import (CACHE, OUT, check_python, command, env, outputs,
                                        set_version, temp_files, tribuild)
 

@@ -12,7 +12,7 @@ Terms:
 from __future__ import annotations
 
 
-from tribuild.codegen.pyname import ident, literal, member
+from tribuild.codegen.pyname import literal, member
 from tribuild.ir.graph import In, InList, Node
 from tribuild.lang import dims
 from tribuild.lang.values import Sym, Trit

@@ -35,7 +35,7 @@ from tribuild.lang.check_codes import Sink
 from tribuild.lang.consteval import Ctx, arith, elements, evaluate, unary
 from tribuild.lang.env import Env, ItemRef
 from tribuild.lang.signature import ParamSig, Signature, forward_of
-from tribuild.lang.types import ScalarT, TensorT
+from tribuild.lang.types import TensorT
 from tribuild.diagnostics import register
 from tribuild.lang.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
 from tribuild.record import fields, is_record, record, replace

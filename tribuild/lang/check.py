@@ -140,7 +140,7 @@ def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env
     ctx = Ctx(Sink(path, item_id), env)
     check_type_names(item, env, ctx.sink)
     match item:
-        case ast.Const(type=t, value=e):
+        case ast.Const(value=e):
             value = evaluate(e, {}, ctx)
             if sig.ret is not None:
                 check_declared(Body(ctx, {}, None, None), sig.ret, value, e.span, "", f"constant `{item.name}`")

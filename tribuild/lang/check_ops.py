@@ -12,7 +12,7 @@ from __future__ import annotations
 from tribuild.lang import ast, dims
 from tribuild.lang.check_codes import BAD_OPERANDS, BROADCAST, MATMUL, RANK_MISMATCH
 from tribuild.lang.check_unify import definitely_different
-from tribuild.lang.dims import ANY, AnyDim, DimLike
+from tribuild.lang.dims import AnyDim, DimLike
 from tribuild.lang.types import FLOATS, TensorT, format_shape, promote
 from tribuild.lang.values import POISON, TensorV, Trit, Value, is_float, is_number, kind_of
 

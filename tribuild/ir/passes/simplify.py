@@ -62,7 +62,7 @@ def _apply(b: Builder, n: Node) -> int | None:
         return b.add(node("call", n.inputs, n.type, n.name, fn=ACTIVATION_LAYERS[layer.name],
                           args=(("x", In(0)),)))
     if layer.name == "Sequential" and n.attr("steps") is not None:
-        first = x = n.inputs[0]
+        x = n.inputs[0]
         for i, (elem, t) in enumerate(zip(dict(layer.args)["layers"], n.attr("steps"))):
             x = b.add(node("apply", (x,), t, "", path=n.attr("path") + (i,), layer=elem))
             x = _apply(b, b.nodes[x]) or x
