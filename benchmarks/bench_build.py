@@ -6,7 +6,11 @@ Cases (each a fresh `tribuild build -q` process, as CI or make would run it):
 - zoo comment / body / signature edit: one edit of models/blocks/resnet_blocks.tri, then a
   build (the edit toggles between two texts, so every repeat is a real change);
 - synthetic clean --jobs 1 vs --jobs 2: a generated project of 50 files (~20k lines), one
-  target per file, built clean, the two job counts alternating.
+  target per file, built clean, the two job counts alternating. Each build has its own copy,
+  and the copies are deleted only at the end: on ext4, creating files just after thousands
+  were deleted scans past the freed inodes (`recently_deleted`): deleting each copy after its
+  build raised the next `--jobs 2` build's system time from 0.5 s to 2.4-3.5 s, so the
+  timings measured the deletions.
 Writes benchmarks/results/build.json and build.md. The machine is shared: the load
 average before and after is recorded, and figures are medians.
 
@@ -161,7 +165,6 @@ def synthetic_cases(base: Path, repeats: int) -> tuple[dict[str, list[float]], i
             shutil.copytree(source, work)
             case = f"synthetic clean --jobs {jobs}"
             times[case].append(run_build(work, "--jobs", str(jobs), case=case))
-            shutil.rmtree(work)
     return times, lines
 
 
