@@ -19,15 +19,23 @@ from tribuild.cli import main
 code = main(sys.argv[1:])
 heavy = ("torch", "triton", "networkx", "rich", "argparse", "tribuild.engine",
          "tribuild.queries", "tribuild.lang", "tribuild.config", "tomllib")
-print(json.dumps([code, [m for m in heavy if m in sys.modules]]))
+slow = ("pathlib", "typing", "hashlib", "difflib", "tempfile", "dataclasses", "logging",
+        "concurrent.futures", "argparse", "tomllib")   # stdlib modules a build can do without
+print(json.dumps([code, [m for m in heavy if m in sys.modules],
+                  [m for m in slow if m in sys.modules]]))
 """
 
 
 def _fresh(cwd, *args) -> tuple[int, list[str], str]:
+    code, heavy, _, err = _probe(cwd, *args)
+    return code, heavy, err
+
+
+def _probe(cwd, *args) -> tuple[int, list[str], list[str], str]:
     run = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True,
                          text=True, timeout=300)
-    code, heavy = json.loads(run.stdout.splitlines()[-1])
-    return code, heavy, run.stderr
+    code, heavy, slow = json.loads(run.stdout.splitlines()[-1])
+    return code, heavy, slow, run.stderr
 
 
 def test_a_fresh_no_op_imports_nothing_heavy(mini):
@@ -97,6 +105,16 @@ def test_what_is_not_a_simple_line():
 def test_a_build_with_work_runs_without_argparse(mini):
     code, heavy, _ = _fresh(mini, "build", "-q", "-j", "1")
     assert code == 0 and "tribuild.engine" in heavy and "argparse" not in heavy
+
+
+def test_a_rebuild_after_an_edit_imports_no_slow_stdlib_module(mini, cli):
+    """The one-body-edit path (the issue's 150 ms goal): pathlib alone costs ~3 ms."""
+    cli(["build", "-q"], mini)
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("relu(", "relu6(", 1))
+    code, heavy, slow, err = _probe(mini, "build", "-q")
+    assert code == 0 and "tribuild.engine" in heavy, err
+    assert slow == []
 
 
 def test_the_manifest_spares_parsing_an_unchanged_config(mini, cli, monkeypatch):

@@ -25,6 +25,7 @@ import time
 
 from tribuild.build.outputs import remove_temps
 from tribuild.build.session import salt
+from tribuild.files import listdir, read_bytes, unlink
 from tribuild.engine import store
 from tribuild.record import record
 
@@ -44,9 +45,8 @@ class Generation:
 
 def generations(cache_dir: str) -> list[Generation]:
     """Every generation in the folder, least recently used first."""
-    try:
-        names = os.listdir(cache_dir)
-    except (FileNotFoundError, NotADirectoryError):
+    names = listdir(cache_dir)
+    if not names:
         return []
     current = store.salt_id(salt(cache_dir=cache_dir))
     out = []
@@ -64,14 +64,7 @@ def generations(cache_dir: str) -> list[Generation]:
 
 def remove(generation: Generation) -> None:
     for path in generation.files:
-        _unlink(path)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        unlink(path)
 
 
 def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
@@ -139,9 +132,9 @@ def validate(cache_dir: str) -> list[tuple[str, str]]:
 def _problem(g: Generation) -> str | None:
     try:
         graph = g.files[0]
-        body = store.read_graph(_read(graph))
+        body = store.read_graph(read_bytes(graph))
         names = [name for name, _, _ in store.pack_list(body, g.id)]
-        data = [_read(os.path.join(os.path.dirname(graph), name)) for name in names]
+        data = [read_bytes(os.path.join(os.path.dirname(graph), name)) for name in names]
         entries = zip(body["entry_pack"], body["entry_offset"], body["entry_length"],
                       body["entry_checksum"], strict=True)
         for index, (pack, offset, length, expected) in enumerate(entries):
@@ -152,11 +145,6 @@ def _problem(g: Generation) -> str | None:
     except (ValueError, KeyError, TypeError, IndexError) as err:
         return f"unreadable graph file: {err}"
     return None
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
 
 
 def describe(cache_dir: str, max_bytes: int | None) -> str:

@@ -8,7 +8,6 @@ Terms:
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from tribuild.build.sources import load_sources, scan
 from tribuild.build.session import Project, open_database, save_database
@@ -16,6 +15,7 @@ from tribuild.diagnostics import Diagnostic
 from tribuild.config import Target
 from tribuild.config_locate import Locator
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.files import read_text
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import read_error
 from tribuild.queries.targets import target_report
@@ -66,7 +66,7 @@ def _target_diagnostics(db, project: Project, target: Target) -> tuple[Diagnosti
 
 def target_problem(project: Project, target: Target, problem: str) -> ConfigError:
     """The configuration error for a target that cannot be instantiated, at its entry line."""
-    text = Path(project.config.path).read_text(encoding="utf-8")
+    text = read_text(project.config.path)
     line, col = Locator(text).value(("targets", target.name, "entry"))
     return ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.entry",
                                 f"target `{target.name}` cannot be built: {problem}",

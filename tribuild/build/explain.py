@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
+from tribuild.files import read_text
 from tribuild.tempname import replace
 
 NAME = "explain.json"
@@ -37,7 +37,7 @@ def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list
 
 def load(cache_dir: str) -> dict[str, list[str]]:
     try:
-        data = json.loads(Path(cache_dir, NAME).read_text(encoding="utf-8"))
+        data = json.loads(read_text(os.path.join(cache_dir, NAME)))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}

@@ -29,12 +29,12 @@ import posixpath
 import re
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 from queue import SimpleQueue
 
 from tribuild.hashing import digest
 from tribuild.config import resolves_inside
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.files import read_bytes, read_text, unlink
 from tribuild.record import record
 from tribuild.tempname import create_beside
 
@@ -116,7 +116,7 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
             os.replace(tmp, path)
     except BaseException as err:
         for tmp in temps:
-            Path(tmp).unlink(missing_ok=True)
+            unlink(tmp)
         if isinstance(err, OSError):
             where = err.filename or (changed[len(temps) - 1] if temps else "output")
             raise WriteFailed(where, f"cannot write outputs: {err.strerror or err}; each "
@@ -234,7 +234,7 @@ class Record:
     @classmethod
     def load(cls, out_dir: str) -> "Record":
         try:
-            data = json.loads(Path(out_dir, RECORD).read_text(encoding="utf-8"))
+            data = json.loads(read_text(os.path.join(out_dir, RECORD)))
             targets = data["targets"]
             if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
                 return cls({str(k): {str(p): str(d) for p, d in v.items() if _relative(str(p))}
@@ -318,7 +318,7 @@ def remove_stale(out_dir: str, before: dict[str, str], now: dict[str, str]
         full = resolve(out_dir, rel)
         try:
             if resolves_inside(out_dir, os.path.dirname(full)) \
-                    and digest(Path(full).read_bytes()) == before[rel]:
+                    and digest(read_bytes(full)) == before[rel]:
                 os.unlink(full)
                 removed.append(rel)
                 _remove_empty_parents(out_dir, os.path.dirname(full))
@@ -347,6 +347,6 @@ def clean(out_dir: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     Returns (removed, kept)."""
     removed, kept = remove_stale(out_dir, Record.load(out_dir).owned(), {})
     if not kept:
-        Path(out_dir, RECORD).unlink(missing_ok=True)
+        unlink(os.path.join(out_dir, RECORD))
         _remove_empty_parents(os.path.dirname(os.path.abspath(out_dir)), out_dir)
     return removed, kept

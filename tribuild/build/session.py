@@ -90,12 +90,10 @@ def _recorded(path: str, package: str, rows: list[list]) -> str | None:
 
 
 def _record(path: str, data: dict) -> None:
-    from pathlib import Path
-
     from tribuild.engine.store import write_atomic
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomic(Path(path), json.dumps(data, separators=(",", ":")).encode())
+        write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
     except OSError:
         pass      # a read-only cache folder: the next process hashes the files again
 

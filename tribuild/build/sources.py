@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from tribuild.config import resolves_inside
 from tribuild.engine import Durability
+from tribuild.files import read_bytes
 from tribuild.queries.inputs import SourceText, project_files, source_text
 from tribuild.queries.names import import_targets
 
@@ -46,7 +46,7 @@ def read_source(root: str, path: str) -> SourceText:
                                     "split it into several files")
         if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
             return SourceText(None, "is not a regular file (a FIFO, socket or device)")
-        data = Path(full).read_bytes()
+        data = read_bytes(full)
     except IsADirectoryError:
         return SourceText(None, "is a directory, not a file")
     except FileNotFoundError:
@@ -86,7 +86,7 @@ def scan(root: str, folders: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _relative(root: str, full: str) -> str:
-    return Path(os.path.relpath(full, root)).as_posix()
+    return os.path.relpath(full, root).replace(os.sep, "/")
 
 
 def load_sources(db, root: str, files: tuple[str, ...]) -> tuple[str, ...]:

@@ -6,16 +6,26 @@ Terms:
 """
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from ..hashing import blake2b
 
 
-def package_hash(pkg_dir: str | Path) -> str:
-    root = Path(pkg_dir)
+def package_hash(pkg_dir: str) -> str:
     digest = blake2b(digest_size=16)
-    for path in sorted(root.rglob("*.py")):
-        data = path.read_bytes()
-        digest.update(f"{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+    for rel in sorted(_python_files(pkg_dir), key=lambda rel: rel.split("/")):
+        with open(os.path.join(pkg_dir, rel), "rb") as file:
+            data = file.read()
+        digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()
+
+
+def _python_files(root: str) -> list[str]:
+    """The ``.py`` files under ``root`` (not under linked folders), as ``/``-separated paths
+    relative to it."""
+    out = []
+    for folder, _, names in os.walk(root):
+        rel = os.path.relpath(folder, root).replace(os.sep, "/")
+        out += [name if rel == "." else f"{rel}/{name}" for name in names if name.endswith(".py")]
+    return out

@@ -26,9 +26,9 @@ import gc
 import json
 import os
 from contextlib import contextmanager
-from pathlib import Path
 
 from ..record import record
+from ..files import listdir, read_bytes, unlink
 from ..tempname import replace
 from . import argtable, codec, columns, packs
 from ..hashing import checksum, digest
@@ -72,8 +72,8 @@ def salt_id(salt: str) -> str:
 # -- save --------------------------------------------------------------------------------
 
 def save(db, path, salt: str) -> SaveReport:
-    root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
+    root = os.fspath(path)
+    os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
     with _gc_paused():
         memos = db._every_memo()
@@ -82,7 +82,7 @@ def save(db, path, salt: str) -> SaveReport:
         if dropped or db._loaded is not None and db._loaded.pruned:
             table, args, _ = _arguments(kept, None)     # a table without orphaned nodes
         unencodable: dict[str, int] = {}
-        placed = packs.place(kept, [blob_of(m, unencodable) for m in kept], str(root), sid,
+        placed = packs.place(kept, [blob_of(m, unencodable) for m in kept], root, sid,
                              db._loaded.packs if db._loaded else [])
         meta, ints = _columns(db, kept, dropped)
         ints |= args
@@ -96,11 +96,11 @@ def save(db, path, salt: str) -> SaveReport:
                               "layout": layout}, separators=(",", ":")).encode()
     body = len(meta).to_bytes(8, "little") + meta + int_bytes + text
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
-    write_atomic(root / f"graph-{sid}.json", graph)
+    write_atomic(os.path.join(root, f"graph-{sid}.json"), graph)
     names = {p.name for p in placed.packs}
-    for old in root.glob(f"values-{sid}-*.pack"):
-        if old.name not in names:
-            old.unlink(missing_ok=True)
+    for old in listdir(root):
+        if packs.pack_name(sid, old) and old not in names:
+            unlink(os.path.join(root, old))
     written = len(graph) + (len(placed.new.data) if placed.new else 0)
     return SaveReport(len(kept), len(placed.entries["entry_offset"]), written, unencodable,
                       len(dropped))
@@ -197,11 +197,11 @@ def blob_of(memo: Memo, unencodable: dict[str, int]):
     return memo.blob
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: str, data: bytes) -> None:
     """Write ``data`` to a temporary file, fsync it, rename it to ``path`` and fsync the
     folder (the rename is durable)."""
     replace(path, data, sync=True)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -213,13 +213,13 @@ def write_atomic(path: Path, data: bytes) -> None:
 def load(db, path, salt: str) -> None:
     """Fill the empty ``db`` from the store at ``path``; on any problem leave it empty and
     say why in ``db.store_report``."""
-    root = Path(path)
+    root = os.fspath(path)
     sid = salt_id(salt)
-    graph_path = root / f"graph-{sid}.json"
+    graph_name = f"graph-{sid}.json"
     try:
-        raw = graph_path.read_bytes()
+        raw = read_bytes(os.path.join(root, graph_name))
     except FileNotFoundError:
-        others = list(root.glob("graph-*.json")) if root.is_dir() else []
+        others = [n for n in listdir(root) if n.startswith("graph-") and n.endswith(".json")]
         db.store_report = LoadReport("other-salt" if others else "missing",
                                      "the store holds only other salts or versions" if others
                                      else f"no store at {root}")
@@ -231,10 +231,10 @@ def load(db, path, salt: str) -> None:
                 db.store_report = LoadReport("other-salt", "the graph file is for another salt")
                 return
             listed = pack_list(body, sid)
-            files = packs.read(str(root), listed, body)
+            files = packs.read(root, listed, body)
             unknown = _fill(db, body, files)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
-        db.store_report = LoadReport("corrupt", f"corrupt graph file {graph_path.name}: {exc}")
+        db.store_report = LoadReport("corrupt", f"corrupt graph file {graph_name}: {exc}")
         warn(db.store_report.reason)
         return
     db.store_report = LoadReport("loaded", f"loaded {len(db._memos)} keys", len(db._memos))
