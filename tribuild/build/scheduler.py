@@ -52,6 +52,7 @@ import time
 
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
+from tribuild.gcpause import paused
 from tribuild.record import replace
 
 _LENGTH = 8     # bytes of a frame's length prefix
@@ -67,13 +68,10 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None
     slots = jobserver.slots(jobs)
     pool = _Pool(db, units, slots, show, emit)
     gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
-    gc.disable()        # this process only merges meanwhile, which makes no cycles to collect
     try:
-        outcomes, stats = pool.run()
+        with paused():  # this process only merges meanwhile, which makes no cycles to collect
+            outcomes, stats = pool.run()
     finally:
-        if pool.collecting:
-            gc.enable()
-        gc.unfreeze()
         slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
     return outcomes, stats, (f"workers: {pool.most} at most at once, of {jobs} ({source}); "

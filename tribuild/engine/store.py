@@ -22,13 +22,12 @@ the previous store or the new one, whole.
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
-from contextlib import contextmanager
 
 from ..record import record
 from ..files import listdir, read_bytes, unlink
+from ..gcpause import paused
 from ..tempname import replace
 from . import argtable, codec, columns, packs
 from ..hashing import checksum, digest
@@ -75,7 +74,7 @@ def save(db, path, salt: str) -> SaveReport:
     root = os.fspath(path)
     os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
-    with _gc_paused():
+    with paused():
         memos = db._every_memo()
         table, args, dropped = _arguments(memos, db._loaded)
         kept = [m for m in memos if m.id not in dropped] if dropped else memos
@@ -154,18 +153,6 @@ def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
     return meta, ints
 
 
-@contextmanager
-def _gc_paused():
-    """Building or parsing 100k small objects triggers many useless full collections."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _with_dependents(deps: list, seeds: set[int]) -> set[int]:
     """``seeds`` and every key that depends on one of them, transitively; ``deps[i]`` is
     the dependency list of key ``i`` (None for inputs)."""
@@ -225,7 +212,7 @@ def load(db, path, salt: str) -> None:
                                      else f"no store at {root}")
         return
     try:
-        with _gc_paused():
+        with paused():
             body = read_graph(raw)
             if body.get("salt") != salt:
                 db.store_report = LoadReport("other-salt", "the graph file is for another salt")
