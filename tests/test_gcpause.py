@@ -1,7 +1,7 @@
-"""gcpause.paused: collections off meanwhile; what was made joins the oldest generation."""
+"""gcpause: collections paused (what was made joins the oldest generation); units settled out of reach."""
 import gc
 
-from tribuild.gcpause import paused
+from tribuild.gcpause import paused, unit_by_unit
 
 
 def test_objects_made_while_paused_are_not_left_in_the_young_generations():
@@ -23,3 +23,11 @@ def test_a_collector_that_was_off_stays_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_settled_units_are_out_of_reach_until_the_loop_ends():
+    with unit_by_unit() as settle:
+        made = [[i] for i in range(1000)]
+        settle()
+        assert not any(o is made for g in (0, 1, 2) for o in gc.get_objects(g))
+    assert any(o is made for o in gc.get_objects(2))

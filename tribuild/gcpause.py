@@ -1,6 +1,12 @@
-"""Pausing the cyclic garbage collector around work that makes many long-lived objects (a
-store's load and save, merging a parallel build's results): collections meanwhile would
-walk them again and again, and find nothing to free.
+"""Keeping the cyclic garbage collector off what a build makes to keep: collections walk
+every object of the generations they collect, and the values and records of a build live
+until it ends, so walking them finds nothing to free.
+
+- ``paused``: collections off around work that makes many long-lived objects (a store's
+  load and save, merging a parallel build's results).
+- ``unit_by_unit``: for a loop over a build's units, ``settle()`` after each moves what it
+  made out of the collector's reach (``gc.freeze``): a 50-file build in one process spent a
+  tenth of its units' time in collections walking the earlier units' results.
 
 Objects made while collections are off still count towards the youngest generation, so
 the first collection after a pause would walk every one of them (20 ms after the merges of
@@ -11,6 +17,17 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
+
+
+@contextmanager
+def unit_by_unit():
+    """Yields ``settle``, to call after each unit; on exit, what was settled returns to the
+    oldest generation (``gc.unfreeze``), where a long-running process (``watch``) still
+    collects it in time."""
+    try:
+        yield gc.freeze
+    finally:
+        gc.unfreeze()
 
 
 @contextmanager

@@ -52,7 +52,7 @@ import time
 
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
-from tribuild.gcpause import paused
+from tribuild.gcpause import paused, unit_by_unit
 from tribuild.record import replace
 
 _LENGTH = 8     # bytes of a frame's length prefix
@@ -234,18 +234,20 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
     sending a frame for each; exit without cleanup handlers."""
     jobs = _Jobs(emit)
     try:
-        while len(data := os.read(commands, _INDEX)) == _INDEX:
-            unit = units[int.from_bytes(data, "little")]
-            before = db.stats()
-            outcome = run_one(db, unit)
-            if outcome.error is not None:
-                _send_frame(results, _encode_frame("error", outcome.error.encode(),
-                                                   _delta(db.stats(), before)))
-                break
-            job = emit.prepare(db, unit, outcome.value) if emit else None
-            _send_frame(results, _encode_frame("ok", db.export(unit.keys(db)),
-                                               _delta(db.stats(), before), jobs.take()))
-            jobs.put(unit.name, job)        # while this process merges the frame
+        with unit_by_unit() as settle:
+            while len(data := os.read(commands, _INDEX)) == _INDEX:
+                unit = units[int.from_bytes(data, "little")]
+                before = db.stats()
+                outcome = run_one(db, unit)
+                if outcome.error is not None:
+                    _send_frame(results, _encode_frame("error", outcome.error.encode(),
+                                                       _delta(db.stats(), before)))
+                    break
+                job = emit.prepare(db, unit, outcome.value) if emit else None
+                _send_frame(results, _encode_frame("ok", db.export(unit.keys(db)),
+                                                   _delta(db.stats(), before), jobs.take()))
+                jobs.put(unit.name, job)        # while this process merges the frame
+                settle()
         _send_frame(results, _encode_frame("emitted", b"", {}, jobs.finish()))
     except BaseException:
         import traceback

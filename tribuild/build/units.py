@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import graphlib
 
+from ..gcpause import unit_by_unit
 from ..record import record
 
 
@@ -105,12 +106,14 @@ def skipped(unit: Unit, outcomes: dict[str, Outcome]) -> str | None:
 def run_serial(db, units: list[Unit], progress) -> dict[str, Outcome]:
     """Every unit, one after another in ``order``, in this process."""
     outcomes: dict[str, Outcome] = {}
-    for unit in order(units):
-        failed = skipped(unit, outcomes)
-        if failed is not None:
-            outcomes[unit.name] = Outcome(skipped=failed)
-            continue
-        progress.started(unit.name)
-        outcomes[unit.name] = run_one(db, unit)
-        progress.finished(unit.name, outcomes[unit.name].error is None)
+    with unit_by_unit() as settle:
+        for unit in order(units):
+            failed = skipped(unit, outcomes)
+            if failed is not None:
+                outcomes[unit.name] = Outcome(skipped=failed)
+                continue
+            progress.started(unit.name)
+            outcomes[unit.name] = run_one(db, unit)
+            progress.finished(unit.name, outcomes[unit.name].error is None)
+            settle()
     return outcomes
