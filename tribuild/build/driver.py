@@ -332,10 +332,10 @@ def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[s
 def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
     """Why each output written by this build was written, like ``ninja -d explain``: the
     engine's chain from the target's query back to the input whose change made it run."""
-    ran = set(executed)
+    ran, written_now = set(executed), set(result.report.written)
     out = {}
     for target in result.targets:
-        written = [rel for rel in target.files if rel in result.report.written]
+        written = [rel for rel in target.files if rel in written_now]
         if not written or target.name not in keys:
             continue
         query, args = keys[target.name]

@@ -284,10 +284,10 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
     written = set(write_changed(batch))
-    changed = [rel for rel, full in paths.items() if rel in done or full in written]
+    changed = {rel for rel, full in paths.items() if rel in done or full in written}
     removed, kept = remove_stale(out_dir, before, record.owned())
-    return WriteReport(tuple(changed), tuple(r for r in paths if r not in changed),
-                       removed, kept)
+    return WriteReport(tuple(r for r in paths if r in changed),
+                       tuple(r for r in paths if r not in changed), removed, kept)
 
 
 def remove_temps(folder: str, owns) -> tuple[str, ...]:
