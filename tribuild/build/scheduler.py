@@ -33,7 +33,9 @@ Terms:
   so what the database holds after merging does not depend on which worker finished first;
   outputs are read from it in target order: byte-identical outputs whatever ``--jobs`` is.
 - *ready*: a unit whose dependencies are merged. Ready units start in ``units.order``
-  (critical path first), on an idle worker that holds their dependencies or on a new one,
+  (critical path first; a worker that just sent its results gets the first ready one, if
+  it holds its dependencies, before they are merged), on an idle worker that holds their
+  dependencies or on a new one,
   as slots allow: the first worker runs in the job slot this process already has; each
   further one needs a slot from ``jobserver.slots`` (make's tokens under ``make -jN``,
   else up to ``jobs - 1``), given back when it ends. A worker with nothing to take is
@@ -126,6 +128,18 @@ class _Pool:
             if worker.unit is None and worker.commands >= 0:
                 self._retire(worker)
 
+    def _hand_next(self, worker: _Worker) -> None:
+        """Give ``worker``, whose results are about to be merged, the first ready unit if it
+        holds that unit's dependencies: it builds while this process merges (else it waited
+        for each merge, a twentieth of its time with two workers, more with more)."""
+        for unit in self.pending:
+            if all(d in self.outcomes for d in unit.deps if d in self.index):
+                if skipped(unit, self.outcomes) is None and \
+                        all(d in worker.holds for d in unit.deps if d in self.index):
+                    self.pending.remove(unit)
+                    self._send(worker, unit)
+                return
+
     def _worker_for(self, unit: Unit) -> _Worker | None:
         """An idle worker holding the unit's dependencies, else a new one (None: no slot)."""
         idle = [w for w in self.workers.values() if w.unit is None and w.commands >= 0]
@@ -198,10 +212,11 @@ class _Pool:
             outcome = Outcome(error=body, seconds=seconds)
             self._retire(worker)                         # it exits after a failure
         else:
+            worker.holds.add(unit.name)
+            self._hand_next(worker)
             self.db.merge(body)
             got = run_one(self.db, unit)                  # installed by the merge: a lookup
             outcome = Outcome(got.value, got.error, seconds=seconds)
-            worker.holds.add(unit.name)
         self._done(unit, outcome)
         self._emitted(emitted)
 
