@@ -200,3 +200,21 @@ def test_a_save_interrupted_at_any_step_leaves_a_whole_store(saved, tmp_path, mo
         assert db.store_report.problems == []
         db.save(folder, SALT)
         _check_store(folder)
+
+
+class _Memo:
+    def __init__(self, blob):
+        self.blob, self.value = blob, None
+
+
+def test_a_new_pack_holds_equal_values_once_and_values_of_one_checksum_apart(tmp_path):
+    """Two different values that share a checksum and a length (forged here) are both kept;
+    equal ones are written once."""
+    blobs = [(b"aaaa", 7), (b"bbbb", 7), (b"aaaa", 7), (b"cc", 9)]
+    memos = [_Memo(b) for b in blobs]
+    placed = packs.place(memos, blobs, str(tmp_path), "sid", [])
+    packs.write(placed)
+    data = bytes(placed.new.data)
+    at = [m.blob[3] for m in memos]
+    assert [data[o:o + len(b[0])] for o, b in zip(at, blobs)] == [b[0] for b in blobs]
+    assert at[0] == at[2] and len(set(at)) == 3 and len(data) == 10
