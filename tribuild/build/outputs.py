@@ -264,12 +264,15 @@ class WriteReport:
 def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
                   produced: dict[str, tuple[str, ...]], targets: set[str],
                   done: frozenset[str] = frozenset()) -> WriteReport:
-    """Write ``files`` (relpath -> bytes) and record them under the targets of ``produced``
-    (target -> its relpaths), the record in the same batch, renamed last. Then delete what
-    is stale: what those targets produced before but not now, and what targets no longer
-    in ``targets`` (those of the configuration) produced. A target that failed keeps its
-    previous outputs and record. The files of ``done`` were written in this build already
-    (by the workers, under the same lock): they count as written and are not read back."""
+    """Delete what is stale: what the targets of ``produced`` (target -> its relpaths)
+    produced before but not now, and what targets no longer in ``targets`` (those of the
+    configuration) produced. Then write ``files`` (relpath -> bytes) and record them under
+    their targets, the record in the same batch, renamed last. Stale files go first, while
+    the record on disk still lists them: a build killed between the record's rename and
+    the last deletion left files that no record named, there for good. A target that failed
+    keeps its previous outputs and record. The files of ``done`` were written in this build
+    already (by the workers, under the same lock): they count as written and are not read
+    back."""
     paths = inside_output(out_dir, sorted(files))
     mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
     names = {os.path.basename(p) for p in mine}
@@ -281,11 +284,11 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
         del record.targets[name]
     for target, rels in produced.items():
         record.targets[target] = {rel: digest(files[rel]) for rel in sorted(rels)}
+    removed, kept = remove_stale(out_dir, before, record.owned())
     batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
     written = set(write_changed(batch))
     changed = {rel for rel, full in paths.items() if rel in done or full in written}
-    removed, kept = remove_stale(out_dir, before, record.owned())
     return WriteReport(tuple(r for r in paths if r in changed),
                        tuple(r for r in paths if r not in changed), removed, kept)
 
