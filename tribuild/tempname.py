@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from tribuild.files import write_all
+
 _CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
@@ -38,7 +40,7 @@ def replace(path: str | os.PathLike[str], data: bytes | list[bytes], sync: bool)
     fd, tmp = create_beside(path)
     try:
         try:
-            _write_all(fd, data if type(data) is list else [data])
+            write_all(fd, data if type(data) is list else [data])
             if sync:
                 os.fsync(fd)
         finally:
@@ -50,19 +52,3 @@ def replace(path: str | os.PathLike[str], data: bytes | list[bytes], sync: bool)
         except OSError:
             pass
         raise
-
-
-_IOV_MAX = 1024     # byte strings per ``writev`` (Linux's limit)
-
-
-def _write_all(fd: int, chunks: list) -> None:
-    """Write ``chunks`` back to back: ``writev`` of up to ``_IOV_MAX`` at a time; after a
-    short write (rare: a signal, a full disk) the rest is joined and written on."""
-    for at in range(0, len(chunks), _IOV_MAX):
-        batch = chunks[at:at + _IOV_MAX]
-        written = os.writev(fd, batch)
-        if written < sum(map(len, batch)):
-            rest = memoryview(b"".join(chunks[at:]))[written:]
-            while rest:
-                rest = rest[os.write(fd, rest):]
-            return

@@ -54,6 +54,7 @@ import time
 
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
+from tribuild.files import write_all
 from tribuild.gcpause import paused, unit_by_unit
 from tribuild.record import replace
 
@@ -82,14 +83,17 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None
 
 class _Worker:
     """The main process's view of one worker."""
-    __slots__ = ("pid", "commands", "results", "slot", "holds", "unit", "start", "buffer")
+    __slots__ = ("pid", "commands", "results", "slot", "holds", "unit", "start", "head",
+                 "frame", "got")
 
     def __init__(self, pid: int, commands: int, results: int, slot: bool, holds: set[str]):
         self.pid, self.commands, self.results, self.slot = pid, commands, results, slot
         self.holds = holds
         self.unit: Unit | None = None        # the unit it is running (None: idle or exiting)
         self.start = 0.0
-        self.buffer = bytearray()
+        self.head = b""                      # the length prefix of the next frame, so far
+        self.frame: bytearray | None = None  # the frame being read, sized by its prefix
+        self.got = 0                         # bytes of it read so far
 
 
 class _Pool:
@@ -187,20 +191,29 @@ class _Pool:
         worker.commands = -1
 
     def _read(self, worker: _Worker) -> None:
-        data = os.read(worker.results, 1 << 20)
-        if not data:
+        """Read what the worker sent: a frame's length prefix, then the frame itself straight
+        into a buffer of its size (a frame carries a unit's encoded values: copying each
+        one three times cost this process 0.05 s of a 50-file build)."""
+        if worker.frame is None:
+            data = os.read(worker.results, _LENGTH - len(worker.head))
+            if not data:
+                self._reap(worker)
+                return
+            worker.head += data
+            if len(worker.head) == _LENGTH:
+                worker.frame = bytearray(int.from_bytes(worker.head, "little"))
+                worker.head, worker.got = b"", 0
+            return
+        got = os.readv(worker.results, [memoryview(worker.frame)[worker.got:]])
+        if not got:
             self._reap(worker)
             return
-        worker.buffer += data
-        while len(worker.buffer) >= _LENGTH:
-            size = int.from_bytes(worker.buffer[:_LENGTH], "little")
-            if len(worker.buffer) < _LENGTH + size:
-                return
-            frame = bytes(worker.buffer[_LENGTH:_LENGTH + size])
-            del worker.buffer[:_LENGTH + size]
+        worker.got += got
+        if worker.got == len(worker.frame):
+            frame, worker.frame = worker.frame, None
             self._finish(worker, frame)
 
-    def _finish(self, worker: _Worker, frame: bytes) -> None:
+    def _finish(self, worker: _Worker, frame: bytearray) -> None:
         unit, worker.unit = worker.unit, None
         kind, body, stats, emitted = _decode_frame(frame)
         if kind == "emitted":
@@ -307,27 +320,28 @@ class _Jobs:
         return self.take()
 
 
-def _send_frame(fd: int, body: bytes) -> None:
-    view = memoryview(len(body).to_bytes(_LENGTH, "little") + body)
-    while view:
-        view = view[os.write(fd, view):]
+def _send_frame(fd: int, parts: list[bytes]) -> None:
+    """Send one frame: its length, then ``parts`` back to back (not joined first)."""
+    write_all(fd, [sum(map(len, parts)).to_bytes(_LENGTH, "little"), *parts])
 
 
-def _encode_frame(kind: str, body: bytes, stats: dict, emitted: dict | None = None) -> bytes:
+def _encode_frame(kind: str, body: bytes, stats: dict, emitted: dict | None = None
+                  ) -> list[bytes]:
     """A worker's message: a JSON header line (kind, query counters, what emit jobs
     returned by unit name), then ``body``."""
     header = {"kind": kind, "emitted": emitted or {},
               "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
                         for name, s in stats.items()}}
-    return json.dumps(header).encode() + b"\n" + body
+    return [json.dumps(header).encode() + b"\n", body]
 
 
-def _decode_frame(frame: bytes) -> tuple[str, bytes | str, dict, dict[str, list[str]]]:
+def _decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict, dict[str, list[str]]]:
     from tribuild.engine import QueryStats
-    header, _, body = frame.partition(b"\n")
-    meta = json.loads(header)
+    end = frame.index(b"\n")
+    meta = json.loads(frame[:end])
+    body = memoryview(frame)[end + 1:]
     stats = {name: QueryStats(*values) for name, values in meta["stats"].items()}
-    return (meta["kind"], body.decode() if meta["kind"] == "error" else body, stats,
+    return (meta["kind"], str(body, "utf-8") if meta["kind"] == "error" else body, stats,
             meta["emitted"])
 
 

@@ -150,7 +150,7 @@ class Database:
         with self._gate.cond:
             return merging.export(self, keys)
 
-    def merge(self, payload: bytes) -> merging.MergeReport:
+    def merge(self, payload: bytes | memoryview) -> merging.MergeReport:
         """Install the records of an ``export`` payload this database does not already hold
         valid; stale payloads and records that read other input values are skipped."""
         if self._local.stack:

@@ -209,7 +209,7 @@ def fingerprint_of(memo):
 
 # -- merge -------------------------------------------------------------------------------
 
-def merge(db, payload: bytes) -> MergeReport:
+def merge(db, payload: bytes | memoryview) -> MergeReport:
     meta, ints, values = _parse(payload)
     count = meta["records"]
     if meta["revision"] != db._revision or meta["clock"] != db._clock.changed:
@@ -278,12 +278,13 @@ def _conflict(memo, changed_at: int, rev: int) -> str | None:
     return None
 
 
-def _parse(payload: bytes) -> tuple[dict, list[int], memoryview]:
-    """The JSON part, the record integers and the values of a payload (checked against
-    their checksum: merged bytes are trusted from then on, a save does not check them)."""
-    if not payload.startswith(_MAGIC):
-        raise ValueError("not an engine merge payload of this format")
+def _parse(payload) -> tuple[dict, list[int], memoryview]:
+    """The JSON part, the record integers and the values of a payload (bytes or a view of
+    them; the values are checked against their checksum: merged bytes are trusted from then
+    on, a save does not check them)."""
     view = memoryview(payload)
+    if view[:len(_MAGIC)] != _MAGIC:
+        raise ValueError("not an engine merge payload of this format")
     at = len(_MAGIC)
     try:
         meta_end = at + 8 + int.from_bytes(view[at:at + 8], "little")
