@@ -4,7 +4,8 @@
 the calls that change the file system wrapped: ``os.open`` for writing, ``os.replace``,
 ``os.rename``, ``os.unlink``, ``os.rmdir``, ``os.chmod``, ``os.ftruncate``, ``os.fsync`` and
 ``os.sync``. Each such call is a *kill point*: the process kills itself with SIGKILL (no
-handler, no ``finally`` runs) just before the Nth one. With N = 0 it never kills and writes
+handler, no ``finally`` runs) just before the Nth one (of this process: its workers' calls
+are not counted). With N = 0 it never kills and writes
 the number of kill points it passed to the file named by ``TRIBUILD_KILL_COUNT``.
 """
 from __future__ import annotations
@@ -19,10 +20,15 @@ _CALLS = ("replace", "rename", "unlink", "rmdir", "chmod", "ftruncate", "fsync",
 
 
 def install(kill_at: int) -> list[int]:
-    """Wrap the calls; returns the one-item list counting kill points passed."""
+    """Wrap the calls; returns the one-item list counting kill points passed. Only this
+    process counts: a worker it forks (``--jobs``) inherits the wrappers but passes no kill
+    point, so N names one moment of the build's own process."""
     count = [0]
+    me = os.getpid()
 
     def point() -> None:
+        if os.getpid() != me:
+            return
         count[0] += 1
         if count[0] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)

@@ -4,7 +4,8 @@ Two ways to pick the moment:
 - *kill points*: ``killer`` kills the build just before its Nth file-system change (every
   write-mode open, rename, unlink, fsync, ...). An incremental build of the project passes
   about 30 of them, and every one is tried: a stride of 5 missed the one after the
-  record's rename, where a build used to forget stale outputs it had not deleted yet.
+  record's rename, where a build used to forget stale outputs it had not deleted yet. A
+  clean build with two workers is tried at each of its own process's kill points too.
 - *random delays*: a plain subprocess killed after a uniform random delay up to 1.5 times
   the length of a whole build (interpreter start-up, lock, store load, compile included).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,36 +64,57 @@ def edit(root, version: str, n: int) -> None:
         f.write(f"\n# edit {n}\n")
 
 
-def kill_points(root) -> int:
-    """How many kill points an incremental build from version a to b passes."""
+def killed_build(root, n: int, *args: str, count_file=None) -> subprocess.CompletedProcess:
+    """``tribuild build -q ARGS`` killed at its Nth kill point (0: never; then the count of
+    kill points it passed goes to ``count_file``)."""
+    extra = {"TRIBUILD_KILL_COUNT": str(count_file)} if count_file else {}
+    done = subprocess.run([sys.executable, "-m", "tests.reliability.killer", str(n), "build",
+                           "-q", *args], cwd=root, env=env() | extra, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode in (0, -signal.SIGKILL), (n, done.returncode, done.stderr)
+    return done
+
+
+def kill_points(root, *args: str, clean: bool = False) -> int:
+    """How many kill points a build with ``args`` from version a to b passes (from an empty
+    cache and output folder if ``clean``); leaves version a built."""
     count = root / "kill-count"
     edit(root, "b", 0)
-    done = subprocess.run([sys.executable, "-m", "tests.reliability.killer", "0", "build", "-q"],
-                          cwd=root, env=env() | {"TRIBUILD_KILL_COUNT": str(count)},
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    if clean:
+        shutil.rmtree(root / CACHE)
+    assert killed_build(root, 0, *args, count_file=count).returncode == 0
     set_version(root, "a")
     assert tribuild(root, "build", "-q").returncode == 0
     return int(count.read_text())
 
 
-def test_kill_at_each_file_system_change(project, references):
-    assert tribuild(project, "build", "-q").returncode == 0
-    total = kill_points(project)
+def kill_each_point(root, references, *args: str, clean: bool = False) -> None:
+    """Kill a build with ``args`` at each of its kill points in turn, alternating the two
+    versions; after each, check what was left and that a full build repairs it."""
+    assert tribuild(root, "build", "-q").returncode == 0
+    total = kill_points(root, *args, clean=clean)
     assert total > 10
-    points = range(1, total + 1)
     version, killed = "a", 0
-    for n in points:
+    for n in range(1, total + 1):
         version = "b" if version == "a" else "a"
-        edit(project, version, n)
-        done = subprocess.run([sys.executable, "-m", "tests.reliability.killer", str(n),
-                               "build", "-q"], cwd=project, env=env(), capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode in (0, -signal.SIGKILL), (n, done.returncode, done.stderr)
-        killed += done.returncode == -signal.SIGKILL    # b to a may pass fewer points
-        check_interrupted(project, references)
-        finish(project, version, references)
-    assert killed >= len(points) - 2
+        edit(root, version, n)
+        if clean:
+            shutil.rmtree(root / CACHE)
+        killed += killed_build(root, n, *args).returncode == -signal.SIGKILL
+        check_interrupted(root, references)
+        finish(root, version, references)
+    assert killed >= total - 2                  # b to a may pass fewer points
+
+
+def test_kill_at_each_file_system_change(project, references):
+    kill_each_point(project, references)
+
+
+def test_kill_a_parallel_clean_build_at_each_file_system_change(project, references):
+    """From an empty cache with two workers: they write outputs as their targets build while
+    this process merges; it then records the outputs, saves the store and the manifest.
+    The kill points are this process's: the workers' are not counted."""
+    kill_each_point(project, references, "-j2", clean=True)
 
 
 def test_kill_after_random_delays(project, references):
