@@ -24,6 +24,19 @@ def test_compile_one_file_with_arguments_and_a_depfile(mini, cli):
     assert list((mini / "gen" / "kernels").glob("linear_12x*.py"))
 
 
+def test_compile_removes_the_temporary_files_of_its_killed_runs_but_not_of_shared_kernels(
+        mini, cli):
+    gen, litter = mini / "gen", ".n.py.abcd1234.tmp"
+    (gen / "kernels").mkdir(parents=True)
+    for path in (gen / litter, gen / ".n.d.efgh5678.tmp", gen / "kernels" / ".k.py.abcd1234.tmp"):
+        path.write_text("partial")
+    code, _, err = cli(["compile", "models/net.tri", "-o", "gen/n.py", "--depfile", "gen/n.d"],
+                       mini)
+    assert code == 0, err
+    assert sorted(p.name for p in gen.glob(".*.tmp")) == []
+    assert [p.name for p in (gen / "kernels").glob(".*.tmp")] == [".k.py.abcd1234.tmp"]
+
+
 def test_compile_usage_errors(mini, cli):
     cases = [(["compile", "models/nope.tri", "-o", "x.py"], "no such file"),
              (["compile", "models/lib/blocks.tri", "-o", "x.py"], "cannot build `Dense`"),

@@ -76,6 +76,7 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
     written: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     if not result.failed:
+        _sweep(os.path.join(cwd, out), depfile_path and os.path.join(cwd, depfile_path))
         files, written = _write(os.path.join(cwd, out), generated(value), target.name)
         if depfile_path:
             inputs = [os.path.relpath(os.path.join(project.root, p), cwd)
@@ -110,6 +111,15 @@ def _only_layer(db, entry: str, src: str) -> str:
         found = ", ".join(layers) if layers else "none"
         raise _usage(src, f"pick the layer to compile with --target (layers: {found})")
     return layers[0]
+
+
+def _sweep(*paths: str | None) -> None:
+    """Delete the temporary files that killed compiles left for these paths: the module and
+    the depfile, which are this rule's own (make and ninja give an output one rule), so no
+    other process can be writing them. The kernels beside the module may be shared by other
+    rules running at once: theirs are left."""
+    for path in filter(None, paths):
+        outputs.remove_temps(os.path.dirname(path) or ".", {os.path.basename(path)}.__contains__)
 
 
 def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
