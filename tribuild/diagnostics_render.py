@@ -13,11 +13,17 @@ editors and CI annotators can parse it. Colour (ANSI) is off unless asked for.
 """
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from collections.abc import Mapping
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang.locate import SourceMap, line_col
 from tribuild.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # at run time Source is only documentation: nothing subclasses it
 
 _MAX_LINES = 4  # a longer span shows its first two and last two lines
 _ANSI = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "gutter": "\x1b[1;34m",

@@ -117,6 +117,17 @@ def test_a_rebuild_after_an_edit_imports_no_slow_stdlib_module(mini, cli):
     assert slow == []
 
 
+def test_a_build_that_reports_errors_imports_no_slow_stdlib_module(mini, cli):
+    """Rendering diagnostics (the path of someone fixing errors) imports no typing either;
+    difflib it may: the unknown name gets a did-you-mean line."""
+    cli(["build", "-q"], mini)
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(w)"))
+    code, _, slow, err = _probe(mini, "build", "-q")
+    assert code == 1 and "error[" in err
+    assert [m for m in slow if m != "difflib"] == []
+
+
 def test_the_manifest_spares_parsing_an_unchanged_config(mini, cli, monkeypatch):
     """A build after one that succeeded validates the table the manifest recorded for the
     same bytes of Tribuild.toml; other bytes are parsed."""
