@@ -27,6 +27,7 @@ from tribuild.build.outputs import remove_temps
 from tribuild.build.session import salt
 from tribuild.files import listdir, read_bytes, unlink
 from tribuild.engine import store
+from tribuild.engine.packs import pack_name
 from tribuild.record import record
 
 _WRITTEN_UNDER_LOCK = re.compile(
@@ -51,10 +52,10 @@ def generations(cache_dir: str) -> list[Generation]:
     current = store.salt_id(salt(cache_dir=cache_dir))
     out = []
     for graph in names:
-        if not (graph.startswith("graph-") and graph.endswith(".json")):
+        sid = store.graph_sid(graph)
+        if sid is None:
             continue
-        sid = graph[len("graph-"):-len(".json")]
-        packs = sorted(n for n in names if n.startswith(f"values-{sid}-") and n.endswith(".pack"))
+        packs = sorted(n for n in names if pack_name(sid, n))
         files = tuple(os.path.join(cache_dir, name) for name in (graph, *packs))
         stats = [os.stat(f) for f in files if os.path.exists(f)]
         out.append(Generation(sid, files, sum(s.st_size for s in stats),

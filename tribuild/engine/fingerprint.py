@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 
+from ..files import read_bytes
 from ..hashing import blake2b
 
 
 def package_hash(pkg_dir: str) -> str:
     digest = blake2b(digest_size=16)
     for rel in sorted(_python_files(pkg_dir), key=lambda rel: rel.split("/")):
-        with open(os.path.join(pkg_dir, rel), "rb") as file:
-            data = file.read()
+        data = read_bytes(os.path.join(pkg_dir, rel))
         digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()

@@ -68,6 +68,17 @@ def salt_id(salt: str) -> str:
     return digest(f"{FORMAT}\0{salt}".encode())[:16]
 
 
+def graph_name(sid: str) -> str:
+    return f"graph-{sid}.json"
+
+
+def graph_sid(name: str) -> str | None:
+    """The salt id of a graph file's name; None for any other name."""
+    if name.startswith("graph-") and name.endswith(".json"):
+        return name[len("graph-"):-len(".json")]
+    return None
+
+
 # -- save --------------------------------------------------------------------------------
 
 def save(db, path, salt: str) -> SaveReport:
@@ -95,7 +106,7 @@ def save(db, path, salt: str) -> SaveReport:
                               "layout": layout}, separators=(",", ":")).encode()
     body = len(meta).to_bytes(8, "little") + meta + int_bytes + text
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
-    write_atomic(os.path.join(root, f"graph-{sid}.json"), graph)
+    write_atomic(os.path.join(root, graph_name(sid)), graph)
     names = {p.name for p in placed.packs}
     for old in listdir(root):
         if packs.pack_name(sid, old) and old not in names:
@@ -202,11 +213,11 @@ def load(db, path, salt: str) -> None:
     say why in ``db.store_report``."""
     root = os.fspath(path)
     sid = salt_id(salt)
-    graph_name = f"graph-{sid}.json"
+    name = graph_name(sid)
     try:
-        raw = read_bytes(os.path.join(root, graph_name))
+        raw = read_bytes(os.path.join(root, name))
     except FileNotFoundError:
-        others = [n for n in listdir(root) if n.startswith("graph-") and n.endswith(".json")]
+        others = [n for n in listdir(root) if graph_sid(n) is not None]
         db.store_report = LoadReport("other-salt" if others else "missing",
                                      "the store holds only other salts or versions" if others
                                      else f"no store at {root}")
@@ -221,7 +232,7 @@ def load(db, path, salt: str) -> None:
             files = packs.read(root, listed, body)
             unknown = _fill(db, body, files)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
-        db.store_report = LoadReport("corrupt", f"corrupt graph file {graph_name}: {exc}")
+        db.store_report = LoadReport("corrupt", f"corrupt graph file {name}: {exc}")
         warn(db.store_report.reason)
         return
     db.store_report = LoadReport("loaded", f"loaded {len(db._memos)} keys", len(db._memos))
