@@ -1,9 +1,11 @@
-"""The worker pool: units run in forked workers, each reused for unit after unit; results
-are merged so reading them in this process executes nothing; a failing or dying unit is
-reported and skips only its dependents; outcomes are those of an in-process run."""
+"""The worker pool: units run in this process and in forked workers, each reused for unit
+after unit; the workers' results are merged so reading them in this process executes
+nothing; a failing or dying unit is reported and skips only its dependents, and what its
+worker was handed besides is built elsewhere; outcomes are those of an in-process run."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -53,30 +55,42 @@ def _squares() -> list[Unit]:
     return [Unit(n, square, (n,), cost=float(i)) for i, n in enumerate(NAMES)]
 
 
-def test_two_workers_run_every_unit_and_the_results_are_merged():
+def test_this_process_and_a_worker_run_every_unit_and_the_results_are_merged():
+    """With two jobs one worker is forked; it is handed the first three units in order (its
+    queue), this process builds the fourth meanwhile, and the rest go where there is room."""
     db = _db()
     outcomes, stats, line = run_units(db, _squares(), 2, Quiet())
     assert {n: o.value for n, o in outcomes.items()} == {n: i * i for i, n in enumerate(NAMES)}
-    assert line == "workers: 2 at most at once, of 2 (--jobs); 2 forked for 6 units"
-    assert sum(s["square"].executed for s in stats) == len(NAMES)
+    found = re.fullmatch(r"workers: 1 at most at once beside this process, for 2 jobs "
+                         r"\(--jobs\); 1 forked; (\d) of 6 units built in this process", line)
+    here = int(found[1])
+    assert 1 <= here <= 3
+    assert sum(s["square"].executed for s in stats) == len(NAMES) - here
+    assert db.stats()["square"].executed == here
     with db.log() as log:
         assert total(db, NAMES[:3]) == 5
-    assert log.executed == [("total", (NAMES[:3],))]          # the squares were merged
+    assert log.executed == [("total", (NAMES[:3],))]     # built here or merged: not re-run
 
 
-def test_failures_are_reported_and_skip_their_dependents_only():
-    units = _squares() + [Unit("boom", boom, ()), Unit("dies", dies, ()),
-                          Unit("after", total, (NAMES,), deps=("boom",)),
+@pytest.mark.parametrize("first", ["boom", "dies"])
+def test_failures_are_reported_and_skip_their_dependents_only(first):
+    """The failing unit comes first, so a worker gets it (with two more units queued behind
+    it, which are built elsewhere once it failed); a unit that kills its process is run
+    only there, since it would kill the build in this one."""
+    failing = Unit("boom", boom, (), cost=100.0) if first == "boom" else \
+        Unit("dies", dies, (), cost=100.0)
+    units = _squares() + [failing, Unit("after", total, (NAMES,), deps=(first,)),
                           Unit("sum", total, (NAMES,), deps=("a", "b"))]
-    db = _db()
-    outcomes, _, _ = run_units(db, units, 2, Quiet())
-    assert "ValueError: a bug in a query" in outcomes["boom"].error
-    assert outcomes["dies"].error == ("the worker building dies died (exit status 3) "
-                                      "before reporting")
-    assert outcomes["after"].skipped == "boom"
-    expected = run_serial(_db(), [u for u in units if u.name not in ("dies",)], Quiet())
-    assert {n: o.value for n, o in outcomes.items() if n not in ("boom", "dies")} == \
-        {n: o.value for n, o in expected.items() if n != "boom"}
+    outcomes, _, _ = run_units(_db(), units, 2, Quiet())
+    if first == "boom":
+        assert "ValueError: a bug in a query" in outcomes["boom"].error
+    else:
+        assert outcomes["dies"].error == ("the worker building dies died (exit status 3) "
+                                          "before reporting")
+    assert outcomes["after"].skipped == first
+    expected = run_serial(_db(), [u for u in units if u.name != first], Quiet())
+    assert {n: o.value for n, o in outcomes.items() if n != first} == \
+        {n: o.value for n, o in expected.items() if n != "after"} | {"after": None}
 
 
 class _EmitTo:
@@ -97,14 +111,17 @@ class _EmitTo:
         return [(name, str(os.getpid())) for name, _ in jobs]
 
 
-def test_workers_run_the_emit_jobs_and_their_strings_come_back_in_the_outcomes(tmp_path):
+def test_the_emit_jobs_run_where_their_units_ran_and_their_strings_come_back(tmp_path):
+    """The worker builds f, e and d (its first queue) and this process c: the jobs of e and
+    c (even squares) run in one process each."""
     units = _squares() + [Unit("boom", boom, ())]
     outcomes, _, _ = run_units(_db(), units, 2, Quiet(), _EmitTo(tmp_path))
     even = {n: str(i * i) for i, n in enumerate(NAMES) if i % 2 == 0}
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == even
     emitted = {n: o.emitted for n, o in outcomes.items() if o.emitted}
     assert emitted.keys() == even.keys()
-    assert all(name == n and pid != str(os.getpid()) for n, (name, pid) in emitted.items())
+    assert all(name == n for n, (name, _) in emitted.items())
+    assert emitted["c"][1] == str(os.getpid()) != emitted["e"][1]
 
 
 class _EmitAtTheEnd(_EmitTo):
@@ -121,6 +138,6 @@ def test_emit_jobs_declined_are_kept_and_run_when_the_worker_ends(tmp_path):
     assert {n for n, o in outcomes.items() if o.emitted} == even.keys()
 
 
-def test_units_run_in_this_process_emit_nothing(tmp_path):
+def test_a_build_without_workers_runs_no_emit_step(tmp_path):
     outcomes, _, _ = run_units(_db(), _squares(), 1, Quiet(), _EmitTo(tmp_path))
     assert not list(tmp_path.iterdir()) and not any(o.emitted for o in outcomes.values())

@@ -64,8 +64,9 @@ def test_comment_edit_under_make_leaves_the_module_and_its_users_alone(mini):
 def test_build_under_make_j4_takes_its_workers_from_the_jobserver(mini):
     (mini / "Makefile").write_text(MAKEFILE)
     out = make(mini, "-j4", "zoo")
-    workers = re.search(r"workers: (\d+) at most at once, of 8 \(make's jobserver\)", out)
+    workers = re.search(r"workers: (\d+) at most at once beside this process, for 8 jobs "
+                        r"\(make's jobserver\)", out)
     assert workers, out
-    assert 1 <= int(workers.group(1)) <= 4
+    assert 1 <= int(workers.group(1)) <= 3     # make -j4 holds one token for the recipe
     assert sorted(p.name for p in (mini / "out").glob("*.py")) == [
         "mlp.py", "net.py", "twin.py", "wide.py"]

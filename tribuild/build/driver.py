@@ -14,10 +14,10 @@ The build holds the project lock throughout. It forgets the manifest first and w
 again only when every requested target built, so a failed or killed build is never taken
 for an up-to-date one.
 
-With workers (``--jobs N`` on a clean build), each worker writes the files of the targets it
-built as soon as they are built (*written early*: atomically and only if changed, like
-every output); ``write_result`` then finds them holding their bytes, records them and
-deletes what is stale, as for any build.
+With workers (``--jobs N`` on a clean build), each process, this one and the workers, writes
+the files of the targets it built as soon as they are built (*written early*: atomically
+and only if changed, like every output); ``write_result`` then finds them holding their
+bytes, records them and deletes what is stale, as for any build.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class BuildResult:
         self.executed = 0
         self.explain: dict[str, list[str]] = {}              # output -> why written
         self.inputs: tuple[str, ...] = ()          # the .tri files the targets were made from
-        self.written_early: tuple[str, ...] = ()   # outputs the workers wrote (relative paths)
+        self.written_early: tuple[str, ...] = ()   # outputs written as built (relative paths)
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -154,8 +154,8 @@ def compute(db, project: Project, targets, request: Request, show, clock, write:
             ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
     """Read the sources from disk into ``db`` (an open database, kept by the caller) and
     build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
-    unless ``write``: then workers write their targets' outputs early (``write_result``
-    must follow)."""
+    unless ``write``: then a build with workers writes its targets' outputs as they are
+    built (``write_result`` must follow)."""
     config = project.config
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
@@ -183,12 +183,12 @@ def write_result(project: Project, result: BuildResult) -> None:
 
 
 class _EarlyWriter:
-    """The scheduler's emit step for a build that writes: in a worker, a target that built
-    without errors gives its files (relative path -> bytes) as its job; the jobs of
+    """The scheduler's emit step for a build that writes: where a target was built, if it
+    built without errors, its files (relative path -> bytes) are its job; the jobs of
     ``batch`` targets or more are written together (``outputs.write_changed``: atomic, only
     if changed, one round of fsyncs: syncing after every target costs a quarter more CPU;
-    the last batch is written after the worker's last unit, so it is kept small), by one
-    worker at a time (``outputs.writing``). A file that cannot be written is left for
+    the last batch is written after the last unit, so it is kept small), by one process at
+    a time (``outputs.writing``). A file that cannot be written is left for
     ``write_result``, which reports why."""
 
     batch = 4
@@ -205,7 +205,7 @@ class _EarlyWriter:
 
     def run(self, jobs: list[dict[str, bytes]], wait: bool) -> list[tuple[str, ...]] | None:
         """For each job, the relative paths of its files that were written; None, without
-        waiting, when another worker is writing and not ``wait``."""
+        waiting, when another process is writing and not ``wait``."""
         files = {rel: data for job in jobs for rel, data in job.items()}
         try:
             paths = outputs.inside_output(self.out_dir, sorted(files))
@@ -257,7 +257,7 @@ def _file_checks(entry_path: str, db) -> list[tuple]:
 def run(db, targets, request: Request, opt: str, show, clock, emit=None
         ) -> tuple[list[Unit], dict]:
     """The units of ``targets`` and their outcomes (sources must be loaded); ``emit`` is
-    the workers' step after each unit (``scheduler.run_units``)."""
+    the step after each unit of a build with workers (``scheduler.run_units``)."""
     units = _units(db, targets, request, opt)
     if not units:
         return units, {}

@@ -52,7 +52,8 @@ class Bar(Quiet):
         self.task = self.bar.add_task("", total=total)
 
     def started(self, name: str) -> None:
-        self.running.append(name)
+        if name not in self.running:      # a unit a worker died with is handed out again
+            self.running.append(name)
         self.bar.update(self.task, description=", ".join(self.running))
 
     def finished(self, name: str, ok: bool) -> None:

@@ -1,96 +1,104 @@
-"""Running units on a pool of forked worker processes (``--jobs N``).
+"""Running units on this process and a pool of forked worker processes (``--jobs N``).
 
 Terms:
-- *worker*: a child forked from the main process. It inherits the database as it is at that
+- *this process*: the build's own process runs units too, in the job slot it already has,
+  between reading what the workers send: its results need no export and no merge, so a
+  unit built here costs what it costs in a build without workers, plus encoding its values
+  (``db.encode``, which the store save would do after the last unit, alone).
+- *worker*: a child forked from this process. It inherits the database as it is at that
   moment (sources set, every result merged so far) and then runs units one after another,
-  as the main process hands them over: for each it sends back over a pipe, as one *frame*
+  as this process hands them over: for each it sends back over a pipe, as one *frame*
   (8-byte length, a JSON header line, then the raw payload bytes; no pickle, so nothing a
-  worker sends is executed when read), either ``db.export([its keys])`` (the records of what it
-  computed, its values encoded once, here) or the traceback of the exception it raised,
-  with its query counters for ``--timing`` and what *emit* returned. A worker keeps what
-  it computed, so work that
-  units share (and the caches of the front end) is done once per worker, not once per unit,
-  and only a few processes are forked. A worker that raised exits; a fresh one takes the
-  next unit.
-- *emit*: optional work a worker does with the value of each unit that succeeded (the
+  worker sends is executed when read), either ``db.export([its keys])`` (the records of
+  what it computed, its values encoded once, there) or the traceback of the exception it
+  raised, with its query counters for ``--timing``, the unit's seconds and what *emit*
+  returned. A worker keeps what it computed, so work that units share (and the caches of
+  the front end) is done once per worker, not once per unit, and only a few processes are
+  forked. A worker that raised exits; a fresh one takes the next unit.
+- *queue*: a worker is handed up to ``_AHEAD`` units at a time, so that it goes on to the
+  next while this process builds one of its own (its frames wait in the pipe, widened to
+  hold one; ``_widen``), but never more than this process has left to build, so that the
+  two finish together.
+- *emit*: optional work done with the value of each unit that succeeded, where it ran (the
   driver writes the unit's outputs), in two steps: ``emit.prepare(db, unit, value)``, right
-  after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs)``, once
-  ``emit.batch`` jobs are queued (and after the worker's last unit for the rest), takes
-  them, reads nothing from the database, and returns a tuple of strings per job. It runs
-  between units, not on a thread beside them: a thread making system calls while another
-  runs Python waits for the interpreter lock after each call, which made writing a
-  target's files cost 7-20 times the CPU it costs alone. A worker sends the strings of the
-  jobs done so far with each frame, and the rest in a last frame (kind ``emitted``) before
-  it exits. They come back in the unit's outcome (``Outcome.emitted``). Emit is not run for
-  units run in this process.
+  after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs,
+  wait)``, once ``emit.batch`` jobs are queued (and after the last unit for the rest),
+  takes them, reads nothing from the database, and returns a tuple of strings per job, or
+  None when it declines for now (it is asked again after the next unit). It runs between
+  units, not on a thread beside them: a thread making system calls while another runs
+  Python waits for the interpreter lock after each call, which made writing a target's
+  files cost 7-20 times the CPU it costs alone. A worker sends the strings of the jobs done
+  so far with each frame, and the rest in a last frame (kind ``emitted``) before it exits.
+  They come back in the unit's outcome (``Outcome.emitted``). A build without workers runs
+  no emit step.
 - *holds*: the units whose results a worker has: those merged before it was forked and
   those it ran itself. A worker takes a unit only if it holds every unit that one depends
   on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
   another.
-- *merge*: the main process installs a payload with ``db.merge``; reading the unit's key
+- *merge*: this process installs a payload with ``db.merge``; reading the unit's key
   afterwards executes nothing, and the values keep the bytes the worker encoded, which the
   store saves as they are. Payloads hold equal records for equal keys (queries are pure),
   so what the database holds after merging does not depend on which worker finished first;
   outputs are read from it in target order: byte-identical outputs whatever ``--jobs`` is.
-- *ready*: a unit whose dependencies are merged. Ready units start in ``units.order``
-  (critical path first; a worker that just sent its results gets the first ready one, if
-  it holds its dependencies, before they are merged), on an idle worker that holds their
-  dependencies or on a new one,
-  as slots allow: the first worker runs in the job slot this process already has; each
-  further one needs a slot from ``jobserver.slots`` (make's tokens under ``make -jN``,
-  else up to ``jobs - 1``), given back when it ends. A worker with nothing to take is
-  retired at once, so it holds no slot while idle.
+- *ready*: a unit whose dependencies are built here or merged. Ready units start in
+  ``units.order`` (critical path first), on a worker with room in its queue that holds
+  their dependencies or on a new one, as slots allow, else here: each worker needs a slot
+  from ``jobserver.slots`` (make's tokens under ``make -jN``, else up to ``jobs - 1``),
+  given back when it ends. A worker with nothing to take is retired at once, so it holds
+  no slot while idle.
 
 A unit that fails is reported through its outcome; units depending on it are skipped and
-every other unit still runs. Without ``os.fork`` (or with one job, or one unit) units run in
-this process.
+every other unit still runs. A unit that kills the process it runs in (a crash of the
+interpreter) is reported when a worker ran it; in this process it ends the build, as it
+does in a build without workers. Without ``os.fork`` (or with one job, or one unit) every unit
+runs in this process, one after another (``units.run_serial``).
 """
 from __future__ import annotations
 
 import gc
 import os
 import json
-import time
 
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
 from tribuild.files import write_all
-from tribuild.gcpause import paused, unit_by_unit
+from tribuild.gcpause import unit_by_unit
 from tribuild.record import replace
 
 _LENGTH = 8     # bytes of a frame's length prefix
 _INDEX = 4      # bytes of a unit index sent to a worker
+_AHEAD = 3      # units a worker is handed at most at a time (see *queue*)
+_PIPE = 1 << 20  # bytes a results pipe is widened to (Linux lets any process ask for 1 MiB)
 
 
 def run_units(db, units: list[Unit], jobs: int, show, emit=None
               ) -> tuple[dict[str, Outcome], list[dict], str]:
-    """Every unit's outcome, the query counters of the workers (empty in-process), and a
-    line saying how many processes ran at most and who granted them. ``emit``: see above."""
+    """Every unit's outcome, the query counters of the workers (empty without workers), and
+    a line saying how many processes ran at most and who granted them. ``emit``: see
+    above."""
     if jobs <= 1 or len(units) < 2 or not hasattr(os, "fork"):
         return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
     pool = _Pool(db, units, slots, show, emit)
     gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
     try:
-        with paused():  # this process only merges meanwhile, which makes no cycles to collect
-            outcomes, stats = pool.run()
+        with unit_by_unit() as settle:
+            outcomes, stats = pool.run(settle)
     finally:
         slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
-    return outcomes, stats, (f"workers: {pool.most} at most at once, of {jobs} ({source}); "
-                             f"{pool.forked} forked for {len(units)} units")
+    return outcomes, stats, (f"workers: {pool.most} at most at once beside this process, "
+                             f"for {jobs} jobs ({source}); {pool.forked} forked; "
+                             f"{pool.here} of {len(units)} units built in this process")
 
 
 class _Worker:
-    """The main process's view of one worker."""
-    __slots__ = ("pid", "commands", "results", "slot", "holds", "unit", "start", "head",
-                 "frame", "got")
+    """This process's view of one worker."""
+    __slots__ = ("pid", "commands", "results", "holds", "units", "head", "frame", "got")
 
-    def __init__(self, pid: int, commands: int, results: int, slot: bool, holds: set[str]):
-        self.pid, self.commands, self.results, self.slot = pid, commands, results, slot
-        self.holds = holds
-        self.unit: Unit | None = None        # the unit it is running (None: idle or exiting)
-        self.start = 0.0
+    def __init__(self, pid: int, commands: int, results: int, holds: set[str]):
+        self.pid, self.commands, self.results, self.holds = pid, commands, results, holds
+        self.units: list[Unit] = []          # handed over, not reported yet, in order
         self.head = b""                      # the length prefix of the next frame, so far
         self.frame: bytearray | None = None  # the frame being read, sized by its prefix
         self.got = 0                         # bytes of it read so far
@@ -106,60 +114,69 @@ class _Pool:
         self.workers: dict[int, _Worker] = {}     # results pipe fd -> worker
         import selectors    # only a parallel build needs it (~1.5 ms to import)
         self.selector, self.selector_read = selectors.DefaultSelector(), selectors.EVENT_READ
-        self.most = self.forked = 0
+        self.most = self.forked = self.here = 0
         self.collecting = gc.isenabled()          # workers collect garbage as this process did
+        self.jobs = _Jobs(emit)                   # the emit jobs of units built here
+        self.settle = gc.freeze
 
-    def run(self) -> tuple[dict[str, Outcome], list[dict]]:
+    def run(self, settle) -> tuple[dict[str, Outcome], list[dict]]:
+        """Build every unit; ``settle`` is called after each unit built or merged here
+        (``gcpause.unit_by_unit``)."""
+        self.settle = settle
         while self.pending or self.workers:
-            self._start_ready()
-            for key, _ in self.selector.select():
-                self._read(self.workers[key.fd])
+            unit = self._start_ready()
+            if unit is None:
+                self._serve(None)
+            else:
+                self._build_here(unit)
+                self._serve(0)
+        self._emitted(self.jobs.finish())
         return self.outcomes, self.stats
 
-    def _start_ready(self) -> None:
+    def _start_ready(self) -> Unit | None:
+        """Skip the units whose dependencies failed, hand ready ones to workers as they have
+        room (forking as slots allow) and retire the workers left with nothing; the first
+        ready unit no worker took, for this process."""
+        here = None
         for unit in list(self.pending):
             failed = skipped(unit, self.outcomes)
             if failed is not None:
                 self.pending.remove(unit)
                 self.outcomes[unit.name] = Outcome(skipped=failed)
-            elif all(d in self.outcomes for d in unit.deps if d in self.index):
+            elif here is None and self._ready(unit):
                 worker = self._worker_for(unit)
                 if worker is None:
-                    break
-                self.pending.remove(unit)
-                self._send(worker, unit)
-        for worker in self.workers.values():
-            if worker.unit is None and worker.commands >= 0:
-                self._retire(worker)
-
-    def _hand_next(self, worker: _Worker) -> None:
-        """Give ``worker``, whose results are about to be merged, the first ready unit if it
-        holds that unit's dependencies: it builds while this process merges (else it waited
-        for each merge, a twentieth of its time with two workers, more with more)."""
-        for unit in self.pending:
-            if all(d in self.outcomes for d in unit.deps if d in self.index):
-                if skipped(unit, self.outcomes) is None and \
-                        all(d in worker.holds for d in unit.deps if d in self.index):
+                    here = unit
+                else:
                     self.pending.remove(unit)
                     self._send(worker, unit)
-                return
+        for worker in self.workers.values():
+            if not worker.units and worker.commands >= 0:
+                self._retire(worker)
+        return here
+
+    def _ready(self, unit: Unit) -> bool:
+        return all(d in self.outcomes for d in unit.deps if d in self.index)
 
     def _worker_for(self, unit: Unit) -> _Worker | None:
-        """An idle worker holding the unit's dependencies, else a new one (None: no slot)."""
-        idle = [w for w in self.workers.values() if w.unit is None and w.commands >= 0]
-        for worker in idle:
+        """A worker with room in its queue that holds the unit's dependencies, else a new
+        one as slots allow; None: this process builds the unit."""
+        room = min(_AHEAD, len(self.pending) - 1)     # never more than is left for here
+        if room <= 0:
+            return None
+        open_ = [w for w in self.workers.values() if w.commands >= 0 and len(w.units) < room]
+        for worker in open_:
             if all(d in worker.holds for d in unit.deps if d in self.index):
                 return worker
-        for worker in idle:
-            self._retire(worker)            # it cannot take the unit: a fresh one will
-        slot = any(w.commands >= 0 for w in self.workers.values())
-        if slot and not self.slots.acquire():
-            return None
-        return self._fork(slot)
+        for worker in open_:
+            if not worker.units:
+                self._retire(worker)        # it cannot take the unit: a fresh one will
+        return self._fork() if self.slots.acquire() else None
 
-    def _fork(self, slot: bool) -> _Worker:
+    def _fork(self) -> _Worker:
         command_read, command_write = os.pipe()
         result_read, result_write = os.pipe()
+        _widen(result_write)
         pid = os.fork()
         if pid == 0:                                    # the worker
             if self.collecting:
@@ -173,7 +190,7 @@ class _Pool:
             _serve(self.db, self.units, self.emit, command_read, result_write)
         os.close(command_read)
         os.close(result_write)
-        worker = _Worker(pid, command_write, result_read, slot, set(self.outcomes))
+        worker = _Worker(pid, command_write, result_read, set(self.outcomes))
         self.workers[result_read] = worker
         self.selector.register(result_read, self.selector_read)
         self.forked += 1
@@ -181,14 +198,36 @@ class _Pool:
         return worker
 
     def _send(self, worker: _Worker, unit: Unit) -> None:
-        worker.unit, worker.start = unit, time.perf_counter()
+        worker.units.append(unit)
         self.show.started(unit.name)
         os.write(worker.commands, self.index[unit.name].to_bytes(_INDEX, "little"))
 
     def _retire(self, worker: _Worker) -> None:
-        """Tell an idle worker to exit (it is reaped when its results pipe closes)."""
+        """Tell a worker to exit once it has built what it was handed (it is reaped when
+        its results pipe closes)."""
         os.close(worker.commands)
         worker.commands = -1
+
+    def _build_here(self, unit: Unit) -> None:
+        self.pending.remove(unit)
+        self.show.started(unit.name)
+        outcome = run_one(self.db, unit)
+        if outcome.error is None:
+            self.db.encode(unit.keys(self.db))
+            if self.emit is not None:
+                self.jobs.put(unit.name, self.emit.prepare(self.db, unit, outcome.value))
+        self.settle()
+        self.here += 1
+        self._done(unit, outcome)
+        self._emitted(self.jobs.take())
+
+    def _serve(self, timeout: float | None) -> None:
+        """Read what the workers sent: everything there is now, after waiting for the first
+        of it when ``timeout`` is None."""
+        while events := self.selector.select(timeout):
+            for key, _ in events:
+                self._read(self.workers[key.fd])
+            timeout = 0
 
     def _read(self, worker: _Worker) -> None:
         """Read what the worker sent: a frame's length prefix, then the frame itself straight
@@ -214,24 +253,37 @@ class _Pool:
             self._finish(worker, frame)
 
     def _finish(self, worker: _Worker, frame: bytearray) -> None:
-        unit, worker.unit = worker.unit, None
-        kind, body, stats, emitted = _decode_frame(frame)
-        if kind == "emitted":
-            self._emitted(emitted)
-            return
-        self.stats.append(stats)
-        seconds = time.perf_counter() - worker.start
-        if kind == "error":
-            outcome = Outcome(error=body, seconds=seconds)
-            self._retire(worker)                         # it exits after a failure
-        else:
-            worker.holds.add(unit.name)
-            self._hand_next(worker)
-            self.db.merge(body)
-            got = run_one(self.db, unit)                  # installed by the merge: a lookup
-            outcome = Outcome(got.value, got.error, seconds=seconds)
-        self._done(unit, outcome)
-        self._emitted(emitted)
+        kind, body, header = _decode_frame(frame)
+        if kind != "emitted":
+            unit = worker.units.pop(0)
+            self.stats.append(header["stats"])
+            if kind == "error":
+                outcome = Outcome(error=body, seconds=header["seconds"])
+                self._retire(worker)                     # it exits after a failure
+                self._hand_back(worker)
+            else:
+                worker.holds.add(unit.name)
+                self._merge(body)
+                got = run_one(self.db, unit)              # installed by the merge: a lookup
+                outcome = Outcome(got.value, got.error, seconds=header["seconds"])
+            self._done(unit, outcome)
+        self._emitted(header["emitted"])
+
+    def _merge(self, payload: memoryview) -> None:
+        """Merge with collections off (a merge makes many objects and no cycles), then
+        settle what it made."""
+        gc.disable()
+        try:
+            self.db.merge(payload)
+        finally:
+            self.settle()
+            if self.collecting:
+                gc.enable()
+
+    def _hand_back(self, worker: _Worker) -> None:
+        """Put the units a worker was handed and will not build back in front of the
+        pending ones."""
+        self.pending[:0], worker.units = worker.units, []
 
     def _emitted(self, emitted: dict[str, list[str]]) -> None:
         """Put what the jobs of finished units returned into their outcomes."""
@@ -245,16 +297,27 @@ class _Pool:
             os.close(worker.commands)
         del self.workers[worker.results]
         _, status = os.waitpid(worker.pid, 0)
-        if worker.slot:
-            self.slots.release()
-        if worker.unit is not None:
-            self._done(worker.unit, Outcome(
-                error=f"the worker building {worker.unit.name} died ({_describe(status)}) "
-                      "before reporting", seconds=time.perf_counter() - worker.start))
+        self.slots.release()
+        if worker.units:
+            unit = worker.units.pop(0)
+            self._done(unit, Outcome(error=f"the worker building {unit.name} died "
+                                           f"({_describe(status)}) before reporting"))
+            self._hand_back(worker)
 
     def _done(self, unit: Unit, outcome: Outcome) -> None:
         self.outcomes[unit.name] = outcome
         self.show.finished(unit.name, outcome.error is None)
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe of ``fd`` hold ``_PIPE`` bytes (the default is 64 KiB), where the system
+    allows it: a worker then goes on to its next unit while this process builds one of its
+    own, instead of waiting for it to read a frame (most hold 0.5-1 MiB of values)."""
+    import fcntl
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE)
+    except (AttributeError, OSError):
+        pass
 
 
 def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
@@ -269,14 +332,16 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
                 outcome = run_one(db, unit)
                 if outcome.error is not None:
                     _send_frame(results, _encode_frame("error", outcome.error.encode(),
-                                                       _delta(db.stats(), before)))
+                                                       _delta(db.stats(), before),
+                                                       outcome.seconds))
                     break
                 job = emit.prepare(db, unit, outcome.value) if emit else None
                 _send_frame(results, _encode_frame("ok", db.export(unit.keys(db)),
-                                                   _delta(db.stats(), before), jobs.take()))
+                                                   _delta(db.stats(), before),
+                                                   outcome.seconds, jobs.take()))
                 jobs.put(unit.name, job)        # while this process merges the frame
                 settle()
-        _send_frame(results, _encode_frame("emitted", b"", {}, jobs.finish()))
+        _send_frame(results, _encode_frame("emitted", b"", {}, 0.0, jobs.finish()))
     except BaseException:
         import traceback
         traceback.print_exc()
@@ -285,8 +350,8 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
 
 
 class _Jobs:
-    """A worker's emit jobs, run by ``emit.run`` once ``emit.batch`` are queued, without
-    waiting for another worker's writes (they are tried again after the next unit)."""
+    """A process's emit jobs, run by ``emit.run`` once ``emit.batch`` are queued, without
+    waiting for another process's writes (they are tried again after the next unit)."""
 
     def __init__(self, emit):
         self._emit = emit
@@ -314,8 +379,8 @@ class _Jobs:
         return done
 
     def finish(self) -> dict[str, list[str]]:
-        """Run the jobs still queued (waiting for the other workers' writes); what those not
-        taken yet returned."""
+        """Run the jobs still queued (waiting for the other processes' writes); what those
+        not taken yet returned."""
         self._run(wait=True)
         return self.take()
 
@@ -325,24 +390,25 @@ def _send_frame(fd: int, parts: list[bytes]) -> None:
     write_all(fd, [sum(map(len, parts)).to_bytes(_LENGTH, "little"), *parts])
 
 
-def _encode_frame(kind: str, body: bytes, stats: dict, emitted: dict | None = None
-                  ) -> list[bytes]:
-    """A worker's message: a JSON header line (kind, query counters, what emit jobs
-    returned by unit name), then ``body``."""
-    header = {"kind": kind, "emitted": emitted or {},
+def _encode_frame(kind: str, body: bytes, stats: dict, seconds: float,
+                  emitted: dict | None = None) -> list[bytes]:
+    """A worker's message: a JSON header line (kind, query counters, the unit's seconds,
+    what emit jobs returned by unit name), then ``body``."""
+    header = {"kind": kind, "emitted": emitted or {}, "seconds": seconds,
               "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
                         for name, s in stats.items()}}
     return [json.dumps(header).encode() + b"\n", body]
 
 
-def _decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict, dict[str, list[str]]]:
+def _decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:
+    """The kind, the body (the traceback's text for an error) and the header, its query
+    counters as ``QueryStats``."""
     from tribuild.engine import QueryStats
     end = frame.index(b"\n")
-    meta = json.loads(frame[:end])
+    header = json.loads(frame[:end])
     body = memoryview(frame)[end + 1:]
-    stats = {name: QueryStats(*values) for name, values in meta["stats"].items()}
-    return (meta["kind"], str(body, "utf-8") if meta["kind"] == "error" else body, stats,
-            meta["emitted"])
+    header["stats"] = {name: QueryStats(*values) for name, values in header["stats"].items()}
+    return header["kind"], str(body, "utf-8") if header["kind"] == "error" else body, header
 
 
 def _delta(after: dict, before: dict) -> dict:

@@ -11,7 +11,7 @@ Terms:
   target's entry file).
 - *outcome*: what running a unit gave: its value, or the traceback of the exception it
   raised (a bug: it is reported, and units that depend on it are *skipped*), and what its
-  *emit* step reported (``emitted``: the scheduler's workers run it, see there).
+  *emit* step reported (``emitted``: a build with workers runs it, see ``scheduler``).
 - *priority*: a unit's cost plus the largest priority among the units that depend on it:
   the length of the longest chain of work it starts. Taking ready units by highest priority
   runs the critical path first.
@@ -44,7 +44,7 @@ class Outcome:
     error: str | None = None        # traceback text of a bug
     skipped: str | None = None      # the failed unit this one depended on
     seconds: float = 0.0
-    emitted: tuple[str, ...] = ()   # what the worker's emit job returned
+    emitted: tuple[str, ...] = ()   # what the unit's emit job returned
 
 
 def order(units: list[Unit]) -> list[Unit]:

@@ -150,6 +150,12 @@ class Database:
         with self._gate.cond:
             return merging.export(self, keys)
 
+    def encode(self, keys) -> None:
+        """Encode now, for the next save, the values of the records ``export(keys)`` would
+        send."""
+        with self._gate.cond:
+            merging.encode(self, keys)
+
     def merge(self, payload: bytes | memoryview) -> merging.MergeReport:
         """Install the records of an ``export`` payload this database does not already hold
         valid; stale payloads and records that read other input values are skipped."""

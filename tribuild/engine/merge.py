@@ -104,6 +104,16 @@ def export(db, keys) -> bytes:
                      len(record_bytes).to_bytes(8, "little"), record_bytes, values])
 
 
+def encode(db, keys) -> None:
+    """Encode the values of the records ``export(keys)`` would write, each once (a memo
+    keeps its encoding, which a save writes as it is), without exporting them: for keys
+    computed in the process that saves, while it has other work to overlap with."""
+    rev = db._revision
+    roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
+    for memo in _closure(roots, db._memo_at, rev):
+        store.blob_of(memo, {})
+
+
 def _computed(db, query, args: tuple, rev: int):
     memo = db._find(query, args)
     if query.is_input or memo is None or memo.deps is None or memo.verified_at < rev:
