@@ -141,3 +141,22 @@ def test_emit_jobs_declined_are_kept_and_run_when_the_worker_ends(tmp_path):
 def test_a_build_without_workers_runs_no_emit_step(tmp_path):
     outcomes, _, _ = run_units(_db(), _squares(), 1, Quiet(), _EmitTo(tmp_path))
     assert not list(tmp_path.iterdir()) and not any(o.emitted for o in outcomes.values())
+
+
+def test_a_run_with_workers_starts_the_next_saves_table_in_a_helper(tmp_path):
+    """``save_next``: a slot the workers gave back runs the helper; the save takes its table
+    (``Database.save_apart``) and the store holds every unit's key."""
+    db = _db()
+    run_units(db, _squares(), 2, Quiet(), save_next=True)
+    assert db._helper is not None
+    db.save(tmp_path, "salt")
+    assert db._helper is None
+    loaded = Database.load(tmp_path, "salt")
+    for i, name in enumerate(NAMES):
+        loaded.set(number, name, i)
+    with loaded.log() as log:
+        assert total(loaded, NAMES) == sum(i * i for i in range(len(NAMES)))
+    assert log.executed == [("total", (NAMES,))]
+    serial = _db()
+    run_units(serial, _squares(), 1, Quiet(), save_next=True)
+    assert serial._helper is None                    # no workers: no helper either

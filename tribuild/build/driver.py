@@ -130,22 +130,25 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         manifest.forget(project.cache_dir)
         with clock.stage("load cache"):
             db = open_database(project)
-        with db.log() as log:
-            result, units, outcomes = compute(db, project, targets, request, show, clock,
-                                              write=request.stop_after is None)
-            if request.stop_after is None:
-                with clock.stage("write outputs"):
-                    write_result(project, result)
-        result.executed = len(log.executed)
-        if result.report is not None:
-            keys = {u.name: (u.query, u.args) for u in units}
-            result.explain = _explain(db, keys, result, log.executed)
-            explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
-        with clock.stage("save cache"):
-            save_database(db, project)
-            cache.evict(project.cache_dir, config.cache_max_bytes)
-            if not result.failed and request.stop_after is None:
-                _write_manifest(db, project, request, result)
+        try:
+            with db.log() as log:
+                result, units, outcomes = compute(db, project, targets, request, show, clock,
+                                                  write=request.stop_after is None)
+                if request.stop_after is None:
+                    with clock.stage("write outputs"):
+                        write_result(project, result)
+            result.executed = len(log.executed)
+            if result.report is not None:
+                keys = {u.name: (u.query, u.args) for u in units}
+                result.explain = _explain(db, keys, result, log.executed)
+                explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
+            with clock.stage("save cache"):
+                save_database(db, project)
+                cache.evict(project.cache_dir, config.cache_max_bytes)
+                if not result.failed and request.stop_after is None:
+                    _write_manifest(db, project, request, result)
+        finally:
+            db.end_apart()      # a helper the save did not take (``compute``)
     result.timing = clock.report(db, outcomes)
     return result
 
@@ -155,7 +158,8 @@ def compute(db, project: Project, targets, request: Request, show, clock, write:
     """Read the sources from disk into ``db`` (an open database, kept by the caller) and
     build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
     unless ``write``: then a build with workers writes its targets' outputs as they are
-    built (``write_result`` must follow)."""
+    built (``write_result`` must follow) and, once its units are built, starts the next
+    save's argument table in a helper (``Database.save_apart``: the save must follow)."""
     config = project.config
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
@@ -265,7 +269,7 @@ def run(db, targets, request: Request, opt: str, show, clock, emit=None
         show.start(len(units))
         try:
             outcomes, clock.extra_stats, clock.workers = run_units(
-                db, units, _jobs(db, request), show, emit)
+                db, units, _jobs(db, request), show, emit, save_next=emit is not None)
         finally:
             show.stop()
     return units, outcomes

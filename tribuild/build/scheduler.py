@@ -71,21 +71,28 @@ _AHEAD = 3      # units a worker is handed at most at a time (see *queue*)
 _PIPE = 1 << 20  # bytes a results pipe is widened to (Linux lets any process ask for 1 MiB)
 
 
-def run_units(db, units: list[Unit], jobs: int, show, emit=None
+def run_units(db, units: list[Unit], jobs: int, show, emit=None, save_next: bool = False
               ) -> tuple[dict[str, Outcome], list[dict], str]:
     """Every unit's outcome, the query counters of the workers (empty without workers), and
     a line saying how many processes ran at most and who granted them. ``emit``: see
-    above."""
+    above. ``save_next``: the caller saves ``db`` next; after a run with workers, a slot they
+    gave back then runs the helper that makes the save's argument table
+    (``Database.save_apart``) and is given back once the helper has ended."""
     if jobs <= 1 or len(units) < 2 or not hasattr(os, "fork"):
         return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
     pool = _Pool(db, units, slots, show, emit)
     gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
+    helped = False
     try:
         with unit_by_unit() as settle:
             outcomes, stats = pool.run(settle)
+        if save_next and slots.acquire():
+            db.save_apart(slots.close)
+            helped = True
     finally:
-        slots.close()
+        if not helped:
+            slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
     return outcomes, stats, (f"workers: {pool.most} at most at once beside this process, "
                              f"for {jobs} jobs ({source}); {pool.forked} forked; "

@@ -120,6 +120,9 @@ class Writer:
             return None
         return out
 
+    def nodes(self) -> int:
+        return self._count + len(self._new)
+
     def text(self) -> bytes:
         if not self._new:
             return self._base

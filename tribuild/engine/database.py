@@ -28,6 +28,7 @@ class Database:
         self._tables: dict = {}
         self._memos: list[Memo | None] = []
         self._loaded: Loaded | None = None
+        self._helper = None     # an ``apart.Helper`` making the next save's table
         self._revision = 0
         self._clock = DurabilityClock()
         self._gate = Gate()
@@ -165,6 +166,19 @@ class Database:
             return merging.merge(self, payload)
 
     # -- persistence --------------------------------------------------------------------
+
+    def save_apart(self, on_end) -> None:
+        """Start making the next save's argument table in a forked helper process
+        (``apart``); ``on_end`` is called once it has ended. Call ``save`` next: it waits
+        for the helper only after doing the rest of its work."""
+        from . import apart
+        self._helper = apart.Helper(self, on_end)
+
+    def end_apart(self) -> None:
+        """Wait for a helper that no save took (the caller failed before saving)."""
+        helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.result()
 
     def save(self, path, salt: str) -> store.SaveReport:
         with self._gate.cond:

@@ -85,15 +85,18 @@ def save(db, path, salt: str) -> SaveReport:
     root = os.fspath(path)
     os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
+    helper, db._helper = db._helper, None
+    unencodable: dict[str, int] = {}
     with paused():
         memos = db._every_memo()
-        table, args, dropped = _arguments(memos, db._loaded)
-        kept = [m for m in memos if m.id not in dropped] if dropped else memos
-        if dropped or db._loaded is not None and db._loaded.pruned:
-            table, args, _ = _arguments(kept, None)     # a table without orphaned nodes
-        unencodable: dict[str, int] = {}
-        placed = packs.place(kept, [blob_of(m, unencodable) for m in kept], root, sid,
-                             db._loaded.packs if db._loaded else [])
+        if helper is None:
+            table, args, kept, dropped = _table(memos, db._loaded, None)
+            placed = _place(db, kept, unencodable, root, sid)
+        else:                       # the helper makes the table meanwhile (``apart``)
+            placed = _place(db, memos, unencodable, root, sid)
+            table, args, kept, dropped = _table(memos, db._loaded, helper.result())
+            if dropped:
+                placed.values = [v for m, v in zip(memos, placed.values) if m.id not in dropped]
         meta, ints = _columns(db, kept, dropped)
         ints |= args
         ints["deps_start"], ints["args_start"] = starts(ints["deps_len"]), starts(args["args_len"])
@@ -116,18 +119,43 @@ def save(db, path, salt: str) -> SaveReport:
                       len(dropped))
 
 
-def _arguments(memos: list[Memo], loaded: Loaded | None) -> tuple:
+def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: str):
+    return packs.place(memos, [blob_of(m, unencodable) for m in memos], root, sid,
+                       db._loaded.packs if db._loaded else [])
+
+
+def _table(memos: list[Memo], loaded: Loaded | None, prefix) -> tuple:
+    """The node table and the argument columns of the memos kept, the memos kept and the
+    ids of those dropped (``arguments``; ``prefix``: a helper's, or None)."""
+    table, args, seeds = arguments(memos, loaded, prefix)
+    dropped = _with_dependents([m.deps for m in memos], seeds) if seeds else seeds
+    kept = [m for m in memos if m.id not in dropped] if dropped else memos
+    if dropped or loaded is not None and loaded.pruned:
+        table, args, _ = arguments(kept, None)      # a table without orphaned nodes
+    return table, args, kept, dropped
+
+
+def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
     """The node table, the ``args_len`` and ``args`` columns of ``memos`` (listed by key id)
-    and the keys dropped: those whose query is not the one declared under its ident or whose
-    arguments cannot be encoded, with their dependents. The keys ``loaded`` holds come first
-    and keep their node ids: their columns are copied (``Loaded`` checked that they list
-    each key's ids in key order); the other keys' nodes are looked up or added in the
-    table."""
-    table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded else argtable.Writer()
-    carried = loaded.count if loaded is not None else 0
-    lengths, flat = (loaded._args_len[:], loaded.arg_ids[:]) if carried else ([], [])
+    and the *seeds* of the keys to drop: those whose query is not the one declared under its
+    ident or whose arguments cannot be encoded (their dependents go too). The keys
+    ``loaded`` holds come first and keep their node ids: their columns are copied
+    (``Loaded`` checked that they list each key's ids in key order); the other keys' nodes
+    are looked up or added in the table. A helper's ``prefix`` (``apart``) stands for the
+    first keys in the same way."""
+    if prefix is not None:
+        table = argtable.Writer(prefix.text, prefix.nodes)
+        carried, lengths, flat = prefix.keys, prefix.args_len, prefix.args
+        seeds = set(prefix.seeds)
+    else:
+        table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded \
+            else argtable.Writer()
+        carried = loaded.count if loaded is not None else 0
+        lengths, flat = (loaded._args_len[:], loaded.arg_ids[:]) if carried else ([], [])
+        seeds = set()
     wrong = {q for q in {m.query for m in memos} if REGISTRY.get(q.ident) is not q}
-    seeds = {m.id for m in memos if m.query in wrong} if wrong else set()
+    if wrong:
+        seeds |= {m.id for m in memos if m.query in wrong}
     for m in memos[carried:]:
         ids = None if m.query in wrong else table.ids(m.args)
         if ids is None:
@@ -135,8 +163,7 @@ def _arguments(memos: list[Memo], loaded: Loaded | None) -> tuple:
             ids = ()
         lengths.append(len(ids))
         flat.extend(ids)
-    return (table, {"args_len": lengths, "args": flat},
-            _with_dependents([m.deps for m in memos], seeds) if seeds else seeds)
+    return table, {"args_len": lengths, "args": flat}, seeds
 
 
 def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
