@@ -133,10 +133,10 @@ class _Pool:
         while self.pending or self.workers:
             unit = self._start_ready()
             if unit is None:
-                self._serve(None)
+                self._take_frames(None)
             else:
                 self._build_here(unit)
-                self._serve(0)
+                self._take_frames(0)
         self._emitted(self.jobs.finish())
         return self.outcomes, self.stats
 
@@ -228,7 +228,7 @@ class _Pool:
         self._done(unit, outcome)
         self._emitted(self.jobs.take())
 
-    def _serve(self, timeout: float | None) -> None:
+    def _take_frames(self, timeout: float | None) -> None:
         """Read what the workers sent: everything there is now, after waiting for the first
         of it when ``timeout`` is None."""
         while events := self.selector.select(timeout):
