@@ -59,7 +59,8 @@ def _project():
 
 def _build_args(p) -> None:
     p.add_argument("targets", nargs="*", help="targets of Tribuild.toml (default: all)")
-    p.add_argument("-j", "--jobs", type=_positive, help="worker processes (default: [project] jobs)")
+    p.add_argument("-j", "--jobs", type=_positive,
+                   help="processes building at once (default: [project] jobs)")
     p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL",
                    help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level)")
     p.add_argument("--timing", action="store_true", help="print time per stage, hit rates, memory")

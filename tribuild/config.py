@@ -156,7 +156,7 @@ name = {quoted}
 sources = ["models"]          # folders searched for .tri files
 out = "build"                 # where generated modules and kernels go
 opt_level = 2                 # 0, 1, 2, 3 or "s"
-jobs = 0                      # parallel workers; 0 = one per CPU
+jobs = 0                      # processes building at once; 0 = one per CPU
 
 [cache]
 dir = ".tribuild-cache"       # reused by later builds, safe to delete
