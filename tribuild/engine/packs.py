@@ -145,15 +145,18 @@ class Placement:
         """Whether ``pack`` is a pack of the store being written."""
         return pack.root == self.root and pack_name(self.sid, pack.name)
 
-    def list_pack(self, pack: PackFile) -> None:
-        """List every entry of ``pack``."""
+    def list_pack(self, pack: PackFile, looked_up: bool = True) -> None:
+        """List every entry of ``pack``; ``looked_up``: by ``(pack, offset)`` in ``entry``
+        too (the new pack's entries are found by their index instead)."""
         entries = pack.entries
         if not entries:
             return
         offsets, lengths, checks = zip(*entries)
         columns = self.entries
         first = len(columns["entry_offset"])
-        self.entry.update(zip(((pack, o) for o in offsets), range(first, first + len(offsets))))
+        if looked_up:
+            self.entry.update(zip(((pack, o) for o in offsets),
+                                  range(first, first + len(offsets))))
         columns["entry_pack"] += [len(self.packs)] * len(offsets)
         columns["entry_offset"] += offsets
         columns["entry_length"] += lengths
@@ -170,30 +173,35 @@ def place(memos: list, blobs: list, root: str, sid: str, known: list[PackFile]) 
     new = _NewPack()
     where = [None if blob is None else blob if len(blob) == 4 and blob[2] in keep
              else _relocate(blob, kept, new) for blob in blobs]
-    if new.chunks:
-        out.new, out.new_chunks = new.file(root, sid), new.chunks
-        kept.append(out.new)
     for pack in kept:
         out.list_pack(pack)
-    entry = out.entry
+    first_new = len(out.entries["entry_offset"])
+    if new.chunks:
+        out.new, out.new_chunks = new.file(root, sid), new.chunks
+        out.list_pack(out.new, looked_up=False)
+    entry, values = out.entry, out.values
     for memo, blob, at in zip(memos, blobs, where):
         if at is None:
-            out.values.append(-1)
-            continue
-        if at is not blob:
-            at = memo.blob = (blob[0], blob[1], at[0] or out.new, at[1])
-        out.values.append(entry[at[2], at[3]])
+            values.append(-1)
+        elif at is blob:
+            values.append(entry[blob[2], blob[3]])
+        elif at[0] is None:                 # in the new pack: (None, offset, index)
+            memo.blob = (blob[0], blob[1], out.new, at[1])
+            values.append(first_new + at[2])
+        else:
+            memo.blob = (blob[0], blob[1], at[0], at[1])
+            values.append(entry[at])
     return out
 
 
 def _relocate(blob, kept: list[PackFile], new: "_NewPack") -> tuple:
-    """``(pack, offset)`` of an equal entry of a kept pack, else ``(None, offset)`` in the
-    new pack."""
+    """``(pack, offset)`` of an equal entry of a kept pack, else ``(None, offset, index)``
+    of its entry in the new pack."""
     for pack in kept:
         offset = pack.find(blob)
         if offset is not None:
             return pack, offset
-    return None, new.add(blob)
+    return new.add(blob)
 
 
 class _NewPack:
@@ -202,17 +210,18 @@ class _NewPack:
     def __init__(self):
         self.chunks: list[bytes] = []
         self.entries: list[tuple[int, int, int]] = []
-        self._offsets: dict[bytes, int] = {}
+        self._found: dict[bytes, tuple] = {}     # bytes -> (None, offset, index)
         self._size = 0
 
-    def add(self, blob) -> int:
-        offset = self._offsets.get(blob[0])
-        if offset is None:
-            offset = self._offsets[blob[0]] = self._size
+    def add(self, blob) -> tuple:
+        """``(None, offset, index)`` of the entry holding ``blob``'s bytes, added if new."""
+        found = self._found.get(blob[0])
+        if found is None:
+            found = self._found[blob[0]] = (None, self._size, len(self.entries))
             self.chunks.append(blob[0])
-            self.entries.append((offset, len(blob[0]), blob[1]))
+            self.entries.append((self._size, len(blob[0]), blob[1]))
             self._size += len(blob[0])
-        return offset
+        return found
 
     def file(self, root: str, sid: str) -> PackFile:
         """The pack, to be written (``write``). Its name is the digest of its entries' list:
