@@ -271,8 +271,8 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     the record on disk still lists them: a build killed between the record's rename and
     the last deletion left files that no record named, there for good. A target that failed
     keeps its previous outputs and record. The files of ``done`` were written in this build
-    already (as their targets were built, under the same lock): they count as written and are not read
-    back."""
+    already (as their targets were built, under the same lock): they count as written and
+    are not read back."""
     paths = inside_output(out_dir, sorted(files))
     mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
     names = {os.path.basename(p) for p in mine}

@@ -81,15 +81,18 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None, save_next: bool
     if jobs <= 1 or len(units) < 2 or not hasattr(os, "fork"):
         return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
-    pool = _Pool(db, units, slots, show, emit)
     gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
     helped = False
     try:
         with unit_by_unit() as settle:
-            outcomes, stats = pool.run(settle)
+            pool = _Pool(db, units, slots, show, emit, settle)
+            outcomes, stats = pool.run()
         if save_next and slots.acquire():
-            db.save_apart(slots.close)
-            helped = True
+            try:
+                db.save_apart(slots.close)
+                helped = True
+            except OSError:     # no process to fork: the save makes its table itself
+                pass
     finally:
         if not helped:
             slots.close()
@@ -112,8 +115,11 @@ class _Worker:
 
 
 class _Pool:
-    def __init__(self, db, units: list[Unit], slots, show, emit):
+    """``settle`` is called after each unit built or merged here (``gcpause.unit_by_unit``)."""
+
+    def __init__(self, db, units: list[Unit], slots, show, emit, settle):
         self.db, self.units, self.slots, self.show, self.emit = db, units, slots, show, emit
+        self.settle = settle
         self.index = {u.name: i for i, u in enumerate(units)}
         self.pending = order(units)
         self.outcomes: dict[str, Outcome] = {}
@@ -124,12 +130,8 @@ class _Pool:
         self.most = self.forked = self.here = 0
         self.collecting = gc.isenabled()          # workers collect garbage as this process did
         self.jobs = _Jobs(emit)                   # the emit jobs of units built here
-        self.settle = gc.freeze
 
-    def run(self, settle) -> tuple[dict[str, Outcome], list[dict]]:
-        """Build every unit; ``settle`` is called after each unit built or merged here
-        (``gcpause.unit_by_unit``)."""
-        self.settle = settle
+    def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.workers:
             unit = self._start_ready()
             if unit is None:

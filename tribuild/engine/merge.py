@@ -26,8 +26,8 @@ Terms:
   a pipe between two processes of one machine, so the check is for bugs, not attacks, and
   CRC-32 takes a fifth of the time of BLAKE2b). A record is ``key, value offset, value
   length, checksum, changed_at, durability, cause, cause_rev, executed_at``, its number of
-  dependencies and their keys; offset -1 when the value cannot be encoded or is not held. No pickle: values
-  and arguments use ``codec``.
+  dependencies and their keys; offset -1 when the value cannot be encoded or is not held.
+  No pickle: values and arguments use ``codec``.
 - *merge*: each record, in payload order, is installed in the receiver or skipped for a
   *reason*: ``other revision`` (the payload's revision or clock is not the receiver's: the
   payload is stale), ``input differs`` (it read, here or through a record it depends on, an
