@@ -160,3 +160,15 @@ def test_a_run_with_workers_starts_the_next_saves_table_in_a_helper(tmp_path):
     serial = _db()
     run_units(serial, _squares(), 1, Quiet(), save_next=True)
     assert serial._helper is None                    # no workers: no helper either
+
+
+def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, monkeypatch):
+    def no_fork(self, on_end):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    monkeypatch.setattr(Database, "save_apart", no_fork)
+    db = _db()
+    outcomes, _, _ = run_units(db, _squares(), 2, Quiet(), save_next=True)
+    assert {n: o.value for n, o in outcomes.items()} == {n: i * i for i, n in enumerate(NAMES)}
+    assert db._helper is None
+    db.save(tmp_path, "salt")
+    assert Database.load(tmp_path, "salt").store_report.status == "loaded"
