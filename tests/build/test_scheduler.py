@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 
 import pytest
 
+from tribuild.build import scheduler
 from tribuild.build.progress import Quiet
 from tribuild.build.scheduler import run_units
 from tribuild.build.units import Unit, run_serial
@@ -172,3 +175,53 @@ def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, m
     assert db._helper is None
     db.save(tmp_path, "salt")
     assert Database.load(tmp_path, "salt").store_report.status == "loaded"
+
+
+@derived
+def slow(db):
+    time.sleep(0.5)                  # the worker fails and exits meanwhile
+    return 1
+
+
+@derived
+def late_boom(db):
+    time.sleep(0.1)
+    raise ValueError("a late bug")
+
+
+def _within(seconds: int, call):
+    """``call()``, failed if it takes longer than ``seconds`` (a hang)."""
+    def hung(*_):
+        raise TimeoutError("run_units hung")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        return call()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_last_pending_units_skipped_with_no_worker_left_end_the_run():
+    """The worker fails ``boom`` and exits while this process builds ``slow``; then the only
+    unit left depends on ``boom``: it is skipped and the run ends (it used to wait for a
+    frame from no worker, for ever)."""
+    units = [Unit("boom", boom, (), cost=100.0), Unit("slow", slow, (), cost=50.0),
+             Unit("after", square, ("a",), deps=("boom",))]
+    outcomes, _, _ = _within(20, lambda: run_units(_db(), units, 2, Quiet()))
+    assert outcomes["after"].skipped == "boom" and outcomes["slow"].value == 1
+
+
+def test_a_unit_handed_to_a_worker_that_just_failed_is_built_elsewhere(monkeypatch):
+    """The worker fails and exits before this process hands it its next units (slowed down
+    here): the write to its pipe finds no reader, and those units are built anyway."""
+    send = scheduler._Pool._send
+
+    def slow_send(self, worker, unit):
+        time.sleep(0.3)
+        send(self, worker, unit)
+    monkeypatch.setattr(scheduler._Pool, "_send", slow_send)
+    units = [Unit("boom", late_boom, (), cost=100.0)] + _squares()
+    outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet()))
+    assert "ValueError: a late bug" in outcomes["boom"].error
+    assert {n: outcomes[n].value for n in NAMES} == {n: i * i for i, n in enumerate(NAMES)}

@@ -135,7 +135,8 @@ class _Pool:
         while self.pending or self.workers:
             unit = self._start_ready()
             if unit is None:
-                self._take_frames(None)
+                if self.workers:        # else the last pending units were all skipped
+                    self._take_frames(None)
             else:
                 self._build_here(unit)
                 self._take_frames(0)
@@ -207,15 +208,22 @@ class _Pool:
         return worker
 
     def _send(self, worker: _Worker, unit: Unit) -> None:
+        """Hand ``unit`` to ``worker``. One that failed and exited since its pipe was last
+        read has no reader left: it is retired, and the unit, in its queue, is handed back
+        when its last frames or its end are read (``_finish``, ``_reap``)."""
         worker.units.append(unit)
         self.show.started(unit.name)
-        os.write(worker.commands, self.index[unit.name].to_bytes(_INDEX, "little"))
+        try:
+            os.write(worker.commands, self.index[unit.name].to_bytes(_INDEX, "little"))
+        except BrokenPipeError:
+            self._retire(worker)
 
     def _retire(self, worker: _Worker) -> None:
         """Tell a worker to exit once it has built what it was handed (it is reaped when
         its results pipe closes)."""
-        os.close(worker.commands)
-        worker.commands = -1
+        if worker.commands >= 0:
+            os.close(worker.commands)
+            worker.commands = -1
 
     def _build_here(self, unit: Unit) -> None:
         self.pending.remove(unit)
