@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from tribuild.engine import Database, apart
+from tribuild.engine import Database, apart, derived, packs
 
 from .conftest import run
-from .store_queries import (TEXTS, keyed_by_words, run_all, set_inputs, text,
-                            uses_opaque_key, words, Words)
+from .store_queries import (TEXTS, Opaque, count, keyed_by_words, run_all, set_inputs,
+                            text, uses_opaque_key, words, Words)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 SALT = "tribuild-test-salt"
@@ -84,3 +84,42 @@ def test_a_helper_that_fails_leaves_the_table_to_the_save(tmp_path, monkeypatch,
     db.save(tmp_path / "apart", SALT)
     assert ended == [True]
     assert _stored(tmp_path / "apart") == _stored(tmp_path / "plain")
+
+
+@derived
+def big_by_opaque(db, key):
+    return "a long value " * 1000 + str(key.n + count(db, "a"))
+
+
+def test_a_dropped_key_leaves_no_value_in_the_pack(tmp_path):
+    """A key whose argument cannot be encoded is dropped; a save with a helper learns it
+    only from the helper, after placing values, and places again without it."""
+    def filled():
+        db = _filled()
+        big_by_opaque(db, Opaque(7))
+        return db
+    plain = filled().save(tmp_path / "plain", SALT)
+    db = filled()
+    db.save_apart(lambda: None)
+    assert db.save(tmp_path / "apart", SALT) == plain and plain.dropped_keys == 1
+    size = {name: sum(p.stat().st_size for p in (tmp_path / name).glob("values-*.pack"))
+            for name in ("plain", "apart")}
+    assert size["apart"] == size["plain"] < 13_000      # the 13 kB value is in neither
+
+
+def test_a_save_that_fails_before_taking_the_helper_leaves_it_to_end_apart(tmp_path,
+                                                                         monkeypatch):
+    db = _filled()
+    ended = []
+    db.save_apart(lambda: ended.append(True))
+    pid = db._helper.pid
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(packs, "place", full_disk)
+    with pytest.raises(OSError):
+        db.save(tmp_path, SALT)
+    db.end_apart()                  # what ``driver.build`` does on the way out
+    assert ended == [True] and db._helper is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)     # reaped already

@@ -47,7 +47,12 @@ class Helper:
         self.on_end = on_end
         read, write = os.pipe()
         gc.freeze()             # the child's collections then skip (and do not copy) the heap
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
         if self.pid == 0:
             os.close(read)
             _serve(db, self.keys, write)
@@ -55,7 +60,7 @@ class Helper:
         self.fd = read
 
     def result(self) -> Prefix | None:
-        """What the helper sent, once it has ended; None if it failed."""
+        """What the helper sent, once it has ended; None if it failed. Call it once."""
         chunks = []
         try:
             while chunk := os.read(self.fd, 1 << 20):

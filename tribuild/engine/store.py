@@ -85,18 +85,19 @@ def save(db, path, salt: str) -> SaveReport:
     root = os.fspath(path)
     os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
-    helper, db._helper = db._helper, None
     unencodable: dict[str, int] = {}
     with paused():
         memos = db._every_memo()
-        if helper is None:
+        if db._helper is None:
             table, args, kept, dropped = _table(memos, db._loaded, None)
             placed = _place(db, kept, unencodable, root, sid)
         else:                       # the helper makes the table meanwhile (``apart``)
             placed = _place(db, memos, unencodable, root, sid)
+            helper, db._helper = db._helper, None   # (a failure until here: ``end_apart``)
             table, args, kept, dropped = _table(memos, db._loaded, helper.result())
-            if dropped:
-                placed.values = [v for m, v in zip(memos, placed.values) if m.id not in dropped]
+            if dropped:             # rare: place the kept values only, as without a helper
+                unencodable = {}
+                placed = _place(db, kept, unencodable, root, sid)
         meta, ints = _columns(db, kept, dropped)
         ints |= args
         ints["deps_start"], ints["args_start"] = starts(ints["deps_len"]), starts(args["args_len"])
