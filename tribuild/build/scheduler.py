@@ -50,7 +50,9 @@ Terms:
 A unit that fails is reported through its outcome; units depending on it are skipped and
 every other unit still runs. A unit that kills the process it runs in (a crash of the
 interpreter) is reported when a worker ran it; in this process it ends the build, as it
-does in a build without workers. Without ``os.fork`` (or with one job, or one unit) every unit
+does in a build without workers. A worker's death is put on the first unit it was handed
+and had not reported, so one that dies between units (writing outputs) is reported
+against its next unit; the others it was handed are built elsewhere. Without ``os.fork`` (or with one job, or one unit) every unit
 runs in this process, one after another (``units.run_serial``).
 """
 from __future__ import annotations
