@@ -72,12 +72,11 @@ class MergeReport:
 
 def export(db, keys) -> bytes:
     rev = db._revision
-    roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
     table = _KeyTable()
     ints, chunks, left, offset, count = array("q"), [], set(), 0, 0
     memo_at = db._memo_at
     ref = table.ref
-    for memo in _closure(roots, memo_at, rev):
+    for memo in _exported(db, keys):
         own = ref(memo)
         deps = [ref(memo_at(d)) for d in memo.deps]
         if own is None or None in deps or left and any(d in left for d in memo.deps):
@@ -108,10 +107,15 @@ def encode(db, keys) -> None:
     """Encode the values of the records ``export(keys)`` would write, each once (a memo
     keeps its encoding, which a save writes as it is), without exporting them: for keys
     computed in the process that saves, while it has other work to overlap with."""
+    for memo in _exported(db, keys):
+        store.blob_of(memo, {})
+
+
+def _exported(db, keys) -> list:
+    """The memos whose records ``export(keys)`` writes, dependencies first."""
     rev = db._revision
     roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
-    for memo in _closure(roots, db._memo_at, rev):
-        store.blob_of(memo, {})
+    return _closure(roots, db._memo_at, rev)
 
 
 def _computed(db, query, args: tuple, rev: int):
