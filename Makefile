@@ -3,12 +3,19 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: zoo test
+.PHONY: zoo test test-cuda
 zoo: $(STAMP)
 	$(VENV)/bin/tribuild build
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q
+
+# On a machine with a CUDA GPU, torch and triton (not part of `make test`): the kernel and
+# generated-module tests through Triton's compiler instead of its interpreter (tests/device.py).
+CUDA_TESTS := tests/gpu/test_kernels_linear.py tests/gpu/test_kernels_conv.py \
+	tests/gpu/test_kernels_quant.py tests/codegen/test_kernel_files.py tests/codegen/test_zoo_modules.py
+test-cuda:
+	TRIBUILD_TEST_DEVICE=cuda $(PY) -m pytest -q $(ARGS) $(CUDA_TESTS)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)

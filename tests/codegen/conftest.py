@@ -1,11 +1,12 @@
 """Codegen tests run generated modules with torch; kernel-file tests run the Triton kernels on
-the CPU, so ``TRITON_INTERPRET=1`` is set here, before any kernel is defined (as in
-tests/gpu). Module tests pin the torch backend. Without torch the runtime tests skip."""
-import os
-
+the CPU (or on CUDA with TRIBUILD_TEST_DEVICE=cuda), so ``TRITON_INTERPRET`` is set here,
+before any kernel is defined (as in tests/gpu; see tests/device.py). Module tests pin the
+torch backend on the CPU. Without torch the runtime tests skip."""
 import pytest
 
-os.environ["TRITON_INTERPRET"] = "1"
+from tests.device import configure
+
+configure()
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
 """Generated kernel files, one per shape class, imported from disk and run under
-TRITON_INTERPRET=1 against the same file on the torch backend (the launcher's CPU
+TRITON_INTERPRET=1 (or on CUDA, tests/device.py) against the same file on the torch backend (the launcher's CPU
 arithmetic, itself checked against a float64 oracle in tests/gpu): odd sizes that exercise
 every mask, fp32 and fp16, each epilogue flag, and the -O3 file (tuned configs, which fall
 back to the default under the interpreter)."""
@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from tests.device import on_device  # noqa: E402
 from tribuild.codegen.kernels import act_quant_spec, conv_spec, epilogue, kernel_source, linear_spec  # noqa: E402
 from tribuild.gpu.launch import force_backend  # noqa: E402
 from tribuild.gpu.packing import pack  # noqa: E402
@@ -61,12 +62,14 @@ def operands(n: int, k_shape: tuple, e: dict, out_shape: tuple, dtype, seed: int
 
 
 def both_backends(run, *args):
+    """``run`` on the test device's copies of ``args``, on the Triton and torch backends; results on the CPU."""
+    args = [on_device(a) for a in args]
     with torch.no_grad():
         with force_backend("triton"):
             got = run(*args)
         with force_backend("torch"):
             want = run(*args)
-    return got, want
+    return got.cpu(), want.cpu()
 
 
 def assert_close(got, want, dtype):
@@ -164,9 +167,9 @@ def test_zero_skip_kernel_file_matches_the_plain_one(case, backend, tmp_path):
     skipping, reference = load(spec, tmp_path), load(plain, tmp_path)
     x = torch.randn(shape, generator=gen)
     scale, bias, residual = torch.rand(n, generator=gen) + 0.5, torch.randn(n, generator=gen), torch.randn(out_shape)
+    args = on_device(x, pack(codes), scale, bias, residual)
     with torch.no_grad(), force_backend(backend):
-        got = skipping.run(x, pack(codes), scale, bias, residual)
-        want = reference.run(x, pack(codes), scale, bias, residual)
+        got, want = skipping.run(*args), reference.run(*args)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -1,4 +1,5 @@
-"""Every zoo model's generated module, on the CPU, against its hand-written reference
+"""Every zoo model's generated module, on the CPU (or on CUDA through its Triton kernels,
+tests/device.py), against its hand-written reference on the CPU
 (tests/codegen/references): same float weights (BatchNorm statistics randomised so folding is
 exercised), ``from_float`` on the generated side, eval mode, small arguments and inputs;
 outputs agree to 1e-4 relative error at every optimization level (the levels share one
@@ -13,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
+from tests.device import DEVICE, MODULE_BACKEND, on_device  # noqa: E402
 from tribuild.gpu.launch import force_backend  # noqa: E402
 
 # (reference module, construction args, input shape, levels checked)
@@ -76,12 +78,13 @@ def test_generated_module_matches_reference(i, built):
     x = torch.randn(shape)
     with torch.no_grad(), force_backend("torch"):
         expected = ref(x)
-        outputs = {}
         packed = built(i, levels[0]).Model.from_float(ref.state_dict()).state_dict()
+    outputs = {}
+    with torch.no_grad(), force_backend(MODULE_BACKEND):
         for level in levels:
             model = built(i, level).build()   # every level has the same state_dict
             model.load_state_dict(packed)
-            outputs[level] = model.eval()(x)
+            outputs[level] = model.to(DEVICE).eval()(on_device(x)).cpu()
             assert relative_error(expected, outputs[level]) < 1e-4, f"-O{level}"
     for level in levels[1:]:
         assert relative_error(outputs[levels[0]], outputs[level]) < 1e-4

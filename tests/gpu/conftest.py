@@ -1,15 +1,17 @@
-"""Runs tribuild.gpu's Triton kernels on the CPU: ``TRITON_INTERPRET=1`` must be set before
-any ``@triton.jit`` kernel is defined, so it is set here, at import, before test modules
-import the kernels. Without torch installed the folder is skipped; modules that need
-triton skip themselves. Every test gets its own autotune cache file.
+"""Runs tribuild.gpu's Triton kernels on the CPU, or on CUDA with TRIBUILD_TEST_DEVICE=cuda
+(tests/device.py): ``TRITON_INTERPRET`` must be set before any ``@triton.jit`` kernel is
+defined, so it is set here, at import, before test modules import the kernels. Without torch
+installed the folder is skipped; modules that need triton skip themselves. Every test gets
+its own autotune cache file.
 """
 
 import importlib.util
-import os
 
 import pytest
 
-os.environ["TRITON_INTERPRET"] = "1"
+from tests.device import configure
+
+configure()
 
 if importlib.util.find_spec("torch") is None:
     collect_ignore_glob = ["test_*.py"]

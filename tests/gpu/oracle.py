@@ -48,4 +48,4 @@ TOLERANCES = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rto
 
 
 def assert_matches(out, ref):
-    torch.testing.assert_close(out.double(), ref, **TOLERANCES[out.dtype])
+    torch.testing.assert_close(out.double().cpu(), ref.cpu(), **TOLERANCES[out.dtype])

@@ -1,5 +1,5 @@
-"""The implicit-GEMM and depthwise convolution kernels, under TRITON_INTERPRET=1, against
-the float64 oracle (``F.conv2d`` with ``scale · codes``) and the CPU fallback.
+"""The implicit-GEMM and depthwise convolution kernels, under TRITON_INTERPRET=1 (or on CUDA),
+against the float64 oracle (``F.conv2d`` with ``scale · codes``) and the CPU fallback.
 
 Odd spatial sizes, strides and paddings exercise the gather masks; blocks smaller than M,
 N and K force several programs and K steps.
@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("triton")
 
+from tests.device import on_device  # noqa: E402
 from tests.gpu import oracle  # noqa: E402
 from tribuild.gpu.autotune import config  # noqa: E402
 from tribuild.gpu.launch import force_backend, ternary_conv2d  # noqa: E402
@@ -49,12 +50,13 @@ def test_conv_matches_oracle_and_fallback(case):
     g = torch.rand(n if scale == "channel" else 1, generator=gen) + 0.5
     b = torch.randn(n, generator=gen) if bias else None
     r = torch.randn(out_shape, generator=gen).to(dtype) if residual else None
-    kwargs = dict(kernel_size=ksize, stride=stride, padding=padding, groups=groups, act=act, residual=r)
-    packed = pack(codes)
+    kwargs = dict(kernel_size=ksize, stride=stride, padding=padding, groups=groups, act=act,
+                  residual=on_device(r))
+    args = on_device(x, pack(codes), g, b)
     with force_backend("triton"):
-        out = ternary_conv2d(x, packed, g, b, configs=(cfg,), **kwargs)
+        out = ternary_conv2d(*args, configs=(cfg,), **kwargs)
     with force_backend("torch"):
-        fallback = ternary_conv2d(x, packed, g, b, **kwargs)
+        fallback = ternary_conv2d(*args, **kwargs)
     assert out.shape == out_shape and out.dtype == dtype
     ref = oracle.conv2d(x, codes, g, b, act, r, (sh, sw), (ph, pw), groups)
     oracle.assert_matches(out, ref)

@@ -1,4 +1,4 @@
-"""The GEMV and GEMM kernels, under TRITON_INTERPRET=1, against the float64 oracle.
+"""The GEMV and GEMM kernels, under TRITON_INTERPRET=1 (or on CUDA), against the float64 oracle.
 
 Cases are small and blocks big (the interpreter costs milliseconds per program and loop
 step); odd M, N, K exercise every mask, and each case names the epilogue it covers. Block
@@ -13,6 +13,7 @@ pytest.importorskip("triton")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.device import on_device  # noqa: E402
 from tests.gpu import oracle  # noqa: E402
 from tribuild.gpu.autotune import config  # noqa: E402
 from tribuild.gpu.launch import force_backend, ternary_linear  # noqa: E402
@@ -47,11 +48,11 @@ def layer(batch, n, k, dtype, scale, bias, residual, seed=0):
 def test_kernel_matches_oracle_and_fallback(case):
     _, batch, n, k, dtype, scale, bias, act, residual, cfg = case
     x, codes, g, b, r = layer(batch, n, k, dtype, scale, bias, residual)
-    packed = pack(codes)
+    args = on_device(x, pack(codes), g, b)
     with force_backend("triton"):
-        out = ternary_linear(x, packed, g, b, act, r, configs=(cfg,))
+        out = ternary_linear(*args, act, on_device(r), configs=(cfg,))
     with force_backend("torch"):
-        fallback = ternary_linear(x, packed, g, b, act, r)
+        fallback = ternary_linear(*args, act, on_device(r))
     assert out.shape == (*batch, n) and out.dtype == dtype
     ref = oracle.linear(x, codes, g, b, act, r)
     oracle.assert_matches(out, ref)
@@ -64,12 +65,12 @@ def test_kernel_matches_oracle_and_fallback(case):
 def test_any_shape_matches_oracle(m, n, k, act):
     x, codes, g, b, _ = layer((m,), n, k, torch.float32, "channel", True, False, seed=m * n * k)
     with force_backend("triton"):
-        out = ternary_linear(x, pack(codes), g, b, act, configs=(GEMV if m <= 4 else GEMM,))
+        out = ternary_linear(*on_device(x, pack(codes), g, b), act, configs=(GEMV if m <= 4 else GEMM,))
     oracle.assert_matches(out, oracle.linear(x, codes, g, b, act))
 
 
-def test_default_configs_run_under_the_interpreter():
+def test_default_configs_run():
     x, codes, g, _, _ = layer((6,), 10, 20, torch.float32, "tensor", False, False)
     with force_backend("triton"):
-        out = ternary_linear(x, pack(codes), g)
+        out = ternary_linear(*on_device(x, pack(codes), g))
     oracle.assert_matches(out, oracle.linear(x, codes, g))
