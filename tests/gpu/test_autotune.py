@@ -1,5 +1,5 @@
 """Config sets, the tuning choice and its on-disk cache; and a launcher tuning for real
-under the interpreter (the CPU bench stands in for ``do_bench``). No timing is asserted:
+under the interpreter (the CPU bench stands in for ``gpu_ms``). No timing is asserted:
 which config wins is the clock's business, that the choice is made once and kept is ours."""
 
 import json
@@ -81,9 +81,20 @@ def test_writes_merge_with_other_processes_and_leave_no_temp_files(tmp_path):
 def test_cache_path_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TRIBUILD_AUTOTUNE_CACHE", str(tmp_path / "x.json"))
     assert autotune.cache_path() == tmp_path / "x.json"
+    assert autotune.default_cache().path == tmp_path / "x.json"
     monkeypatch.delenv("TRIBUILD_AUTOTUNE_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert autotune.cache_path() == tmp_path / "tribuild" / "autotune.json"
+    assert autotune.default_cache().path == tmp_path / "tribuild" / "autotune.json"
+    assert autotune.default_cache() is autotune.default_cache()
+
+
+def test_a_config_read_back_is_replaced_by_a_later_put(tmp_path):
+    cache = AutotuneCache(tmp_path / "c.json")
+    cache.put("k", A)
+    assert cache.get("k") == A and cache.get("k") == A  # the second read is the parsed one
+    cache.put("k", B)
+    assert cache.get("k") == B
 
 
 def test_launcher_tunes_at_O3_and_caches_per_shape():

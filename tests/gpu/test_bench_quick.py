@@ -44,7 +44,10 @@ def test_bytes_moved_counts_two_bits_per_ternary_weight():
 
 def test_markdown_table_row():
     row = {"M": 1, "N": 4096, "K": 4096, "ternary_ms": 0.01, "fp16_ms": 0.02, "speedup_vs_fp16": 2.0,
-           "ternary_gbps": 500.0, "ternary_peak_fraction": 0.15, "fp16_gbps": 1600.0, "fp16_peak_fraction": None}
-    report = {"device": "X", "peak_gbps": None, "torch": "t", "triton": "tr", "repeats": 5, "results": [row]}
+           "ternary_gbps": 500.0, "ternary_peak_fraction": 0.15, "fp16_gbps": 1600.0, "fp16_peak_fraction": None,
+           "ternary_eager_ms": 0.03, "fp16_eager_ms": 0.015, "eager_speedup_vs_fp16": 0.5}
+    report = {"device": "X", "peak_gbps": None, "torch": "t", "triton": "tr", "opt_level": 3, "repeats": 5,
+              "results": [row]}
     table = load_bench().markdown(report)
-    assert "| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) |" in table.splitlines()
+    assert ("| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) | 0.0300 | 0.0150 | 0.50x |"
+            in table.splitlines())

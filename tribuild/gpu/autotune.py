@@ -11,12 +11,15 @@ Terms:
   atomically (temp file + rename); a file that does not parse, or of another version, is
   treated as empty and rewritten. Its path is ``$TRIBUILD_AUTOTUNE_CACHE``, else
   ``$XDG_CACHE_HOME/tribuild/autotune.json`` (``~/.cache`` when that is unset).
-- *bench*: milliseconds per call of a function: ``triton.testing.do_bench`` on a GPU, a
-  wall-clock median on the CPU (the Triton interpreter, where ``do_bench`` cannot run).
+- *bench*: milliseconds per call of a function. On a GPU, ``gpu_ms``: the GPU time of one
+  call replayed from a CUDA graph after L2 is flushed, so that neither Python's launch cost
+  (tens of microseconds, more than a small kernel takes) nor a warm L2 decides the choice.
+  On the CPU (the Triton interpreter) a wall-clock median.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -32,6 +35,8 @@ from ..record import record
 CACHE_VERSION = 1
 TUNED_LEVEL = 3
 CPU_BENCH_REPEATS = 3
+GPU_REPLAYS = 50
+FLUSH_BYTES = 256 << 20  # more than any GPU's L2 cache
 
 
 @record
@@ -97,15 +102,54 @@ def interpreted() -> bool:
 def device_name(device: torch.device) -> str:
     """The name a tuning is keyed by: the GPU's name, or ``cpu-interpreter``."""
     if device.type == "cuda" and not interpreted():
-        return torch.cuda.get_device_name(device)
+        return _gpu_name(device.index)
     return "cpu-interpreter"
 
 
+@functools.cache
+def _gpu_name(index: int | None) -> str:
+    return torch.cuda.get_device_name(index)
+
+
+@functools.cache
+def _flush_buffer(index: int | None) -> torch.Tensor:
+    return torch.empty(FLUSH_BYTES, dtype=torch.int8, device=torch.device("cuda", index))
+
+
+def gpu_ms(fn: Callable[[], object], device: torch.device, replays: int = GPU_REPLAYS) -> float:
+    """Median GPU milliseconds of one call of ``fn`` on CUDA ``device``.
+
+    ``fn`` runs once on a side stream (compiling what it needs), is captured in a CUDA graph,
+    and the graph is replayed ``replays`` times, each right after a buffer larger than L2 is
+    overwritten. The overwrite evicts L2, as a model's other layers do between two calls of
+    one layer, and keeps the GPU busy while the replay is queued, so the events around the
+    replay time the kernels alone.
+    """
+    with torch.cuda.device(device):
+        flush = _flush_buffer(torch.cuda.current_device())
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(replays)]
+        for start, end in events:
+            flush.zero_()
+            start.record()
+            graph.replay()
+            end.record()
+        torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
 def bench(fn: Callable[[], None], device: torch.device) -> float:
-    """Milliseconds per call of ``fn``: ``do_bench`` on a GPU, a CPU wall-clock median otherwise."""
+    """Milliseconds per call of ``fn``: ``gpu_ms`` on a GPU, a CPU wall-clock median otherwise."""
     if device.type == "cuda" and not interpreted():
-        from triton.testing import do_bench
-        return float(do_bench(fn))
+        return gpu_ms(fn, device)
     fn()  # warm-up: the interpreter's first call pays for tracing
     times = []
     for _ in range(CPU_BENCH_REPEATS):
@@ -121,6 +165,7 @@ class AutotuneCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._entries: dict[str, dict] | None = None
+        self._parsed: dict[str, KernelConfig] = {}  # configs of _entries already parsed
 
     def _read(self) -> dict[str, dict]:
         try:
@@ -131,18 +176,23 @@ class AutotuneCache:
             return {}
 
     def get(self, key: str) -> KernelConfig | None:
+        if (parsed := self._parsed.get(key)) is not None:
+            return parsed
         if self._entries is None:
             self._entries = self._read()
         entry = self._entries.get(key)
         try:
-            return None if entry is None else KernelConfig.from_json(entry)
+            parsed = None if entry is None else KernelConfig.from_json(entry)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
+        if parsed is not None:
+            self._parsed[key] = parsed
+        return parsed
 
     def put(self, key: str, cfg: KernelConfig) -> None:
         entries = self._read()  # merge with what other processes wrote meanwhile
         entries[key] = cfg.to_json()
-        self._entries = entries
+        self._entries, self._parsed = entries, {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
         try:
@@ -162,13 +212,16 @@ def cache_path() -> Path:
     return Path(root) / "tribuild" / "autotune.json"
 
 
-_caches: dict[Path, AutotuneCache] = {}
+_caches: dict[tuple[str | None, ...], AutotuneCache] = {}
 
 
 def default_cache() -> AutotuneCache:
-    """The process's cache object for :func:`cache_path` (one per path)."""
-    path = cache_path()
-    return _caches.setdefault(path, AutotuneCache(path))
+    """The process's cache object for :func:`cache_path`, one per value of the variables that
+    choose the path (so a launch looks up a dict rather than building a path)."""
+    env = tuple(os.environ.get(name) for name in ("TRIBUILD_AUTOTUNE_CACHE", "XDG_CACHE_HOME", "HOME"))
+    if (cache := _caches.get(env)) is None:
+        cache = _caches[env] = AutotuneCache(cache_path())
+    return cache
 
 
 def choose(key: str, candidates: Sequence[KernelConfig], run: Callable[[KernelConfig], None],
