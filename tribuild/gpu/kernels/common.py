@@ -25,8 +25,20 @@ def decode(byte, shift):
 
 
 @triton.jit
+def load_packed(w_ptr, k0, offs_n, n_mask, row_bytes, BLOCK_K: tl.constexpr):
+    """The ``[BLOCK_N, BLOCK_K // 4]`` int32 tile of the packed bytes that hold weights
+    ``k0 .. k0 + BLOCK_K - 1`` (``k0`` a multiple of 4) of rows ``offs_n``. Each byte is read
+    once, along its row, so neighbouring threads read neighbouring bytes; bytes past the row
+    read as 0, which decodes as zero codes, like the row's own padding."""
+    offs_b = k0 // 4 + tl.arange(0, BLOCK_K // 4)
+    mask = n_mask[:, None] & (offs_b < row_bytes)[None, :]
+    return tl.load(w_ptr + offs_n[:, None] * row_bytes + offs_b[None, :], mask=mask, other=0).to(tl.int32)
+
+
+@triton.jit
 def load_codes(w_ptr, offs_k, offs_n, n_mask, row_bytes, K):
-    """The decoded ``[BLOCK_K, BLOCK_N]`` tile of weights ``offs_k`` of packed rows ``offs_n``."""
+    """The decoded ``[BLOCK_K, BLOCK_N]`` tile of weights ``offs_k`` of packed rows ``offs_n``, laid
+    out for ``tl.dot``; each byte is fetched once per code it holds (see ``load_packed``)."""
     mask = (offs_k[:, None] < K) & n_mask[None, :]
     byte = tl.load(w_ptr + offs_n[None, :] * row_bytes + (offs_k // 4)[:, None], mask=mask, other=0)
     return decode(byte, ((offs_k % 4) * 2)[:, None])
