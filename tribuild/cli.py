@@ -135,7 +135,7 @@ def _clean(args) -> int:
 
 def _cache_args(p) -> None:
     p.add_argument("action", choices=("stats", "clear", "prune", "validate"))
-    p.add_argument("--days", type=float, help="prune: delete what was not used for DAYS days")
+    p.add_argument("--days", type=_days, help="prune: delete what was not used for DAYS days (0 or more)")
 
 
 def _cache(args) -> int:
@@ -238,6 +238,18 @@ def _arg(text: str):
         return parse_arg(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _days(text: str) -> float:
+    import argparse
+    import math
+    try:
+        days = float(text)
+    except ValueError:
+        days = math.nan
+    if not (0 <= days < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a number of days, 0 or more, got {text!r}")
+    return days
 
 
 def _positive(text: str) -> int:

@@ -71,6 +71,9 @@ def test_validate_deletes_a_corrupt_generation_and_the_next_build_recovers(mini,
 
 def test_cache_command_usage_and_stats(mini, cli):
     assert cli(["cache", "prune"], mini)[0] == 2
+    for days in ("-1", "nan", "inf", "soon"):
+        code, _, err = cli(["cache", "prune", "--days", days], mini)
+        assert code == 2 and "expected a number of days, 0 or more" in err
     cli(["build", "-q"], mini)
     code, out, _ = cli(["cache", "stats"], mini)
     assert code == 0 and "1 generation" in out and "current" in out and "of 512 MiB" in out
