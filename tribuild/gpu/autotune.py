@@ -103,17 +103,17 @@ def interpreted() -> bool:
 def device_name(device: torch.device) -> str:
     """The name a tuning is keyed by: the GPU's name, or ``cpu-interpreter``."""
     if device.type == "cuda" and not interpreted():
-        return _gpu_name(device.index)
+        return _gpu_name(torch.cuda.current_device() if device.index is None else device.index)
     return "cpu-interpreter"
 
 
 @functools.cache
-def _gpu_name(index: int | None) -> str:
+def _gpu_name(index: int) -> str:
     return torch.cuda.get_device_name(index)
 
 
 @functools.cache
-def _flush_buffer(index: int | None) -> torch.Tensor:
+def _flush_buffer(index: int) -> torch.Tensor:
     return torch.empty(FLUSH_BYTES, dtype=torch.int8, device=torch.device("cuda", index))
 
 
