@@ -112,11 +112,6 @@ def _gpu_name(index: int) -> str:
     return torch.cuda.get_device_name(index)
 
 
-@functools.cache
-def _flush_buffer(index: int) -> torch.Tensor:
-    return torch.empty(FLUSH_BYTES, dtype=torch.int8, device=torch.device("cuda", index))
-
-
 def gpu_ms(fn: Callable[[], object], device: torch.device, replays: int = GPU_REPLAYS) -> float:
     """Median GPU milliseconds of one call of ``fn`` on CUDA ``device``.
 
@@ -124,10 +119,11 @@ def gpu_ms(fn: Callable[[], object], device: torch.device, replays: int = GPU_RE
     and the graph is replayed ``replays`` times, each right after a buffer larger than L2 is
     overwritten. The overwrite evicts L2, as a model's other layers do between two calls of
     one layer, and keeps the GPU busy while the replay is queued, so the events around the
-    replay time the kernels alone.
+    replay time the kernels alone. The buffer is freed on return (to torch's caching
+    allocator, which hands it out again), not kept for the process's life.
     """
     with torch.cuda.device(device):
-        flush = _flush_buffer(torch.cuda.current_device())
+        flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
