@@ -12,8 +12,8 @@ test: $(STAMP)
 
 # On a machine with a CUDA GPU, torch and triton (not part of `make test`): the kernel and
 # generated-module tests through Triton's compiler instead of its interpreter (tests/device.py).
-CUDA_TESTS := tests/gpu/test_kernels_linear.py tests/gpu/test_kernels_conv.py \
-	tests/gpu/test_kernels_quant.py tests/codegen/test_kernel_files.py tests/codegen/test_zoo_modules.py
+CUDA_TESTS := $(wildcard tests/gpu/test_kernels_*.py) tests/codegen/test_kernel_files.py \
+	tests/codegen/test_zoo_modules.py
 test-cuda:
 	TRIBUILD_TEST_DEVICE=cuda $(PY) -m pytest -q $(ARGS) $(CUDA_TESTS)
 
