@@ -1,8 +1,8 @@
 """Generated kernel files, one per shape class, imported from disk and run under
-TRITON_INTERPRET=1 (or on CUDA, tests/device.py) against the same file on the torch backend (the launcher's CPU
-arithmetic, itself checked against a float64 oracle in tests/gpu): odd sizes that exercise
-every mask, fp32 and fp16, each epilogue flag, and the -O3 file (tuned configs, which fall
-back to the default under the interpreter)."""
+TRITON_INTERPRET=1 (or on CUDA, tests/device.py) against the same file on the torch
+backend (the launcher's CPU arithmetic, itself checked against a float64 oracle in
+tests/gpu): odd sizes that exercise every mask, fp32 and fp16, each epilogue flag, and the
+-O3 file (tuned configs, which fall back to the default under the interpreter)."""
 from __future__ import annotations
 
 import importlib.util
