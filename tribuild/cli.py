@@ -276,14 +276,19 @@ def entry() -> None:
     after a build, more than a whole no-op build). Every file a command writes is closed
     (and, where it must be, synced) before it returns, and tribuild registers no ``atexit``
     work. An exception still ends the process the usual way. Such a process, unless it
-    watches (it runs for hours), also collects cyclic garbage less often
+    watches (it runs for hours), keeps the databases it opens until that end
+    (``gcpause.hold_until_exit``: returning from the command would free them the same
+    way), and collects cyclic garbage less often
     (``_GC_THRESHOLDS``): a build makes many objects that live until it ends, and the
     default thresholds run some sixty collections in a one-body-edit build of the zoo
     (~8 ms of CPU)."""
     argv = sys.argv[1:]
     if argv[:1] != ["watch"]:
         import gc
+
+        from tribuild.gcpause import hold_until_exit
         gc.set_threshold(*_GC_THRESHOLDS)
+        hold_until_exit()
     code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()

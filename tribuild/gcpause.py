@@ -12,11 +12,18 @@ Objects made while collections are off still count towards the youngest generati
 the first collection after a pause would walk every one of them (20 ms after the merges of
 a 50-file parallel build). ``paused`` therefore ends by moving them to the oldest
 generation (``gc.freeze`` then ``gc.unfreeze``), which collections reach only rarely.
+
+- ``hold_until_exit``: for a process that ends with ``os._exit`` (``cli.entry``), which
+  frees nothing: the databases it opens (``held``) are kept until then. A database freed
+  when its command returns goes object by object: 34 ms after a 50-file ``--jobs 2``
+  build, 47 ms after ``--jobs 1``. A library caller (``tribuild.build``) holds none.
 """
 from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
+
+_HELD: list | None = None     # what ``held`` keeps, once ``hold_until_exit`` was called
 
 
 @contextmanager
@@ -41,3 +48,17 @@ def paused():
         gc.unfreeze()
         if enabled:
             gc.enable()
+
+
+def hold_until_exit() -> None:
+    """From now on, keep what ``held`` is given until the process ends."""
+    global _HELD
+    if _HELD is None:
+        _HELD = []
+
+
+def held(obj):
+    """``obj``, kept until the process ends if ``hold_until_exit`` was called."""
+    if _HELD is not None:
+        _HELD.append(obj)
+    return obj

@@ -26,6 +26,7 @@ from tribuild.build import manifest
 from tribuild.config import FILENAME, Config, find_project_root, read_config
 from tribuild.engine import Database
 from tribuild.engine.fingerprint import package_hash
+from tribuild.gcpause import held
 from tribuild.hashing import digest
 
 DEFAULT_CACHE = ".tribuild-cache"
@@ -99,8 +100,9 @@ def _record(path: str, data: dict) -> None:
 
 
 def open_database(project: Project, options: str = "") -> Database:
-    """The project's database as the last run left it (empty if there is no valid store)."""
-    return Database.load(project.cache_dir, salt(options, project.cache_dir))
+    """The project's database as the last run left it (empty if there is no valid store);
+    kept until the process ends in a process that ends with ``os._exit`` (``gcpause``)."""
+    return held(Database.load(project.cache_dir, salt(options, project.cache_dir)))
 
 
 def save_database(db: Database, project: Project, options: str = "") -> None:
