@@ -24,7 +24,7 @@ def test_config_sets(family):
     assert len(configs(family, 0)) == len(configs(family, 2)) == 1
     tuned = configs(family, 3)
     assert len(tuned) >= 3 and len(set(tuned)) == len(tuned)
-    if family in ("gemm", "conv2d"):  # tl.dot needs every block at least 16
+    if family in ("gemm", "gemm_small", "conv2d"):  # tl.dot needs every block at least 16
         assert all(min(dict(c.meta).values()) >= 16 for c in tuned)
 
 
@@ -111,3 +111,18 @@ def test_launcher_tunes_at_O3_and_caches_per_shape():
     assert key.startswith("gemv[") and "ACT=relu" in key and "M~1,N=8,K=12" in key
     assert key.endswith("|cpu-interpreter")
     assert KernelConfig.from_json(value) in configs("gemv", 3)
+
+
+@pytest.mark.parametrize("rows,family", [(4, "gemv"), (5, "gemm_small"), (16, "gemm_small"),
+                                         (17, "gemm")])
+def test_linear_family_by_rows(rows, family):
+    pytest.importorskip("triton")
+    from tribuild.gpu.launch import force_backend, ternary_linear
+    from tribuild.gpu.packing import pack_ternary
+
+    packed, g = pack_ternary(torch.randn(8, 12))
+    with force_backend("triton"):
+        ternary_linear(torch.randn(rows, 12), packed, g, opt_level=3)
+    (key, value), = json.loads(autotune.cache_path().read_text())["entries"].items()
+    assert key.startswith(f"{family}[")
+    assert KernelConfig.from_json(value) in configs(family, 3)

@@ -3,7 +3,8 @@
 Terms:
 - *config*: a ``KernelConfig``: a kernel's ``tl.constexpr`` block sizes (``meta``) with its
   ``num_warps`` and ``num_stages``.
-- *family*: the kernel a config set belongs to: ``gemm gemv conv2d depthwise act_quant``.
+- *family*: the kernel a config set belongs to: ``gemm gemm_small gemv conv2d depthwise
+  act_quant`` (``gemm_small``: the GEMM kernel on a few rows).
 - *config set*: what is tried for a family at an optimization level: the one default config
   below -O3, a few at -O3 (``tl.dot`` kernels keep every block at least 16).
 - *tuning key*: ``"<kernel key>|<shape key>|<device name>"``, what one choice is valid for.
@@ -74,6 +75,11 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
     "gemm": (_mnk(64, 64, 64, 4, 3),
              (_mnk(128, 128, 64, 8, 3), _mnk(64, 128, 64, 4, 4), _mnk(128, 64, 64, 4, 4),
               _mnk(64, 64, 128, 4, 3), _mnk(32, 64, 128, 4, 4))),
+    # a few rows (5 to launch.SMALL_GEMM_MAX_ROWS): 16-row tiles, narrow and deep, so that the
+    # grid has enough programs (64-row tiles left most of the GPU idle: 1.9-2.5x slower)
+    "gemm_small": (_mnk(16, 16, 256, 4, 3),
+                   (_mnk(16, 16, 256, 4, 3), _mnk(16, 16, 128, 4, 3), _mnk(16, 32, 128, 4, 3),
+                    _mnk(16, 32, 256, 4, 3), _mnk(16, 64, 64, 4, 3))),
     "gemv": (config(4, 2, BLOCK_N=16, BLOCK_K=512),
              (config(4, 2, BLOCK_N=8, BLOCK_K=1024), config(4, 2, BLOCK_N=16, BLOCK_K=512),
               config(8, 2, BLOCK_N=16, BLOCK_K=1024), config(4, 2, BLOCK_N=32, BLOCK_K=256),

@@ -34,6 +34,7 @@ from tribuild.gpu.ternarize import quantize_activations as quantize_activations_
 
 BACKENDS = ("auto", "triton", "torch")
 GEMV_MAX_ROWS = 4  # up to this many rows (memory-bound decoding) the GEMV kernel runs, not the GEMM
+SMALL_GEMM_MAX_ROWS = 16  # up to this many the GEMM runs 16-row tiles (family gemm_small)
 _backend = "auto"
 _cpu_backend: str | None = None  # auto mode's choice for CPU tensors, once TRITON_INTERPRET is read
 _unpacked: dict[int, tuple[weakref.ref, int, tuple[int, ...], torch.Tensor]] = {}
@@ -148,7 +149,8 @@ def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     if m <= GEMV_MAX_ROWS:
         kernel, family, grid = ternary_gemv_kernel, "gemv", lambda meta: (m, _cdiv(n, meta["BLOCK_N"]))
     else:
-        kernel, family, grid = ternary_gemm_kernel, "gemm", _tile_grid(m, n)
+        family = "gemm_small" if m <= SMALL_GEMM_MAX_ROWS else "gemm"
+        kernel, grid = ternary_gemm_kernel, _tile_grid(m, n)
     shape_key = f"{x.dtype}|M~{_m_bucket(m)},N={n},K={k}"
     _launch(kernel, family, grid, args, flags, shape_key, x.device, opt_level, configs)
     return out.reshape(*x.shape[:-1], n)
