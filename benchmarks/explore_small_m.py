@@ -19,7 +19,7 @@ if DRY:
     os.environ["TRITON_INTERPRET"] = "1"
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.bench_kernels import check, operands  # noqa: E402
 from tribuild.gpu import launch, ternary_linear  # noqa: E402
 from tribuild.gpu.autotune import config  # noqa: E402
