@@ -77,7 +77,7 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
               _mnk(64, 64, 128, 4, 3), _mnk(32, 64, 128, 4, 4),
               _mnk(16, 32, 256, 4, 3))),     # 17-32 rows: 1.5-1.6x faster on two of three shapes
     # a few rows (5 to launch.SMALL_GEMM_MAX_ROWS): 16-row tiles, narrow and deep, so that the
-    # grid has enough programs (64-row tiles left most of the GPU idle: 1.9-2.5x slower)
+    # grid has enough programs (64-row tiles left most of the GPU idle: 1.3-2.5x slower)
     "gemm_small": (_mnk(16, 16, 256, 4, 3),
                    (_mnk(16, 16, 256, 4, 3), _mnk(16, 16, 128, 4, 3), _mnk(16, 32, 128, 4, 3),
                     _mnk(16, 32, 256, 4, 3), _mnk(16, 64, 64, 4, 3))),
