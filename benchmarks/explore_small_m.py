@@ -9,6 +9,7 @@ under ``$OUT`` (default /tmp). Writes ``$OUT/m16.json``; ``--dry`` runs tiny sha
 the Triton interpreter on a CPU, untimed. This is how the ``gemm_small`` family was chosen
 (``benchmarks/results/kernels.md``).
 """
+import contextlib
 import json
 import os
 import statistics
@@ -32,16 +33,14 @@ OUT = os.environ.get("OUT", "/tmp")
 
 
 def variant(name):
+    """``ternary_linear`` as the way ``name`` runs it, tuning into its own cache file."""
     os.environ["TRIBUILD_AUTOTUNE_CACHE"] = os.path.join(OUT, f"tune-{name}.json")
-    if name == "gemv":
-        launch.GEMV_MAX_ROWS = 64
-    else:
-        launch.GEMV_MAX_ROWS = 4
+    launch.GEMV_MAX_ROWS = 64 if name == "gemv" else 4
     configs = SMALL if name == "small" else None
     return lambda x, p, g: ternary_linear(x, p, g, opt_level=3, configs=configs)
 
 
-def timed(fn):
+def timed(fn) -> float:
     if DRY:
         fn()
         return 0.0
@@ -49,22 +48,30 @@ def timed(fn):
     return statistics.median(gpu_ms(fn, torch.device("cuda"), 100) for _ in range(3))
 
 
-rows = []
-if DRY:
-    launch.force_backend("triton").__enter__()
-for m in ROWS:
-    for n, k in SIZES:
-        x, packed, g, dense = operands(m, n, k, DEV)
-        ref = x.float() @ dense.float().T
-        row = {"M": m, "N": n, "K": k}
-        for name in ("gemm", "small", "gemv"):
-            call = variant(name)
-            row[name + "_err"] = check(call(x, packed, g), ref)
-            row[name + "_ms"] = timed(lambda: call(x, packed, g))
-        launch.GEMV_MAX_ROWS = 4
-        row["fp16_ms"] = 0.0 if DRY else timed(lambda: x @ dense.T)
-        rows.append(row)
-        print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-              flush=True)
-with open(os.path.join(OUT, "m16.json"), "w") as f:
-    json.dump(rows, f, indent=1)
+def measure(m: int, n: int, k: int) -> dict:
+    x, packed, g, dense = operands(m, n, k, DEV)
+    ref = x.float() @ dense.float().T
+    row = {"M": m, "N": n, "K": k}
+    for name in ("gemm", "small", "gemv"):
+        call = variant(name)
+        row[name + "_err"] = check(call(x, packed, g), ref)
+        row[name + "_ms"] = timed(lambda: call(x, packed, g))
+    launch.GEMV_MAX_ROWS = 4
+    row["fp16_ms"] = timed(lambda: x @ dense.T)
+    return row
+
+
+def main() -> None:
+    rows = []
+    with launch.force_backend("triton") if DRY else contextlib.nullcontext():
+        for m in ROWS:
+            for n, k in SIZES:
+                rows.append(measure(m, n, k))
+                print(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
+                               for key, value in rows[-1].items()), flush=True)
+    with open(os.path.join(OUT, "m16.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

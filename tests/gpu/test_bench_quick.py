@@ -51,3 +51,22 @@ def test_markdown_table_row():
     table = load_bench().markdown(report)
     assert ("| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) | 0.0300 | 0.0150 | 0.50x |"
             in table.splitlines())
+
+
+def test_small_m_exploration_dry_run(tmp_path):
+    """explore_small_m.py --dry: every way on a tiny shape under the interpreter, each
+    checked against the dense product, each tuning into its own cache file."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = SCRIPT.with_name("explore_small_m.py")
+    env = {**os.environ, "OUT": str(tmp_path)}
+    subprocess.run([sys.executable, str(script), "--dry"], env=env, check=True, capture_output=True)
+    (row,) = json.loads((tmp_path / "m16.json").read_text())
+    assert all(row[f"{way}_err"] < 1e-2 for way in ("gemm", "small", "gemv"))
+    families = {way: next(iter(json.loads((tmp_path / f"tune-{way}.json").read_text())["entries"]))
+                for way in ("gemm", "small", "gemv")}
+    assert families["gemm"].startswith("gemm_small[") and families["small"].startswith("gemm_small[")
+    assert families["gemv"].startswith("gemv[")
