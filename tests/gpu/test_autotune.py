@@ -97,32 +97,18 @@ def test_a_config_read_back_is_replaced_by_a_later_put(tmp_path):
     assert cache.get("k") == B
 
 
-def test_launcher_tunes_at_O3_and_caches_per_shape():
+@pytest.mark.parametrize("rows,family,bucket", [(1, "gemv", 1), (4, "gemv", 4), (5, "gemm_small", 8),
+                                                (16, "gemm_small", 16), (17, "gemm", 32)])
+def test_launcher_tunes_at_O3_per_shape_in_the_family_of_its_rows(rows, family, bucket):
     pytest.importorskip("triton")
     from tribuild.gpu.launch import force_backend, ternary_linear
     from tribuild.gpu.packing import pack_ternary
 
     packed, g = pack_ternary(torch.randn(8, 12))
     with force_backend("triton"):
-        out = ternary_linear(torch.randn(1, 12), packed, g, act="relu", opt_level=3)
-    assert out.shape == (1, 8)
-    entries = json.loads(autotune.cache_path().read_text())["entries"]
-    (key, value), = entries.items()
-    assert key.startswith("gemv[") and "ACT=relu" in key and "M~1,N=8,K=12" in key
-    assert key.endswith("|cpu-interpreter")
-    assert KernelConfig.from_json(value) in configs("gemv", 3)
-
-
-@pytest.mark.parametrize("rows,family", [(4, "gemv"), (5, "gemm_small"), (16, "gemm_small"),
-                                         (17, "gemm")])
-def test_linear_family_by_rows(rows, family):
-    pytest.importorskip("triton")
-    from tribuild.gpu.launch import force_backend, ternary_linear
-    from tribuild.gpu.packing import pack_ternary
-
-    packed, g = pack_ternary(torch.randn(8, 12))
-    with force_backend("triton"):
-        ternary_linear(torch.randn(rows, 12), packed, g, opt_level=3)
+        out = ternary_linear(torch.randn(rows, 12), packed, g, act="relu", opt_level=3)
+    assert out.shape == (rows, 8)
     (key, value), = json.loads(autotune.cache_path().read_text())["entries"].items()
-    assert key.startswith(f"{family}[")
+    assert key.startswith(f"{family}[") and "ACT=relu" in key and f"M~{bucket},N=8,K=12" in key
+    assert key.endswith("|cpu-interpreter")
     assert KernelConfig.from_json(value) in configs(family, 3)
