@@ -107,8 +107,7 @@ def test_a_dropped_key_leaves_no_value_in_the_pack(tmp_path):
     assert size["apart"] == size["plain"] < 13_000      # the 13 kB value is in neither
 
 
-def test_a_save_that_fails_before_taking_the_helper_leaves_it_to_end_apart(tmp_path,
-                                                                         monkeypatch):
+def test_a_save_that_fails_still_waits_for_its_helper(tmp_path, monkeypatch):
     db = _filled()
     ended = []
     db.save_apart(lambda: ended.append(True))
@@ -119,7 +118,25 @@ def test_a_save_that_fails_before_taking_the_helper_leaves_it_to_end_apart(tmp_p
     monkeypatch.setattr(packs, "place", full_disk)
     with pytest.raises(OSError):
         db.save(tmp_path, SALT)
-    db.end_apart()                  # what ``driver.build`` does on the way out
     assert ended == [True] and db._helper is None
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)     # reaped already
+    db.end_apart()                  # what ``driver.build`` does on the way out: nothing left
+    assert ended == [True]
+
+
+def test_end_apart_reads_what_no_save_took(monkeypatch):
+    """A helper whose message is larger than a pipe holds blocks writing until it is read:
+    ending it without a save reads it, so the wait for its exit ends."""
+    def large(db, keys, fd):
+        os.write(fd, b"x" * (1 << 20))
+        os._exit(0)
+    monkeypatch.setattr(apart, "_serve", large)
+    db = _filled()
+    ended = []
+    db.save_apart(lambda: ended.append(True))
+    pid = db._helper.pid
+    db.end_apart()
+    assert ended == [True] and db._helper is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

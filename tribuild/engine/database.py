@@ -178,7 +178,7 @@ class Database:
         """Wait for a helper that no save took (the caller failed before saving)."""
         helper, self._helper = self._helper, None
         if helper is not None:
-            helper.result()
+            helper.end()
 
     def save(self, path, salt: str) -> store.SaveReport:
         with self._gate.cond:

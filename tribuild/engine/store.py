@@ -82,42 +82,67 @@ def graph_sid(name: str) -> str | None:
 # -- save --------------------------------------------------------------------------------
 
 def save(db, path, salt: str) -> SaveReport:
-    root = os.fspath(path)
+    helper, db._helper = db._helper, None
+    try:
+        return _save(db, os.fspath(path), salt, helper)
+    finally:
+        if helper is not None:      # its exit is waited for last (``apart.Helper.result``)
+            helper.end()
+
+
+def _save(db, root: str, salt: str, helper) -> SaveReport:
+    """``save``, with the argument table made by ``helper`` (``apart``) or here (None)."""
     os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
     unencodable: dict[str, int] = {}
+    wrote = 0                       # bytes of new packs written
     with paused():
         memos = db._every_memo()
-        if db._helper is None:
+        if helper is None:
             table, args, kept, dropped = _table(memos, db._loaded, None)
             placed = _place(db, kept, unencodable, root, sid)
-        else:                       # the helper makes the table meanwhile (``apart``)
-            placed = _place(db, memos, unencodable, root, sid)
-            helper, db._helper = db._helper, None   # (a failure until here: ``end_apart``)
+            meta, layout, int_bytes = _graph_columns(db, kept, dropped, placed)
+        else:                       # the helper makes the table meanwhile (``apart``),
+            placed = _place(db, memos, unencodable, root, sid)     # so the rest comes first
+            meta, layout, int_bytes = _graph_columns(db, memos, set(), placed)
+            wrote = _write_pack(placed)
             table, args, kept, dropped = _table(memos, db._loaded, helper.result())
-            if dropped:             # rare: place the kept values only, as without a helper
-                unencodable = {}
+            if dropped:             # rare: place the kept values only, as without a helper,
+                unencodable = {}    # in a pack without the others
+                wrote = _unwrite_pack(placed)
                 placed = _place(db, kept, unencodable, root, sid)
-        meta, ints = _columns(db, kept, dropped)
-        ints |= args
-        ints["deps_start"], ints["args_start"] = starts(ints["deps_len"]), starts(args["args_len"])
-        ints |= {"value": placed.values} | placed.entries
-        layout, int_bytes = columns.pack(ints)
+                meta, layout, int_bytes = _graph_columns(db, kept, dropped, placed)
+        arg_layout, arg_bytes = columns.pack(args | {"args_start": starts(args["args_len"])})
         text = table.text()
-    if placed.new is not None:      # made durable by the graph file's directory fsync
-        packs.write(placed)
+    wrote += _write_pack(placed)
     meta = json.dumps(meta | {"salt": salt, "packs": [[p.name] + p.stamp for p in placed.packs],
-                              "layout": layout}, separators=(",", ":")).encode()
-    body = len(meta).to_bytes(8, "little") + meta + int_bytes + text
+                              "layout": layout + arg_layout}, separators=(",", ":")).encode()
+    body = b"".join([len(meta).to_bytes(8, "little"), meta, int_bytes, arg_bytes, text])
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
     write_atomic(os.path.join(root, graph_name(sid)), graph)
     names = {p.name for p in placed.packs}
     for old in listdir(root):
         if packs.pack_name(sid, old) and old not in names:
             unlink(os.path.join(root, old))
-    written = len(graph) + (len(placed.new.data) if placed.new else 0)
-    return SaveReport(len(kept), len(placed.entries["entry_offset"]), written, unencodable,
-                      len(dropped))
+    return SaveReport(len(kept), len(placed.entries["entry_offset"]), len(graph) + wrote,
+                      unencodable, len(dropped))
+
+
+def _write_pack(placed) -> int:
+    """Write the new pack of ``placed`` if it has one not written yet (made durable by the
+    graph file's folder fsync); the bytes written."""
+    if placed.new is None or placed.new.data is not None:
+        return 0
+    packs.write(placed)
+    return len(placed.new.data)
+
+
+def _unwrite_pack(placed) -> int:
+    """Delete the new pack ``_write_pack`` wrote (a placement made again copies its values
+    out of it); 0, the bytes written now."""
+    if placed.new is not None and placed.new.data is not None:
+        unlink(placed.new.path)
+    return 0
 
 
 def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: str):
@@ -167,11 +192,19 @@ def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
     return table, {"args_len": lengths, "args": flat}, seeds
 
 
+def _graph_columns(db, kept: list[Memo], dropped: set[int], placed) -> tuple[dict, list, bytes]:
+    """The JSON part (revision, clock, query idents) of the graph of the kept memos and its
+    integer columns but the arguments, packed (``columns``): layout and bytes."""
+    meta, ints = _columns(db, kept, dropped)
+    ints["deps_start"] = starts(ints["deps_len"])
+    return meta, *columns.pack(ints | {"value": placed.values} | placed.entries)
+
+
 def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
-    """The graph of the kept memos, with key ids renumbered: the JSON part (revision, clock,
-    query idents) and the integer columns but the values, the arguments and the starts.
-    ``deps`` are flattened: ``deps_len`` is -1 for a key without a dependency record
-    (inputs, queries that never completed)."""
+    """The graph of the kept memos, with key ids renumbered: the JSON part and the integer
+    columns but the values, the arguments and the starts. ``deps`` are flattened:
+    ``deps_len`` is -1 for a key without a dependency record (inputs, queries that never
+    completed)."""
     queries = {m.query: None for m in kept}
     query_index = {q: i for i, q in enumerate(queries)}
     new_id = {m.id: i for i, m in enumerate(kept)} if dropped else None
