@@ -141,6 +141,7 @@ class Writer:
             tree = codec.to_json(value) if tree is None else tree
             value = known = None
         if known is not None and _same(known[0], value):
+            self._objects[id(value)] = (value, known[1])
             return known[1]
         tree = codec.to_json(value) if tree is None else tree
         node = self._add(_dumps(self._refs(tree, value)))
