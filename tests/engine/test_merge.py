@@ -65,6 +65,22 @@ def test_merged_keys_are_read_without_executing_anything():
     assert (log.executed, log.validated) == ([], [])
 
 
+def test_a_merge_logs_what_the_worker_did_with_each_record_it_installs():
+    """Inside an open log a merge lists each installed record as the worker's event, so a
+    build that merges knows what ran in it wherever it ran (``tribuild build --explain``);
+    the counters stay those of this database."""
+    worker, main = _copy(), _copy()
+    with worker.log() as ran:
+        payload = _export(worker, (summary, ()))
+    with main.log() as log:
+        report = main.merge(payload)
+    assert report.installed == len(log.executed) + len(log.validated) == 7
+    assert (sorted(log.executed), sorted(log.validated)) == (sorted(ran.executed),
+                                                             sorted(ran.validated))
+    counts = {name: (s.executed, s.validated) for name, s in main.stats().items()}
+    assert counts == {name: (s.executed, s.validated) for name, s in _copy().stats().items()}
+
+
 def test_after_a_merge_the_database_is_the_one_that_computed_it_itself():
     worker, main, reference = _copy(), _copy(), _copy()
     main.merge(_export(worker, (summary, ())))

@@ -39,7 +39,9 @@ Terms:
   nothing). An installed record replaces the receiver's memo: its value is decoded lazily on
   first read, like a loaded store's, and keeps its encoding, which a save writes as it is; a
   record without a value re-runs on first read (as ``VALUE_LOST``, keeping its
-  ``changed_at``).
+  ``changed_at``). Open logs (``Database.log``) list it as the exporter's event: executed
+  when it ran at the current revision (``executed_at``), else validated; the counters do
+  not count it (the exporter's own counters do).
 Workers forked from one state compute equal records for a key (queries are pure), so the
 first payload holding a key installs it and later ones skip it as already valid: the memo
 states after merging do not depend on the order payloads arrive in.
@@ -240,7 +242,7 @@ def merge(db, payload: bytes | memoryview) -> MergeReport:
             bad[k] = "input differs"
     reasons: dict[str, int] = {}
     installed = without_value = 0
-    rev, memo_of = db._revision, keys.memo
+    rev, memo_of, logs = db._revision, keys.memo, db._counters.logs
     for k, value, changed_at, durability, cause, cause_rev, executed_at, deps in records:
         reason = _blocked(bad, k, deps) if bad else None
         held = None if reason else keys.find(k, is_input=False)
@@ -261,6 +263,8 @@ def merge(db, payload: bytes | memoryview) -> MergeReport:
         memo.cause = cause if cause < 0 or cause in keys.unknown else memo_of(cause).id
         memo.cause_rev = cause_rev
         memo.verified_at = rev
+        if logs:
+            db._counters.event("executed" if executed_at == rev else "validated", memo)
         installed += 1
         without_value += value[0] < 0
     return MergeReport(installed, count - installed, reasons, meta["left_out"], without_value)

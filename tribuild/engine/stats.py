@@ -6,7 +6,8 @@ Terms:
   answered from a memo already valid in the current revision.
 - *seconds*: time spent in the query's own body, excluding the nested queries it executed.
 - *log*: while ``with db.log() as log`` is active, every event is also appended, as
-  ``(query_name, args)``, to ``log.executed``, ``log.validated`` or ``log.hits`` in order.
+  ``(query_name, args)``, to ``log.executed``, ``log.validated`` or ``log.hits`` in order;
+  a record merged from a worker is logged as what the worker did with it (``merge``).
 """
 from __future__ import annotations
 
