@@ -69,3 +69,14 @@ def test_log_records_events_only_inside_its_block(db):
     db.set(number, 0, 2)
     double(db, 0)
     assert (log.executed, log.validated, log.hits) == ([], [], [("double", (0,))])
+
+
+def test_a_log_limited_to_some_queries_keeps_only_their_events(db):
+    db.set(number, 0, 1)
+    db.set(number, 1, 2)
+    with db.log(queries=[pair]) as only_pair, db.log() as every:
+        pair(db)
+        pair(db)
+    assert (only_pair.executed, only_pair.hits) == ([("pair", ())], [("pair", ())])
+    assert every.executed == [("double", (0,)), ("double", (1,)), ("pair", ())]
+    assert ("number", (0,)) in every.hits and only_pair.validated == []

@@ -76,7 +76,7 @@ class BuildResult:
     """What a build did: ``compute`` fills it in, then ``build`` (the fields past
     ``opt_level`` start empty)."""
     __slots__ = ("targets", "out_dir", "sources", "opt_level", "report", "generated", "timing",
-                 "executed", "explain", "inputs", "written_early")
+                 "explain", "inputs", "written_early")
 
     def __init__(self, targets: list[TargetResult], out_dir: str,
                  sources: QuerySources | None = None, opt_level: str = "") -> None:
@@ -85,7 +85,6 @@ class BuildResult:
         self.report: outputs.WriteReport | None = None
         self.generated: dict[str, bytes] = {}
         self.timing: timing.Report | None = None
-        self.executed = 0
         self.explain: dict[str, list[str]] = {}              # output -> why written
         self.inputs: tuple[str, ...] = ()          # the .tri files the targets were made from
         self.written_early: tuple[str, ...] = ()   # outputs written as built (relative paths)
@@ -131,13 +130,12 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         with clock.stage("load cache"):
             db = open_database(project)
         try:
-            with db.log() as log:
+            with db.log(queries=(_unit_query(request),)) as log:    # what ``_explain`` needs
                 result, units, outcomes = compute(db, project, targets, request, show, clock,
                                                   write=request.stop_after is None)
                 if request.stop_after is None:
                     with clock.stage("write outputs"):
                         write_result(project, result)
-            result.executed = len(log.executed)
             if result.report is not None:
                 keys = {u.name: (u.query, u.args) for u in units}
                 result.explain = _explain(db, keys, result, log.executed)
@@ -238,7 +236,7 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     file: the files it imports are known only once it is lexed, by the unit."""
     if request.stop_after == "parse":
         return []
-    query = target_report if request.stop_after == "check" else target_build_query()
+    query = _unit_query(request)
     units = []
     for t in targets:
         args = (t.entry_path, t.entry_layer, t.args, t.input)
@@ -248,6 +246,11 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
         units.append(Unit(t.name, query, args, cost=float(size),
                           prelude=partial(_file_checks, t.entry_path)))
     return units
+
+
+def _unit_query(request: Request):
+    """The query of every unit (the key of each target)."""
+    return target_report if request.stop_after == "check" else target_build_query()
 
 
 def _file_checks(entry_path: str, db) -> list[tuple]:

@@ -125,9 +125,10 @@ class Database:
         return self._counters.snapshot()
 
     @contextmanager
-    def log(self):
-        """Record every executed / validated / hit event while the block runs."""
-        log = Log()
+    def log(self, queries=None):
+        """Record every executed / validated / hit event while the block runs; with
+        ``queries`` (declared queries), only their events."""
+        log = Log(None if queries is None else frozenset(queries))
         self._counters.logs += (log,)
         try:
             yield log

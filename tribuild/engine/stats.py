@@ -5,8 +5,9 @@ Terms:
   valid (through its dependencies or the durability shortcut) without running. *hit*: a read
   answered from a memo already valid in the current revision.
 - *seconds*: time spent in the query's own body, excluding the nested queries it executed.
-- *log*: while ``with db.log() as log`` is active, every event is also appended, as
-  ``(query_name, args)``, to ``log.executed``, ``log.validated`` or ``log.hits`` in order;
+- *log*: while ``with db.log() as log`` is active, every event (of the queries it is
+  limited to, if any) is also appended, as ``(query_name, args)``, to ``log.executed``,
+  ``log.validated`` or ``log.hits`` in order;
   a record merged from a worker is logged as what the worker did with it (``merge``).
 """
 from __future__ import annotations
@@ -24,12 +25,14 @@ class QueryStats:
 
 
 class Log:
-    __slots__ = ("executed", "validated", "hits")
+    """``only``: the queries whose events it keeps (None: every query)."""
+    __slots__ = ("executed", "validated", "hits", "only")
 
-    def __init__(self):
+    def __init__(self, only: frozenset | None = None):
         self.executed: list[tuple[str, tuple]] = []
         self.validated: list[tuple[str, tuple]] = []
         self.hits: list[tuple[str, tuple]] = []
+        self.only = only
 
 
 class Counters:
@@ -56,7 +59,8 @@ class Counters:
 
     def event(self, kind: str, memo) -> None:
         for log in self.logs:
-            getattr(log, kind).append((memo.query.name, memo.args))
+            if log.only is None or memo.query in log.only:
+                getattr(log, kind).append((memo.query.name, memo.args))
 
     def snapshot(self) -> dict[str, QueryStats]:
         hits: dict = {}
