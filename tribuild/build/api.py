@@ -48,7 +48,8 @@ def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record
         raise BuildError("\n".join([result.target.error or ""] + [
             render_text(d, result.sources) for d in result.target.diagnostics]).strip())
     outputs = [os.path.relpath(p, root) for p in result.files]
-    manifest.write(root, cache_dir, key, result.inputs, tuple(outputs), record)
+    manifest.write(cache_dir, manifest.snapshot(root, cache_dir, key, result.inputs,
+                                                tuple(outputs)), record)
 
 
 def _import(stem: str, path: str):

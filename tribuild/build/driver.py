@@ -141,10 +141,13 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 result.explain = _explain(db, keys, result, log.executed)
                 explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
             with clock.stage("save cache"):
+                done = None                 # taken while the save's helper works, if any
+                if not result.failed and request.stop_after is None:
+                    done = _manifest(db, project, request, result)
                 save_database(db, project)
                 cache.evict(project.cache_dir, config.cache_max_bytes)
-                if not result.failed and request.stop_after is None:
-                    _write_manifest(db, project, request, result)
+                if done is not None:        # written last: it vouches for a whole build
+                    manifest.write(project.cache_dir, done)
         finally:
             db.end_apart()      # a helper the save did not take (``compute``)
     result.timing = clock.report(db, outcomes)
@@ -361,9 +364,9 @@ def _syntax(db, entry_path: str) -> tuple:
                  for e in item_index(db, path) for d in item_ast(db, path, e.id).diagnostics)
 
 
-def _write_manifest(db, project: Project, request: Request, result: BuildResult) -> None:
-    """Record the build in the manifest: Tribuild.toml as it was read (and parsed), the
-    sources as the queries read them, the outputs as they are now."""
+def _manifest(db, project: Project, request: Request, result: BuildResult) -> dict:
+    """The build's manifest: Tribuild.toml as it was read (and parsed), the sources as the
+    queries read them, the outputs as they are now."""
     root = project.root
     toml_digest, table = project.config_source
     inputs = {os.path.relpath(project.config.path, root): toml_digest}
@@ -371,5 +374,5 @@ def _write_manifest(db, project: Project, request: Request, result: BuildResult)
         inputs[path] = digest(source_text(db, path).text.encode("utf-8"))
     prefix = os.path.relpath(result.out_dir, root)
     outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
-    manifest.write(root, project.cache_dir, manifest.request_key(request.targets,
-                   request.opt_level), inputs, tuple(outs), config=table)
+    return manifest.snapshot(root, project.cache_dir, manifest.request_key(
+        request.targets, request.opt_level), inputs, tuple(outs), config=table)

@@ -180,12 +180,13 @@ def recorded_config(cache_dir: str, digest: str) -> dict | None:
     return None
 
 
-def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
-          outputs: tuple[str, ...], name: str = NAME, config: dict | None = None) -> None:
-    """Record a build of ``key`` made from ``inputs`` (root-relative path -> digest of the
-    bytes the build used) that left ``outputs`` (root-relative), and the ``config`` table
-    parsed from the recorded bytes of Tribuild.toml. An input whose file no longer holds
-    those bytes is recorded with size -1, so the next check rebuilds."""
+def snapshot(root: str, cache_dir: str, key: str, inputs: dict[str, str],
+             outputs: tuple[str, ...], config: dict | None = None) -> dict:
+    """The manifest of a build of ``key`` made from ``inputs`` (root-relative path -> digest
+    of the bytes the build used) that left ``outputs`` (root-relative), and the ``config``
+    table parsed from the recorded bytes of Tribuild.toml, with the files as they are now
+    (``write`` it). An input whose file no longer holds those bytes is recorded with size
+    -1, so the next check rebuilds; a file changed after this is seen by its stamp."""
     def entry(rel: str) -> list:
         st = os.stat(os.path.join(root, rel))
         return [rel, st.st_size, st.st_mtime_ns]
@@ -198,6 +199,11 @@ def write(root: str, cache_dir: str, key: str, inputs: dict[str, str],
     data = {"version": 1, "key": key, "tool": tool_stamp(), "cache": cache_dir,
             "inputs": [input_entry(rel) for rel in sorted(inputs)],
             "outputs": [entry(rel) for rel in sorted(outputs)], "config": config}
+    return data
+
+
+def write(cache_dir: str, data: dict, name: str = NAME) -> None:
+    """Write a ``snapshot`` as the manifest ``name``."""
     _write(os.path.join(cache_dir, name), data)
 
 
