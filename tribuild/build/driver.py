@@ -141,13 +141,13 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 result.explain = _explain(db, keys, result, log.executed)
                 explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
             with clock.stage("save cache"):
-                done = None                 # taken while the save's helper works, if any
+                taken = None                # while the save's helper works, if any
                 if not result.failed and request.stop_after is None:
-                    done = _manifest(db, project, request, result)
+                    taken = _manifest(db, project, request, result)
                 save_database(db, project)
                 cache.evict(project.cache_dir, config.cache_max_bytes)
-                if done is not None:        # written last: it vouches for a whole build
-                    manifest.write(project.cache_dir, done)
+                if taken is not None:       # written last: it vouches for a whole build
+                    manifest.write(project.cache_dir, taken)
         finally:
             db.end_apart()      # a helper the save did not take (``compute``)
     result.timing = clock.report(db, outcomes)

@@ -62,9 +62,8 @@ class Helper:
         self.fd = read
 
     def result(self) -> Prefix | None:
-        """What the helper sent; None if it failed. Call it once. It does not wait for the
-        helper's exit, which frees the helper's copy of the heap (10 ms for the 50-file
-        benchmark project): ``end`` does."""
+        """What the helper sent; None if it failed. Call it once; ``end`` waits for the
+        helper's exit."""
         try:
             data = self._read()
         except OSError:

@@ -108,8 +108,8 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
             wrote = _write_pack(placed)
             table, args, kept, dropped = _table(memos, db._loaded, helper.result())
             if dropped:             # rare: place the kept values only, as without a helper,
-                unencodable = {}    # in a pack without the others
-                wrote = _unwrite_pack(placed)
+                unencodable, wrote = {}, 0      # in a pack without the others
+                _unwrite_pack(placed)
                 placed = _place(db, kept, unencodable, root, sid)
                 meta, layout, int_bytes = _graph_columns(db, kept, dropped, placed)
         arg_layout, arg_bytes = columns.pack(args | {"args_start": starts(args["args_len"])})
@@ -137,12 +137,11 @@ def _write_pack(placed) -> int:
     return len(placed.new.data)
 
 
-def _unwrite_pack(placed) -> int:
+def _unwrite_pack(placed) -> None:
     """Delete the new pack ``_write_pack`` wrote (a placement made again copies its values
-    out of it); 0, the bytes written now."""
+    out of it)."""
     if placed.new is not None and placed.new.data is not None:
         unlink(placed.new.path)
-    return 0
 
 
 def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: str):
