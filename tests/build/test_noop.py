@@ -83,6 +83,23 @@ def test_a_cache_folder_configured_elsewhere_is_found_past_a_stale_manifest(mini
     assert "no work to do" not in cli(["build"], mini)[2]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_build_whose_store_save_fails_leaves_no_manifest(mini, jobs, monkeypatch):
+    """The manifest is taken while the save's helper works but written only after the save:
+    a build that fails there vouches for nothing, so the next one takes the full way."""
+    from tribuild.build import driver
+    from tribuild.build.driver import Request, build
+    from tribuild.build.session import Project
+
+    def full_disk(db, project):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(driver, "save_database", full_disk)
+    with pytest.raises(OSError):
+        build(Project.discover(str(mini)), Request(jobs=int(jobs)))
+    assert (mini / "out" / "net.py").exists()
+    assert not (mini / ".tribuild-cache" / "build-manifest.json").exists()
+
+
 SIMPLE = [[], ["a", "b", "-j4", "--jobs", "2", "-O3", "-q"], ["--jobs=2", "-Os", "-k"],
           ["-k", "--quiet", "--keep-going", "-O", "0", "mlp"], ["-j", "7", "net", "wide"]]
 
