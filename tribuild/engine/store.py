@@ -86,7 +86,7 @@ def save(db, path, salt: str) -> SaveReport:
     try:
         return _save(db, os.fspath(path), salt, helper)
     finally:
-        if helper is not None:      # its exit is waited for last (``apart.Helper.result``)
+        if helper is not None:      # its exit is waited for last (``apart.Helper.end``)
             helper.end()
 
 
