@@ -3,8 +3,9 @@
 The Python API (imports nothing heavy until called):
 - ``compile_model(path, layer, opt_level=2, **args)``: the generated ``nn.Module`` class of
   one layer; ``Model.from_float(state_dict)`` gives an instance with ternarized weights.
-- ``build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None)``: what
-  `tribuild build` does, returning the result (outputs, diagnostics, timing report).
+- ``build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None,
+  trace_memory=False)``: what `tribuild build` does, returning the result (outputs,
+  diagnostics, timing report).
 """
 # The package ``tribuild.build`` (the driver) is imported first, so that importing its
 # modules later never rebinds the name ``build`` below (its ``__init__`` is a docstring).
@@ -16,6 +17,7 @@ def compile_model(path, layer, opt_level=2, **args):
     return run(path, layer, opt_level, **args)
 
 
-def build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None):
+def build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None,
+          trace_memory=False):
     from tribuild.build.api import build as run
-    return run(project_dir, jobs, timing, targets, opt_level)
+    return run(project_dir, jobs, timing, targets, opt_level, trace_memory)

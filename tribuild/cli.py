@@ -64,6 +64,9 @@ def _build_args(p) -> None:
     p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL",
                    help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level)")
     p.add_argument("--timing", action="store_true", help="print time per stage, hit rates, memory")
+    p.add_argument("--trace-memory", action="store_true",
+                   help="--timing, with the peak of Python's allocations traced (slows the "
+                        "build several times)")
     p.add_argument("--profile", metavar="FILE", nargs="?", const="tribuild.prof",
                    help="run under cProfile, write FILE and print the top functions")
     p.add_argument("--stop-after", choices=("parse", "check", "codegen"),

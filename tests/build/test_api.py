@@ -55,3 +55,24 @@ def test_build_returns_outputs_diagnostics_and_timing(mini):
     assert sorted(p.rsplit("/", 1)[1] for p in result.outputs if p.endswith(".py")
                   and "/kernels/" not in p) == ["mlp.py", "net.py", "twin.py", "wide.py"]
     assert "query stages" in result.timing.text()
+
+
+def test_timing_traces_allocations_only_when_asked(mini, monkeypatch):
+    """``timing`` reads the resident peaks from the system at the end; tracing Python's
+    allocations (which slows a build several times) is ``trace_memory``'s alone."""
+    from tribuild.build import timing
+    import tracemalloc
+    seen = []
+    stage = timing.Clock.stage
+
+    def spy(self, name):
+        seen.append(tracemalloc.is_tracing())
+        return stage(self, name)
+    monkeypatch.setattr(timing.Clock, "stage", spy)
+    plain = tribuild.build(str(mini), jobs=2, timing=True).timing
+    assert seen and not any(seen) and plain.traced_bytes is None
+    assert plain.peak_bytes > 2**20 and plain.child_peak_bytes > 2**20    # a worker ran
+    seen.clear()
+    traced = tribuild.build(str(mini), jobs=1, trace_memory=True).timing
+    assert seen and all(seen) and not tracemalloc.is_tracing()
+    assert traced.traced_bytes > 0 and "traced peak" in traced.text()

@@ -152,7 +152,10 @@ def test_stop_after_and_dumps_write_nothing(mini, cli):
     assert code == 0 and "# ==> models/mlp.tri:MLP <==\nLayer(name='MLP'" in out
     code, out, err = cli(["build", "-O3", "--timing"], mini)
     assert code == 0 and "at -O3" in (mini / "out" / "net.py").read_text()
-    assert "query stages" in err and "peak memory" in err and "slowest units" in err
+    assert "query stages" in err and "slowest units" in err
+    assert "resident this process" in err and "traced peak" not in err
+    code, _, err = cli(["build", "--trace-memory"], mini)
+    assert code == 0 and "query stages" in err and "traced peak" in err
 
 
 def test_paths_outside_the_output_folder_are_refused(tmp_path):

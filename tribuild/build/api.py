@@ -62,12 +62,15 @@ def _import(stem: str, path: str):
 
 
 def build(project_dir: str = ".", jobs: int | None = None, timing: bool = False,
-          targets: tuple[str, ...] = (), opt_level: str | None = None):
+          targets: tuple[str, ...] = (), opt_level: str | None = None,
+          trace_memory: bool = False):
     """Build a project like `tribuild build`; returns the driver's ``BuildResult``
     (``.outputs``, ``.diagnostics``, ``.failed``, ``.timing``). ConfigError for mistakes in
-    Tribuild.toml."""
+    Tribuild.toml. ``trace_memory``: the timing report with Python's allocations traced
+    (like ``--trace-memory``; implies ``timing``)."""
     from tribuild.build.driver import Request, build as run
     from tribuild.build.session import Project
     project = Project.discover(project_dir)
     jobs = jobs or (project.config.jobs if project.config else 1)
-    return run(project, Request(tuple(targets), jobs, opt_level, None, False, timing))
+    return run(project, Request(tuple(targets), jobs, opt_level, None, False,
+                                timing or trace_memory, trace_memory))

@@ -18,7 +18,8 @@ EXIT_OK, EXIT_USER = 0, 1
 
 def run(project, args) -> int:
     request = Request(tuple(args.targets), args.jobs or (project.config.jobs if project.config
-                      else None), args.opt_level, _stop_after(args), args.keep_going, args.timing)
+                      else None), args.opt_level, _stop_after(args), args.keep_going,
+                      args.timing or args.trace_memory, args.trace_memory)
     show = progress.choose(args.quiet)
     if args.profile:
         result = _profiled(args.profile, lambda: build(project, request, show, _say))

@@ -4,7 +4,8 @@ Terms:
 - *request*: what the command line asked for: target names (empty: all), ``jobs``, an
   ``-O`` override, ``stop_after`` (``parse``, ``check`` or ``codegen``: stop after that
   stage, write nothing), ``keep_going`` (report every failing target in full, not just the
-  first) and ``timing``.
+  first), ``timing`` (the ``--timing`` report) and ``trace_memory`` (that report with
+  Python's allocations traced, which slows the build: ``timing.Clock``).
 - *target result*: per target, the files it produced (relative to the output folder), its
   diagnostics and, for a bug in tribuild, the traceback. A target with errors produces
   nothing, and its previous outputs stay as they were.
@@ -58,6 +59,7 @@ class Request:
     stop_after: str | None = None
     keep_going: bool = False
     timing: bool = False
+    trace_memory: bool = False      # with ``timing``: also trace Python allocations (slow)
 
 
 class TargetResult:
@@ -123,7 +125,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     """Build ``request`` in ``project`` (ConfigError for configuration mistakes)."""
     targets = select(project, request.targets)
     show = show or progress_mod.Quiet()
-    clock = timing.Clock(request.timing)
+    clock = timing.Clock(request.timing, request.trace_memory)
     config = project.config
     with project_lock(project.cache_dir, on_wait):
         manifest.forget(project.cache_dir)

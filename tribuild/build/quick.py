@@ -26,7 +26,7 @@ _VALUED = {"-j", "--jobs", "-O"}
 class BuildArgs:
     """The build arguments of a simple command line: the attributes of argparse's namespace
     for `tribuild build` (``cli``), those a simple line cannot set at their defaults."""
-    timing = explain = dump_ast = dump_code = dump_ir = False
+    timing = trace_memory = explain = dump_ast = dump_code = dump_ir = False
     profile = stop_after = None
 
     def __init__(self, targets: list[str], jobs: int | None, opt_level: str | None,
