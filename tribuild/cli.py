@@ -200,7 +200,10 @@ def _explain(args) -> int:
     project = _project()
     lines = explain.why(project.cache_dir, project.root, args.output)
     if lines is None:
-        print(f"tribuild explain: no build has written {args.output}", file=sys.stderr)
+        out_dir = os.path.join(project.root, project.config.out) if project.config \
+            else project.root
+        print(f"tribuild explain: {explain.unknown(project.root, out_dir, args.output)}",
+              file=sys.stderr)
         return EXIT_USER
     print("\n".join([f"{args.output}: last written because"] + ["  " + l for l in lines]))
     return EXIT_OK

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 
 def test_init_writes_a_project_that_builds_and_refuses_to_overwrite(tmp_path, cli):
@@ -75,4 +77,9 @@ def test_graph_and_explain(mini, cli):
     code, out, _ = cli(["explain", "out/wide.py"], mini)
     assert code == 0 and "source_text('models/lib/blocks.tri')" in out.splitlines()[-1]
     code, _, err = cli(["explain", "out/nothing.py"], mini)
-    assert code == 1 and "no build has written" in err
+    assert code == 1 and "out/nothing.py is not an output of this project" in err
+    assert f"written under out{os.sep}" in err
+    shutil.rmtree(mini / ".tribuild-cache")         # the record of why goes with the cache
+    cli(["build", "-q"], mini)                      # and the outputs are up to date
+    code, _, err = cli(["explain", "out/wide.py"], mini)
+    assert code == 1 and "out/wide.py (target wide) has not been written since" in err

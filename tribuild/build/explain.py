@@ -48,6 +48,20 @@ def why(cache_dir: str, root: str, output: str) -> list[str] | None:
     return load(cache_dir).get(os.path.relpath(os.path.abspath(output), root))
 
 
+def unknown(root: str, out_dir: str, output: str) -> str:
+    """Why ``explain`` has nothing to say about ``output`` (a path as the user typed it):
+    it is no output of this project, or no build recorded since the cache was made has
+    written it (its bytes were up to date)."""
+    from tribuild.build.outputs import Record
+    rel = os.path.relpath(os.path.abspath(output), out_dir)
+    for target, files in sorted(Record.load(out_dir).targets.items()):
+        if rel in files:
+            return (f"{output} (target {target}) has not been written since the cache was "
+                    "made: every build since found its bytes up to date")
+    return (f"{output} is not an output of this project (its outputs are written under "
+            f"{os.path.relpath(out_dir, root)}{os.sep})")
+
+
 def file_graph(db, targets) -> dict:
     """``{"nodes": [...], "edges": [[from, to], ...]}`` of the file graph."""
     from tribuild.build.depfile import import_closure
