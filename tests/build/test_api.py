@@ -76,3 +76,12 @@ def test_timing_traces_allocations_only_when_asked(mini, monkeypatch):
     traced = tribuild.build(str(mini), jobs=1, trace_memory=True).timing
     assert seen and all(seen) and not tracemalloc.is_tracing()
     assert traced.traced_bytes > 0 and "traced peak" in traced.text()
+    toml = mini / "Tribuild.toml"           # a build that raises midway stops tracing too
+    toml.write_text(toml.read_text().replace("models/mlp.tri:MLP", "models/mlp.tri:Nope"))
+    try:
+        tribuild.build(str(mini), trace_memory=True)
+    except Exception as err:                # ConfigError, raised once the entry is read
+        assert "defines no layer `Nope`" in str(err)
+    else:
+        raise AssertionError("no error")
+    assert not tracemalloc.is_tracing()

@@ -125,9 +125,9 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     """Build ``request`` in ``project`` (ConfigError for configuration mistakes)."""
     targets = select(project, request.targets)
     show = show or progress_mod.Quiet()
-    clock = timing.Clock(request.timing, request.trace_memory)
     config = project.config
-    with project_lock(project.cache_dir, on_wait):
+    with timing.Clock(request.timing, request.trace_memory) as clock, \
+            project_lock(project.cache_dir, on_wait):
         manifest.forget(project.cache_dir)
         with clock.stage("load cache"):
             db = open_database(project)

@@ -77,12 +77,14 @@ def _share(part: float, whole: float) -> str:
 
 class Clock:
     """Times the driver's stages (``stage``) of one build; with ``enabled``, gives a Report
-    at the end, with ``trace_memory`` also the traced peak."""
-    __slots__ = ("enabled", "tracing", "start", "driver", "extra_stats", "workers")
+    at the end, with ``trace_memory`` also the traced peak. Used as a context manager, it
+    stops tracing when the build ends, even by an exception (a notebook goes on untraced)."""
+    __slots__ = ("enabled", "tracing", "traced", "start", "driver", "extra_stats", "workers")
 
     def __init__(self, enabled: bool, trace_memory: bool = False) -> None:
         self.enabled = enabled
         self.tracing = enabled and trace_memory
+        self.traced: int | None = None
         self.start = time.perf_counter()
         self.driver: dict[str, float] = {}
         self.extra_stats: list[dict] = []
@@ -90,6 +92,20 @@ class Clock:
         if self.tracing:
             import tracemalloc
             tracemalloc.start()
+
+    def __enter__(self) -> "Clock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop_tracing()
+
+    def _stop_tracing(self) -> None:
+        """Keep the traced peak and stop tracing (once)."""
+        if self.tracing:
+            import tracemalloc
+            self.traced = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            self.tracing = False
 
     @contextmanager
     def stage(self, name: str):
@@ -102,15 +118,11 @@ class Clock:
     def report(self, db, outcomes: dict) -> Report | None:
         if not self.enabled:
             return None
-        traced = None
-        if self.tracing:
-            import tracemalloc
-            traced = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
+        self._stop_tracing()
         units = sorted(((name, o.seconds) for name, o in outcomes.items()), key=lambda u: -u[1])
         return Report(time.perf_counter() - self.start, self.driver,
                       query_stages([db.stats()] + self.extra_stats), units, *_resident_peaks(),
-                      traced, self.workers)
+                      self.traced, self.workers)
 
 
 def _resident_peaks() -> tuple[int | None, int | None]:
