@@ -7,6 +7,7 @@ import pytest
 from test_check_support import load_program, run_program
 from tribuild.lang.check import check_instance, check_item, check_target_input, instance_key
 from tribuild.lang.env import ItemRef
+from tribuild.lang.signature import signature_of
 from tribuild.lang.values import InstanceKey, LayerV, describe_instance
 
 BLOCKS = """
@@ -50,6 +51,10 @@ def test_instance_key_applies_defaults_and_normalises(program):
     assert dict(nkey.args)["widths"] == (4, 4)
     with pytest.raises(ValueError, match="cout"):
         instance_key("blocks.tri", r.item_id, sig, {"cin": 64}, program.env.scope_of(r))
+    with pytest.raises(ValueError, match=r"keyword `strid` is not a parameter of `Block` "
+                                         r"\(did you mean `stride`\?\)"):
+        instance_key("blocks.tri", r.item_id, sig, {"cin": 1, "cout": 2, "strid": 2},
+                     program.env.scope_of(r))
 
 
 def test_instance_lists_children_and_members(program):
@@ -169,3 +174,17 @@ fn both(x: Tensor<float32, [N]>) -> Tensor<float32, [N]> {
 }
 """})
     assert [line.split(": ", 2)[1] for line in run_program(program, instances=False)] == ["E0302"]
+
+
+def test_a_misspelt_keyword_gets_a_suggestion():
+    program = load_program({"a.tri": """
+layer A(n: int = 2) {
+    let f = Linear(n, 2, biass=true)
+    fn forward(x: Tensor<float32, [N, 2]>) -> Tensor<float32, [N, 2]> { return f(x) }
+}
+"""})
+    (path, item_id, item), = program.order
+    sig, _ = signature_of(item, path, item_id)
+    diags = check_item(item, sig, path, item_id, program.env.scope_of(ItemRef(path, item_id, "")))
+    assert [(d.code, d.message, d.help) for d in diags] == [
+        ("E0306", "keyword `biass` is not a parameter of `Linear`", "did you mean `bias`?")]

@@ -199,7 +199,8 @@ def instance_key(path: str, item_id: str, sig: Signature, args: dict | tuple, en
                  call_args, (0, 0), ctx, sig.name)
     values = None if bound is None else bind_params(sig, ItemRef(path, item_id, "layer"), bound, (0, 0), ctx)
     if values is None or not all(is_concrete(v) for _, v in values):
-        problems = "; ".join(d.message for d in ctx.sink.diags) or "arguments are not concrete"
+        problems = "; ".join(d.message + (f" ({d.help})" if d.help else "")
+                             for d in ctx.sink.diags) or "arguments are not concrete"
         raise ValueError(f"cannot instantiate {sig.name}: {problems}")
     return InstanceKey(path, item_id, sig.name, values)
 

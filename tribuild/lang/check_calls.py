@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tribuild.diagnostics import did_you_mean
 from tribuild.lang import ast, consteval, dims
 from tribuild.lang.builtins_fns import FUNCTIONS
 from tribuild.lang.builtins_layers import LAYERS
@@ -96,7 +97,8 @@ def bind(names: tuple[str, ...], required: frozenset[str], args: CallArgs, span:
         if name not in names or name in bound:
             problem = "repeats the argument" if name in bound else "is not a parameter of"
             ctx.sink.error(BAD_KEYWORD, kspan, f"keyword `{name}` {problem} `{what}`",
-                           label=f"expected one of {', '.join(names)}" if name not in names else "")
+                           label=f"expected one of {', '.join(names)}" if name not in names else "",
+                           help=did_you_mean(name, names) if name not in names else None)
             return None
         bound[name] = (value, kspan)
     missing = [n for n in names if n in required and n not in bound]
