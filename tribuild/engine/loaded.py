@@ -14,6 +14,8 @@ Terms:
   bytes with their location (``packs``).
 - *index*: per query, the key id of each argument tuple, built on the first lookup by key of
   that query that misses its memo table.
+- *as loaded*: a memo holds what its key's columns say (``holds``): what a save would write
+  for it is what the graph file has.
 Column lengths and ids are checked when loaded, and that the argument slices follow each
 other in key order (a save copies them); the graph file's digest guards the rest against
 damage.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from itertools import accumulate
 
-from .memo import Memo
+from .memo import NO_VALUE, Memo
 
 KEY_COLUMNS = ("query", "changed", "verified", "durability", "deps_start", "deps_len",
                "args_start", "args_len", "value")
@@ -30,19 +32,21 @@ ENTRY_COLUMNS = ("entry_pack", "entry_offset", "entry_length", "entry_checksum")
 
 
 class Loaded:
-    __slots__ = ("queries", "elements", "flat", "arg_ids", "packs", "text", "pruned",
-                 "_query", "_changed", "_verified", "_durability", "_deps_start", "_deps_len",
+    __slots__ = ("queries", "elements", "flat", "arg_ids", "packs", "text", "pruned", "origin",
+                 "revision", "clock", "_query", "_changed", "_verified", "_durability", "_deps_start", "_deps_len",
                  "_args_start", "_args_len", "_value", "_pack", "_offset", "_length",
                  "_checksum", "_index", "_ids")
 
     def __init__(self, queries: list, body: dict, elements: list, packs: list,
-                 pruned: bool):
+                 pruned: bool, origin: tuple[str, str]):
         """``body``: the graph file's JSON part with its columns and argument table text
         (``"elements"``); ``elements``: the nodes' values (``argtable``); ``packs``:
-        ``PackFile``s; ``pruned``: whether the load dropped keys. Raises ValueError when the
-        columns are inconsistent."""
+        ``PackFile``s; ``pruned``: whether the load dropped keys; ``origin``: the store
+        folder and salt id it was read from. Raises ValueError when the columns are
+        inconsistent."""
         self.queries = queries
         self.text, self.elements, self.pruned = body["elements"], elements, pruned
+        self.origin, self.revision, self.clock = origin, body["revision"], body["clock"]
         self._query, self._changed, self._verified, self._durability, self._deps_start, \
             self._deps_len, self._args_start, self._args_len, self._value = \
             (body[name] for name in KEY_COLUMNS)
@@ -59,6 +63,10 @@ class Loaded:
     @property
     def count(self) -> int:
         return len(self._query)
+
+    @property
+    def entries(self) -> int:
+        return len(self._pack)
 
     def _check(self) -> None:
         """Lengths and ids (a bad id would fail far from here); the file's digest guards
@@ -110,6 +118,21 @@ class Loaded:
                     None if n < 0 else tuple(self.flat[start:start + n]), blob)
         db._memos[key_id] = memo
         return memo
+
+    def holds(self, memo: Memo) -> bool:
+        """Whether ``memo`` is as loaded: revisions, durability, dependencies and the
+        location of its value as its key's columns say."""
+        i = memo.id
+        n, entry, blob = self._deps_len[i], self._value[i], memo.blob
+        if memo.changed_at != self._changed[i] or memo.durability != self._durability[i] \
+                or not memo.query.is_input and memo.verified_at != self._verified[i]:
+            return False
+        if memo.deps != (None if n < 0 else tuple(self.flat[self._deps_start[i]:self._deps_start[i] + n])):
+            return False
+        if entry < 0:
+            return blob is None and memo.value is NO_VALUE
+        return blob is not None and len(blob) == 4 and blob[2] is self.packs[self._pack[entry]] \
+            and blob[3] == self._offset[entry]
 
     def find(self, db, query, args: tuple) -> Memo | None:
         """The memo of a stored key, or None if the store does not hold it."""
