@@ -33,8 +33,8 @@ ENTRY_COLUMNS = ("entry_pack", "entry_offset", "entry_length", "entry_checksum")
 
 class Loaded:
     __slots__ = ("queries", "elements", "flat", "arg_ids", "packs", "text", "pruned", "origin",
-                 "revision", "clock", "_query", "_changed", "_verified", "_durability", "_deps_start", "_deps_len",
-                 "_args_start", "_args_len", "_value", "_pack", "_offset", "_length",
+                 "revision", "_query", "_changed", "_verified", "_durability", "_deps_start",
+                 "_deps_len", "_args_start", "_args_len", "_value", "_pack", "_offset", "_length",
                  "_checksum", "_index", "_ids")
 
     def __init__(self, queries: list, body: dict, elements: list, packs: list,
@@ -46,7 +46,7 @@ class Loaded:
         inconsistent."""
         self.queries = queries
         self.text, self.elements, self.pruned = body["elements"], elements, pruned
-        self.origin, self.revision, self.clock = origin, body["revision"], body["clock"]
+        self.origin, self.revision = origin, body["revision"]
         self._query, self._changed, self._verified, self._durability, self._deps_start, \
             self._deps_len, self._args_start, self._args_len, self._value = \
             (body[name] for name in KEY_COLUMNS)
@@ -123,11 +123,11 @@ class Loaded:
         """Whether ``memo`` is as loaded: revisions, durability, dependencies and the
         location of its value as its key's columns say."""
         i = memo.id
-        n, entry, blob = self._deps_len[i], self._value[i], memo.blob
+        n, start, entry, blob = self._deps_len[i], self._deps_start[i], self._value[i], memo.blob
         if memo.changed_at != self._changed[i] or memo.durability != self._durability[i] \
                 or not memo.query.is_input and memo.verified_at != self._verified[i]:
             return False
-        if memo.deps != (None if n < 0 else tuple(self.flat[self._deps_start[i]:self._deps_start[i] + n])):
+        if memo.deps != (None if n < 0 else tuple(self.flat[start:start + n])):
             return False
         if entry < 0:
             return blob is None and memo.value is NO_VALUE
