@@ -26,6 +26,22 @@ def test_compile_one_file_with_arguments_and_a_depfile(mini, cli):
     assert list((mini / "gen" / "kernels").glob("linear_12x*.py"))
 
 
+def test_compile_in_a_build_folder_outside_any_project(tmp_path, cli):
+    """make or ninja may run the rule in a folder of its own: without a Tribuild.toml above
+    it, the project is the one around the source (here none either: the source's folder)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.tri").write_text("layer M(n: int = 4) {\n    let fc = Linear(n, 2)\n"
+                               "    fn forward(x: Tensor<float32, [N, n]>) -> "
+                               "Tensor<float32, [N, 2]> {\n        return fc(x)\n    }\n}\n")
+    obj = tmp_path / "obj"
+    obj.mkdir()
+    code, _, err = cli(["compile", "../src/m.tri", "-o", "m.py", "--depfile", "m.d"], obj)
+    assert code == 0, err
+    assert (obj / "m.d").read_text() == "m.py: \\\n ../src/m.tri\n"
+    assert "class M(" in (obj / "m.py").read_text()
+
+
 def test_compile_removes_the_temporary_files_of_its_killed_runs_but_not_of_shared_kernels(
         mini, cli):
     gen, litter = mini / "gen", ".n.py.abcd1234.tmp"
@@ -44,10 +60,18 @@ def test_compile_usage_errors(mini, cli):
              (["compile", "models/lib/blocks.tri", "-o", "x.py"], "cannot build `Dense`"),
              (["compile", "models/net.tri", "-o", "x.py", "--target", "Zed"], "no layer `Zed`"),
              (["compile", "models/net.tri", "-o", "x.py", "--arg", "width"], "name=value"),
-             (["compile", "models/net.tri"], "-o")]
+             (["compile", "models/net.tri"], "-o"),
+             (["compile", "models/net.tri", "-o", "models/net.tri"],
+              "-o names the source, which it would overwrite"),
+             (["compile", "models/net.tri", "-o", "x.py", "--depfile", "./x.py"],
+              "--depfile names the -o output")]
     for args, message in cases:
         code, _, err = cli(args, mini)
         assert code == 2 and message in err, (args, err)
+    (mini.parent / "outside.tri").write_text((mini / "models" / "mlp.tri").read_text())
+    code, _, err = cli(["compile", "../outside.tri", "-o", "x.py"], mini)
+    assert code == 2 and f"{mini.parent / 'outside.tri'}: error: is outside the project, " \
+        f"whose root is {mini}" in err
     mlp = mini / "models" / "mlp.tri"
     mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(w)"))
     code, _, err = cli(["compile", "models/mlp.tri", "-o", "x.py"], mini)

@@ -23,20 +23,31 @@ class BuildError(RuntimeError):
     """The program has errors; ``str()`` is the rendered diagnostics."""
 
 
+def opt(level) -> str:
+    """An ``-O`` level as the driver names it ("0"-"3", "s"), from an int or a string;
+    ValueError for anything else (before any work starts)."""
+    from tribuild.cli import OPT_LEVELS
+    text = str(level) if type(level) in (int, str) else None
+    if text not in OPT_LEVELS:
+        raise ValueError(f"opt_level must be one of 0, 1, 2, 3 or 's', not {level!r}")
+    return text
+
+
 def compile_model(path: str, layer: str, opt_level=2, **args):
     """The generated ``nn.Module`` class of ``layer`` in ``path`` built with ``args`` (its
     defaults for the others); ``.from_float(state_dict)`` gives a loaded instance."""
+    opt_level = opt(opt_level)
     source = os.path.abspath(path)
     located = manifest.locate(os.path.dirname(source))
     root, cache_dir = located or (os.path.dirname(source), os.path.join(
         os.path.dirname(source), manifest.DEFAULT_CACHE))
     key = json.dumps([os.path.relpath(source, root), layer, sorted(args.items()),
-                      str(opt_level)], default=list)
+                      opt_level], default=list)
     stem = f"{os.path.splitext(os.path.basename(source))[0]}_{layer}_{digest(key.encode())[:12]}"
     module_path = os.path.join(cache_dir, "models", f"{stem}.py")
     record = f"model-{stem}.json"
     if not manifest.up_to_date(root, cache_dir, key, record):
-        _compile(root, cache_dir, source, module_path, layer, args, str(opt_level), key, record)
+        _compile(root, cache_dir, source, module_path, layer, args, opt_level, key, record)
     return _import(stem, module_path).Model
 
 
@@ -66,11 +77,17 @@ def build(project_dir: str = ".", jobs: int | None = None, timing: bool = False,
           trace_memory: bool = False):
     """Build a project like `tribuild build`; returns the driver's ``BuildResult``
     (``.outputs``, ``.diagnostics``, ``.failed``, ``.timing``). ConfigError for mistakes in
-    Tribuild.toml. ``trace_memory``: the timing report with Python's allocations traced
-    (like ``--trace-memory``; implies ``timing``)."""
+    Tribuild.toml, ValueError for bad arguments (``targets``: a name or names; ``jobs``: a
+    positive int; ``opt_level``: 0-3 or "s", as int or string). ``trace_memory``: the
+    timing report with Python's allocations traced (like ``--trace-memory``; implies
+    ``timing``)."""
     from tribuild.build.driver import Request, build as run
     from tribuild.build.session import Project
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    if jobs is not None and (type(jobs) is not int or jobs < 1):
+        raise ValueError(f"jobs must be a positive integer or None, not {jobs!r}")
+    opt_level = None if opt_level is None else opt(opt_level)
     project = Project.discover(project_dir)
     jobs = jobs or (project.config.jobs if project.config else 1)
-    return run(project, Request(tuple(targets), jobs, opt_level, None, False,
+    return run(project, Request(targets, jobs, opt_level, None, False,
                                 timing or trace_memory, trace_memory))

@@ -9,8 +9,11 @@ Terms:
   when its bytes change (``restat``). The depfile (``--depfile``) names OUT and every
   ``.tri`` file it was made from, imports included, and the project's Tribuild.toml if there
   is one; paths are relative to the current folder, as the make or ninja rule wrote them.
-- The database is the project's persistent one (the project around the current folder); the
-  project lock is held only while saving it, so ninja can run many compiles at once.
+- The database is the project's persistent one (the project around the current folder, or
+  around the source when no Tribuild.toml is above the current folder: a build folder of
+  make's or ninja's own); the project lock is held only while saving it, so ninja can run
+  many compiles at once. An output path that names the source or the other output is
+  refused.
 """
 from __future__ import annotations
 
@@ -62,7 +65,8 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
                  cwd: str | None = None) -> CompileResult:
     """Compile layer ``layer`` of ``src`` into ``out`` (ConfigError for usage mistakes)."""
     cwd = cwd or os.getcwd()
-    project = Project.discover(cwd)
+    _distinct(cwd, src, out, depfile_path)
+    project = _project_of(cwd, os.path.join(cwd, src))
     entry = _entry(project, os.path.join(cwd, src))
     db = open_database(project)
     load_sources(db, project.root, (entry,))
@@ -96,13 +100,40 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
     return CompileResult(result, QuerySources(db), written, files, inputs)
 
 
+def _distinct(cwd: str, src: str, out: str, depfile_path: str | None) -> None:
+    """Refuse an output path that is the source or the other output (it would be
+    overwritten)."""
+    seen = {os.path.abspath(os.path.join(cwd, src)): "the source"}
+    for path, what in ((out, "-o"), (depfile_path, "--depfile")):
+        full = path and os.path.abspath(os.path.join(cwd, path))
+        if full in seen:
+            raise _usage(path, f"{what} names {seen[full]}, which it would overwrite: "
+                               "give it another path")
+        seen[full] = f"the {what} output"
+
+
+def _project_of(cwd: str, source: str) -> Project:
+    """The project around the current folder; when there is none (no Tribuild.toml upward)
+    and the source lies outside it, the project around the source: make or ninja may run
+    the rule in a build folder of its own."""
+    project = Project.discover(cwd)
+    if project.config is None and _outside(source, project.root):
+        project = Project.discover(os.path.dirname(os.path.abspath(source)))
+    return project
+
+
+def _outside(path: str, root: str) -> bool:
+    return os.path.relpath(os.path.abspath(path), root).startswith("..")
+
+
 def _entry(project: Project, full: str) -> str:
-    rel = os.path.relpath(os.path.abspath(full), project.root)
-    if rel.startswith(".."):
-        raise _usage(full, f"is outside the project at {project.root}")
+    shown = os.path.normpath(full)
+    if _outside(full, project.root):
+        raise _usage(shown, f"is outside the project, whose root is {project.root} (the "
+                            "folder of its Tribuild.toml): compile files of the project only")
     if not os.path.isfile(full):
-        raise _usage(full, "no such file")
-    return rel.replace(os.sep, "/")
+        raise _usage(shown, "no such file")
+    return os.path.relpath(os.path.abspath(full), project.root).replace(os.sep, "/")
 
 
 def _only_layer(db, entry: str, src: str) -> str:

@@ -97,8 +97,10 @@ class BuildResult:
 
     @property
     def outputs(self) -> list[str]:
-        """Every file the targets produced (absolute paths), written or already up to date."""
-        return [os.path.join(self.out_dir, rel) for t in self.targets for rel in t.files]
+        """Every file the targets produced (absolute paths), written or already up to date,
+        each once (targets share kernel files)."""
+        return list(dict.fromkeys(os.path.join(self.out_dir, rel) for t in self.targets
+                                  for rel in t.files))
 
     @property
     def diagnostics(self) -> list:
