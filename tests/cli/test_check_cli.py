@@ -108,6 +108,23 @@ def test_a_target_naming_a_missing_layer_exits_2(tmp_path, monkeypatch, capsys):
     assert "Tribuild.toml:5:9: error: target `t` cannot be built" in err
 
 
+def test_paths_that_cannot_be_checked_exit_2_naming_each(tmp_path, monkeypatch, capsys):
+    """A typo in CI must not pass as "checked 0 files"."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "m.tri").write_text("let C: int = 2\n")
+    (project / "Tribuild.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "elsewhere.tri").write_text("let D: int = 3\n")
+    code, _, err = _run(["check", "nope.tri", "Tribuild.toml", "../elsewhere.tri", "m.tri"],
+                        project, monkeypatch, capsys)
+    assert code == 2 and err.splitlines() == [
+        "nope.tri: error: no such file or folder",
+        "Tribuild.toml: error: is not a .tri file or a folder",
+        f"../elsewhere.tri: error: is outside the project, whose root is {project}"]
+    code, _, err = _run(["check", "m.tri", "."], project, monkeypatch, capsys)
+    assert code == 0 and "checked 1 file: no errors" in err
+
+
 def test_usage_error_exits_2(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:

@@ -74,9 +74,25 @@ def target_problem(project: Project, target: Target, problem: str) -> ConfigErro
 
 
 def _folders(project: Project, paths: tuple[str, ...]) -> tuple[str, ...]:
-    if paths:
-        return tuple(os.path.relpath(os.path.abspath(p), project.root) for p in paths)
-    return project.config.sources if project.config else (".",)
+    """The paths to check, relative to the project root (ConfigError for a path that is
+    missing, outside the project, or neither a folder nor a .tri file)."""
+    if not paths:
+        return project.config.sources if project.config else (".",)
+    problems = [Problem(p, None, None, "", why) for p in paths
+                if (why := _not_checkable(project.root, p)) is not None]
+    if problems:
+        raise ConfigError(problems)
+    return tuple(os.path.relpath(os.path.abspath(p), project.root) for p in paths)
+
+
+def _not_checkable(root: str, path: str) -> str | None:
+    if not os.path.exists(path):
+        return "no such file or folder"
+    if os.path.relpath(os.path.abspath(path), root).startswith(".."):
+        return f"is outside the project, whose root is {root}"
+    if not os.path.isdir(path) and not path.endswith(".tri"):
+        return "is not a .tri file or a folder"
+    return None
 
 
 def _sorted(diags: list[Diagnostic], sources: QuerySources) -> list[Diagnostic]:
