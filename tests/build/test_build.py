@@ -92,7 +92,8 @@ def test_removed_target_outputs_are_deleted_but_edited_ones_kept(mini, cli):
     assert code == 0
     assert "mlp.py" not in files and "mlp.d" not in files and "wide.d" not in files
     assert files["wide.py"] == b"# edited by hand\n" and mine.exists()
-    assert "stale kept" in err
+    assert "1 stale kept" in err
+    assert "kept out/wide.py: no target makes it any more, but it was edited" in err
 
 
 def test_a_failing_target_keeps_its_outputs_and_others_build(mini, cli):

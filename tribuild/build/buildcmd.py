@@ -8,6 +8,7 @@ full and the others are named; every target is built either way. Exit codes: 0 b
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from tribuild.build import progress
@@ -40,6 +41,10 @@ def run(project, args) -> int:
                 _say(f"  {line}")
     if not args.quiet or result.failed:
         _say(summary(result))
+    for rel in result.report.kept if result.report else ():     # shown even with -q
+        path = os.path.relpath(os.path.join(result.out_dir, rel))
+        _say(f"kept {path}: no target makes it any more, but it was edited since tribuild "
+             "wrote it; delete it if it is not yours")
     if result.timing is not None:
         _say(result.timing.text())
     return EXIT_USER if result.failed else EXIT_OK
