@@ -48,8 +48,8 @@ def test_a_fresh_no_op_imports_nothing_heavy(mini):
     assert (code, heavy, err) == (0, [], "tribuild: no work to do\n")
 
 
-@pytest.mark.parametrize("change", ["edit", "delete output", "other targets", "other level",
-                                    "config"])
+@pytest.mark.parametrize("change", ["edit", "delete output", "delete outputs record",
+                                    "other targets", "other level", "config"])
 def test_what_sends_a_build_the_full_way(mini, cli, change):
     cli(["build", "-q"], mini)
     args = ["build"]
@@ -57,6 +57,8 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
         (mini / "models" / "mlp.tri").write_text((mini / "models" / "mlp.tri").read_text() + "\n")
     elif change == "delete output":
         os.unlink(mini / "out" / "mlp.d")
+    elif change == "delete outputs record":        # what tells stale outputs from others'
+        os.unlink(mini / "out" / ".tribuild-outputs.json")
     elif change == "other targets":
         args.append("mlp")
     elif change == "other level":
@@ -67,7 +69,7 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
     code, _, err = cli(args, mini)
     assert code == 0 and "no work to do" not in err
     assert cli(args, mini)[2] == "tribuild: no work to do\n"
-    assert (mini / "out" / "mlp.d").exists()
+    assert (mini / "out" / "mlp.d").exists() and (mini / "out" / ".tribuild-outputs.json").exists()
 
 
 def test_a_cache_folder_configured_elsewhere_is_found_past_a_stale_manifest(mini, cli):

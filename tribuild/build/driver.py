@@ -370,7 +370,8 @@ def _syntax(db, entry_path: str) -> tuple:
 
 def _manifest(db, project: Project, request: Request, result: BuildResult) -> dict:
     """The build's manifest: Tribuild.toml as it was read (and parsed), the sources as the
-    queries read them, the outputs as they are now."""
+    queries read them, the outputs as they are now, with the outputs record (a lost record
+    would leave the next stale outputs in place)."""
     root = project.root
     toml_digest, table = project.config_source
     inputs = {os.path.relpath(project.config.path, root): toml_digest}
@@ -378,5 +379,6 @@ def _manifest(db, project: Project, request: Request, result: BuildResult) -> di
         inputs[path] = digest(source_text(db, path).text.encode("utf-8"))
     prefix = os.path.relpath(result.out_dir, root)
     outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
+    outs.append(os.path.normpath(os.path.join(prefix, outputs.RECORD)))    # stale removal's
     return manifest.snapshot(root, project.cache_dir, manifest.request_key(
         request.targets, request.opt_level), inputs, tuple(outs), config=table)
