@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 OPT_LEVELS = ("0", "1", "2", "3", "s")
 _GC_THRESHOLDS = (50_000, 20, 100)      # Python's defaults: (700, 10, 10)
 
@@ -281,7 +281,8 @@ def entry() -> None:
     interpreter's teardown, which frees the query database object by object (20 to 40 ms
     after a build, more than a whole no-op build). Every file a command writes is closed
     (and, where it must be, synced) before it returns, and tribuild registers no ``atexit``
-    work. An exception still ends the process the usual way. Such a process, unless it
+    work. An interruption (Ctrl-C) prints one line and exits 130 (128 + SIGINT, as shells
+    do); another exception still ends the process the usual way. Such a process, unless it
     watches (it runs for hours), keeps the databases it opens until that end
     (``gcpause.hold_until_exit``: returning from the command would free them the same
     way), and collects cyclic garbage less often
@@ -295,7 +296,11 @@ def entry() -> None:
         from tribuild.gcpause import hold_until_exit
         gc.set_threshold(*_GC_THRESHOLDS)
         hold_until_exit()
-    code = main(argv)
+    try:
+        code = main(argv)
+    except KeyboardInterrupt:       # Ctrl-C: every file is written whole or not at all
+        print("tribuild: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

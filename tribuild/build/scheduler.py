@@ -361,6 +361,8 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
                 jobs.put(unit.name, job)        # while this process merges the frame
                 settle()
         _send_frame(results, _encode_frame("emitted", b"", {}, 0.0, jobs.finish()))
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass        # interrupted, or this process is gone: the build reports, not the worker
     except BaseException:
         import traceback
         traceback.print_exc()

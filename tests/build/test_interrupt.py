@@ -1,0 +1,32 @@
+"""Ctrl-C during a build: one line, exit 130, no traceback from the build or its workers, and
+the next build makes what a clean one makes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from benchmarks.bench_build import write_synthetic
+
+from .conftest import snapshot
+
+TRIBUILD = [sys.executable, "-c", "from tribuild.cli import entry; entry()"]
+
+
+def test_an_interrupted_build_says_so_in_one_line_and_exits_130(tmp_path):
+    project = tmp_path / "p"
+    write_synthetic(project, files=8)
+    build = subprocess.Popen([*TRIBUILD, "build", "-j", "2"], cwd=project, text=True,
+                             stderr=subprocess.PIPE, start_new_session=True)
+    first = build.stderr.readline()             # the first unit has started: "[1/8] ..."
+    os.killpg(build.pid, signal.SIGINT)         # as a terminal's Ctrl-C: the whole group
+    rest = build.stderr.read()
+    assert first.startswith("[1/8]") and build.wait(timeout=120) == 130, first + rest
+    assert rest.splitlines()[-1] == "tribuild: interrupted" and "Traceback" not in rest, rest
+    again = subprocess.run([*TRIBUILD, "build", "-q", "-j", "2"], cwd=project,
+                           capture_output=True, text=True, timeout=300)
+    clean = tmp_path / "clean"
+    write_synthetic(clean, files=8)
+    subprocess.run([*TRIBUILD, "build", "-q", "-j", "1"], cwd=clean, check=True, timeout=300)
+    assert again.returncode == 0 and snapshot(project / "out") == snapshot(clean / "out")
