@@ -63,6 +63,13 @@ def test_comment_edit_writes_nothing_body_edit_rewrites_its_users(mini, cli):
     assert not {"mlp.py", "mlp.d", "net.d"} & changed
     assert not [f for f in changed if f.startswith("kernels/linear_16x784_")]
     assert "net.py: written\n  target net:\n    target_build(" in err and "source_text" in err
+    assert "no build this cache remembers" not in err
+    toml = mini / "Tribuild.toml"
+    toml.write_text(toml.read_text().replace("args = { width = 48 }", "args = { width = 40 }"))
+    code, _, err = cli(["build", "--explain"], mini)
+    assert code == 0 and "wide.py: written\n  target wide:\n    target_build('wide'" in err
+    assert "because it had never run\n    (no build this cache remembers made this target " \
+           "with this entry, args, input shape and -O level" in err
 
 
 def test_signature_edit_rewrites_only_the_targets_that_use_it(mini, cli):

@@ -34,6 +34,7 @@ from tribuild.build.sources import load_sources, scan
 from tribuild.build.units import Outcome, Unit
 from tribuild.config import Target
 from tribuild.config_problems import ConfigError, Problem
+from tribuild.engine.explain import NEVER_RAN
 from tribuild.hashing import digest
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import imports
@@ -354,8 +355,12 @@ def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, l
             continue
         query, args = keys[target.name]
         if (query.name, args) in ran:
-            why = [f"target {target.name}:"] + ["  " + line for line in
-                                                db.explain(query, *args).splitlines()]
+            lines = db.explain(query, *args).splitlines()
+            why = [f"target {target.name}:"] + ["  " + line for line in lines]
+            if lines[-1].endswith(NEVER_RAN):
+                why.append("  (no build this cache remembers made this target with this entry, "
+                           "args, input shape and -O level: Tribuild.toml or the command line "
+                           "changed, or the cache is new)")
         else:
             why = [f"target {target.name}: its queries were up to date; the file on disk "
                    "was missing or held other bytes"]

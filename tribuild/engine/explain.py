@@ -14,6 +14,9 @@ from ..record import record
 from .memo import FIRST_RUN, key_label
 
 
+NEVER_RAN = "it had never run"      # the reason of a chain of one step: a key new to the store
+
+
 @record
 class Step:
     query: str
@@ -52,7 +55,7 @@ def explain(db, query, args: tuple) -> str:
                      f"{step.revision}")
     if not rest:
         memo = db._find(query, args)
-        reason = "it had never run" if memo.cause == FIRST_RUN else "its value was not held"
+        reason = NEVER_RAN if memo.cause == FIRST_RUN else "its value was not held"
         lines.append(f"  because {reason}")
     return "\n".join(lines)
 
