@@ -125,6 +125,17 @@ def test_paths_that_cannot_be_checked_exit_2_naming_each(tmp_path, monkeypatch, 
     assert code == 0 and "checked 1 file: no errors" in err
 
 
+def test_arguments_that_do_not_fit_exit_2_at_the_args_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "m.tri").write_text(
+        "layer A(c: int = 2) {\n    let fc = Linear(c, 2)\n    fn forward(x: Tensor<float32, "
+        "[N, c]>) -> Tensor<float32, [N, 2]> {\n        return fc(x)\n    }\n}\n")
+    (tmp_path / "Tribuild.toml").write_text('[project]\nname = "x"\n\n[targets.t]\n'
+                                            'entry = "m.tri:A"\nargs = { d = 3 }\n')
+    code, _, err = _run(["check"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and "Tribuild.toml:6:8: error: target `t` cannot be built: cannot " \
+        "instantiate A: keyword `d` is not a parameter of `A`" in err
+
+
 def test_usage_error_exits_2(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:

@@ -16,6 +16,7 @@ from tribuild.config import Target
 from tribuild.config_locate import Locator
 from tribuild.config_problems import ConfigError, Problem
 from tribuild.files import read_text
+from tribuild.lang.check import CANNOT_INSTANTIATE
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import read_error
 from tribuild.queries.targets import target_report
@@ -65,12 +66,15 @@ def _target_diagnostics(db, project: Project, target: Target) -> tuple[Diagnosti
 
 
 def target_problem(project: Project, target: Target, problem: str) -> ConfigError:
-    """The configuration error for a target that cannot be instantiated, at its entry line."""
+    """The configuration error for a target that cannot be instantiated: at its ``args`` when
+    the layer was found but they do not fit it, else at its ``entry``."""
     text = read_text(project.config.path)
-    line, col = Locator(text).value(("targets", target.name, "entry"))
-    return ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.entry",
-                                f"target `{target.name}` cannot be built: {problem}",
-                                "a layer of that file whose construction arguments fit `args`")])
+    field = "args" if target.args and problem.startswith(CANNOT_INSTANTIATE) else "entry"
+    line, col = Locator(text).value(("targets", target.name, field))
+    expected = ("construction arguments that fit the layer's parameters" if field == "args"
+                else "a layer of that file whose construction arguments fit `args`")
+    return ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.{field}",
+                                f"target `{target.name}` cannot be built: {problem}", expected)])
 
 
 def _folders(project: Project, paths: tuple[str, ...]) -> tuple[str, ...]:

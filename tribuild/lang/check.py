@@ -188,6 +188,9 @@ def const_value_of(item: ast.Const, sig: Signature, path: str, item_id: str, env
     return value
 
 
+CANNOT_INSTANTIATE = "cannot instantiate"      # how the problem of arguments that do not fit starts
+
+
 def instance_key(path: str, item_id: str, sig: Signature, args: dict | tuple, env: Env) -> InstanceKey:
     """The canonical key of an instance; ``env`` is the Env of the layer's own file, where its
     defaults are evaluated. Raises ValueError naming the problem when ``args`` do not fit."""
@@ -201,7 +204,7 @@ def instance_key(path: str, item_id: str, sig: Signature, args: dict | tuple, en
     if values is None or not all(is_concrete(v) for _, v in values):
         problems = "; ".join(d.message + (f" ({d.help})" if d.help else "")
                              for d in ctx.sink.diags) or "arguments are not concrete"
-        raise ValueError(f"cannot instantiate {sig.name}: {problems}")
+        raise ValueError(f"{CANNOT_INSTANTIATE} {sig.name}: {problems}")
     return InstanceKey(path, item_id, sig.name, values)
 
 
