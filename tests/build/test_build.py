@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 from pathlib import Path
 
 from tests.build.conftest import mtimes, snapshot
 from tribuild.build import outputs
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_clean_build_writes_modules_kernels_and_depfiles(mini, cli):
@@ -246,3 +249,17 @@ def test_the_record_is_written_with_the_outputs_and_renamed_last(tmp_path, monke
     outputs.write_outputs(str(tmp_path), files, outputs.Record.load(str(tmp_path)),
                           {"t": tuple(files)}, {"t"})
     assert renamed == []
+
+
+def test_a_target_prints_its_diagnostics_in_the_order_check_does(tmp_path, cli):
+    """By position: the instance's errors (line 2, found with args c = 3) come before the
+    file's generic one (line 11), as `check` prints them."""
+    shutil.copy(FIXTURES / "order.tri", tmp_path / "m.tri")
+    (tmp_path / "Tribuild.toml").write_text('[project]\nname = "o"\nsources = ["."]\n\n'
+                                            '[targets.t]\nentry = "m.tri:A"\nargs = { c = 3 }\n')
+    firsts = [line.split(": error")[0] for line in cli(["build", "-q"], tmp_path)[2].splitlines()
+              if line.startswith("m.tri:")]
+    assert firsts == ["m.tri:2:14", "m.tri:2:24", "m.tri:11:16"]
+    checked = [line.split(": error")[0] for line in cli(["check"], tmp_path)[2].splitlines()
+               if line.startswith("m.tri:")]
+    assert checked == firsts

@@ -51,7 +51,7 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         diags = [d for path in reported for d in file_diagnostics(db, path)]
         diags += [d for t in targets for d in _target_diagnostics(db, project, t)]
     sources = QuerySources(db)
-    result = CheckResult(_sorted(diags, sources), closure, len(targets), sources,
+    result = CheckResult(sort_diagnostics(diags, sources), closure, len(targets), sources,
                          len(log.executed), len(log.validated), len(log.hits),
                          db.store_report.status)
     save_database(db, project)
@@ -99,7 +99,9 @@ def _not_checkable(root: str, path: str) -> str | None:
     return None
 
 
-def _sorted(diags: list[Diagnostic], sources: QuerySources) -> list[Diagnostic]:
+def sort_diagnostics(diags: list[Diagnostic], sources: QuerySources) -> list[Diagnostic]:
+    """``diags`` without repeats, by file, then position, code and message (how `check` and
+    `build` print them)."""
     def key(d: Diagnostic):
         return (d.primary.loc.path, sources.char_range(d.primary.loc)[0], d.code, d.message)
     return sorted(dict.fromkeys(diags), key=key)

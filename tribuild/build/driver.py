@@ -26,7 +26,7 @@ import os
 from functools import partial
 
 from tribuild.build import cache, depfile, explain, manifest, outputs, progress as progress_mod, timing
-from tribuild.build.check import target_problem
+from tribuild.build.check import sort_diagnostics, target_problem
 from tribuild.build.lock import project_lock
 from tribuild.build.scheduler import run_units
 from tribuild.build.session import Project, open_database, save_database
@@ -309,7 +309,7 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
 
 def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str | None):
     """(TargetResult, the value of its unit or None) of target ``t`` after ``run``. Its
-    diagnostics are those of the files of its import closure, then its own."""
+    diagnostics are those of the files of its import closure and its own (``judged``)."""
     if stop_after == "parse":
         return TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)), None
     got = outcomes[t.name]
@@ -321,11 +321,13 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
 
 def judged(db, t: Target, value) -> TargetResult:
     """The TargetResult of target ``t`` whose unit gave ``value``: the diagnostics of the
-    files of its import closure, then its own."""
+    files of its import closure and its own, in the order `check` prints them."""
     files_diags = [d for p in depfile.import_closure(db, t.entry_path)
                    for d in file_diagnostics(db, p)]
-    diags = tuple(dict.fromkeys(files_diags + list(value.diagnostics)))
-    return TargetResult(t.name, diagnostics=diags)
+    diags = files_diags + list(value.diagnostics)
+    if len(diags) > 1:
+        diags = sort_diagnostics(diags, QuerySources(db))
+    return TargetResult(t.name, diagnostics=tuple(diags))
 
 
 def generated(value) -> dict[str, bytes]:
