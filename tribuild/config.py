@@ -96,7 +96,7 @@ def read_config(path: str | os.PathLike[str],
         problem = Problem(path, None, None, "", f"cannot read: {error.strerror}")
         raise ConfigError([problem]) from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")     # a byte order mark, as some editors write, is no key
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
         raise ConfigError([Problem(path, line, 1, "", "invalid TOML: not UTF-8 text")]) from None

@@ -79,6 +79,12 @@ def test_non_utf8_text_is_located(tmp_path: Path) -> None:
     assert (problem.line, problem.message) == (2, "invalid TOML: not UTF-8 text")
 
 
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    path = project(tmp_path, "")
+    path.write_bytes(b'\xef\xbb\xbf[project]\nname = "p"\nsources = ["models"]\n')
+    assert load_config(path).name == "p"
+
+
 def test_syntax_error_at_end_of_document_points_at_the_last_text(tmp_path: Path) -> None:
     path = project(tmp_path, '[project]\nname = "p"\ninput = [1,\n\n')
     problem = only_problem(path)
