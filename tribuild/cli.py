@@ -184,6 +184,9 @@ def _graph(args) -> int:
     db = open_database(project)
     if args.queries:
         graph = explain.query_graph(db)
+        if not graph["nodes"]:
+            print("tribuild graph: the cache holds no queries yet: run `tribuild build` first",
+                  file=sys.stderr)
     else:
         load_sources(db, project.root, tuple(t.entry_path for t in targets))
         graph = explain.file_graph(db, targets)

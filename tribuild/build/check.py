@@ -18,7 +18,7 @@ from tribuild.config_problems import ConfigError, Problem
 from tribuild.files import read_text
 from tribuild.lang.check import CANNOT_INSTANTIATE
 from tribuild.queries.report import QuerySources, file_diagnostics
-from tribuild.queries.syntax import read_error
+from tribuild.queries.syntax import item_index, read_error
 from tribuild.queries.targets import target_report
 from tribuild.record import record
 
@@ -51,7 +51,7 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         diags = [d for path in reported for d in file_diagnostics(db, path)]
         diags += [d for t in targets for d in _target_diagnostics(db, project, t)]
     sources = QuerySources(db)
-    result = CheckResult(sort_diagnostics(diags, sources), closure, len(targets), sources,
+    result = CheckResult(sort_diagnostics(diags, db), closure, len(targets), sources,
                          len(log.executed), len(log.validated), len(log.hits),
                          db.store_report.status)
     save_database(db, project)
@@ -99,9 +99,16 @@ def _not_checkable(root: str, path: str) -> str | None:
     return None
 
 
-def sort_diagnostics(diags: list[Diagnostic], sources: QuerySources) -> list[Diagnostic]:
+def sort_diagnostics(diags: list[Diagnostic], db) -> list[Diagnostic]:
     """``diags`` without repeats, by file, then position, code and message (how `check` and
-    `build` print them)."""
+    `build` print them). A position is the index of its first token in the file, from the
+    items' token ranges (``item_index``), so sorting lexes nothing."""
+    starts: dict[str, dict] = {}
+
     def key(d: Diagnostic):
-        return (d.primary.loc.path, sources.char_range(d.primary.loc)[0], d.code, d.message)
+        loc = d.primary.loc
+        if loc.path not in starts:
+            starts[loc.path] = {e.id: e.start for e in item_index(db, loc.path)}
+        base = 0 if loc.item is None else starts[loc.path].get(loc.item, 0)
+        return (loc.path, base + max(loc.span[0], 0), d.code, d.message)
     return sorted(dict.fromkeys(diags), key=key)

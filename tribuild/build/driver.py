@@ -326,7 +326,7 @@ def judged(db, t: Target, value) -> TargetResult:
                    for d in file_diagnostics(db, p)]
     diags = files_diags + list(value.diagnostics)
     if len(diags) > 1:
-        diags = sort_diagnostics(diags, QuerySources(db))
+        diags = sort_diagnostics(diags, db)
     return TargetResult(t.name, diagnostics=tuple(diags))
 
 

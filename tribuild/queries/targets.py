@@ -130,7 +130,10 @@ class TargetReport:
 
 @derived
 def target_report(db, entry_path: str, layer: str, args: tuple, input_shape: tuple | None) -> TargetReport:
-    ref = scope(db, entry_path).lookup(layer) if read_error(db, entry_path) is None else None
+    unread = read_error(db, entry_path)
+    if unread is not None:      # deleted since the configuration was read (``watch``)
+        return TargetReport(None, f"cannot read the entry file `{entry_path}`: {unread}", ())
+    ref = scope(db, entry_path).lookup(layer)
     if ref is None or ref.kind not in ("layer", "functional"):
         return TargetReport(None, f"`{entry_path}` defines no layer `{layer}`", ())
     root = layer_instance(db, ref.path, ref.item_id, args)
