@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 OPT_LEVELS = ("0", "1", "2", "3", "s")
 _GC_THRESHOLDS = (50_000, 20, 100)      # Python's defaults: (700, 10, 10)
 
@@ -285,7 +285,9 @@ def entry() -> None:
     after a build, more than a whole no-op build). Every file a command writes is closed
     (and, where it must be, synced) before it returns, and tribuild registers no ``atexit``
     work. An interruption (Ctrl-C) prints one line and exits 130 (128 + SIGINT, as shells
-    do); another exception still ends the process the usual way. Such a process, unless it
+    do); a closed standard output (a reader like ``head`` that stopped) exits 141 (128 +
+    SIGPIPE) without a word; another exception still ends the process the usual way. Such
+    a process, unless it
     watches (it runs for hours), keeps the databases it opens until that end
     (``gcpause.hold_until_exit``: returning from the command would free them the same
     way), and collects cyclic garbage less often
@@ -301,10 +303,13 @@ def entry() -> None:
         hold_until_exit()
     try:
         code = main(argv)
+        sys.stdout.flush()
     except KeyboardInterrupt:       # Ctrl-C: every file is written whole or not at all
         print("tribuild: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
-    sys.stdout.flush()
+    except BrokenPipeError:         # `tribuild graph | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_BROKEN_PIPE
     sys.stderr.flush()
     os._exit(code)
 
@@ -332,6 +337,8 @@ def _run(command, args) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        raise               # standard output closed by its reader (``entry``)
     except OSError as err:  # e.g. a cache or output folder that cannot be written
         where = f": {err.filename}" if err.filename else ""
         print(f"tribuild: error: {err.strerror or err}{where}", file=sys.stderr)

@@ -4,6 +4,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+
+import pytest
 
 
 def test_init_writes_a_project_that_builds_and_refuses_to_overwrite(tmp_path, cli):
@@ -107,3 +111,20 @@ def test_graph_and_explain(mini, cli):
     cli(["build", "-q"], mini)                      # and the outputs are up to date
     code, _, err = cli(["explain", "out/wide.py"], mini)
     assert code == 1 and "out/wide.py (target wide) has not been written since" in err
+
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """`tribuild graph | head`: a write to the closed standard output is not reported as a
+    file system error (exit 2); the process exits 141 (128 + SIGPIPE) without a word."""
+    from tribuild import cli
+
+    def writes_to_a_closed_pipe(args):
+        raise BrokenPipeError(32, "Broken pipe")
+    with pytest.raises(BrokenPipeError):
+        cli._run(writes_to_a_closed_pipe, None)
+    probe = ("from tribuild import cli\n"
+             "def main(argv):\n    raise BrokenPipeError(32, 'Broken pipe')\n"
+             "cli.main = main\ncli.entry()\n")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
+    assert (run.returncode, run.stderr) == (141, b"")
