@@ -86,6 +86,7 @@ def test_example_input(program):
     assert check_target_input(sig, key, (2, 3, 32, 32)) == ()
     (diag,) = check_target_input(sig, key, (2, 4, 32, 32))
     assert diag.code == "E0410" and "dim 1 is 4, expected 3" in diag.message
+    assert diag.help.startswith("set the target's `input` in Tribuild.toml to a shape")
     (diag,) = check_target_input(sig, key, (3, 32, 32))
     assert "rank" in diag.message
 

@@ -261,5 +261,6 @@ def check_target_input(sig: Signature, key: InstanceKey, input_shape: tuple[int,
         return ()
     return (Diagnostic(EXAMPLE_INPUT, f"the example input {list(input_shape)} does not fit `{expected.name}` of "
                        f"{describe_instance(key)}: expected {formal}, {problem[1]}", Label(loc, "entry layer"),
-                       help=f"give an input shape that matches {formal}"),)
+                       help=f"set the target's `input` in Tribuild.toml to a shape that matches "
+                            f"{formal}"),)
 
