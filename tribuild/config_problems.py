@@ -90,4 +90,7 @@ def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Prob
         line = content.count("\n") + 1
         column = len(content) - (content.rfind("\n") + 1) + 1
     message = _TUPLE_KEY.sub(lambda m: f"`{render_key(ast.literal_eval(m.group()))}`", message)
+    if message == "Cannot overwrite a value":       # tomllib does not say which
+        key = text.split("\n")[int(line) - 1].partition("=")[0].strip()
+        message = f"`{key}` is set twice in its table" if key else message
     return Problem(path, int(line), int(column), "", f"invalid TOML: {message}")
