@@ -103,6 +103,17 @@ def test_plain_screen_reports_each_rebuild_and_when_errors_are_fixed():
     assert lines[-1] == "errors fixed"
 
 
+def test_plain_screen_says_errors_fixed_after_a_problem_that_stopped_the_targets():
+    stream = io.StringIO()
+    screen = Plain(stream)
+    screen.problem("Tribuild.toml:3:1: error: ...", failing=False)     # previous config kept
+    screen.rebuilt(_rebuild(()))
+    screen.problem("target `mlp` cannot be built: cannot read the entry file ...")
+    screen.rebuilt(_rebuild(()))
+    assert stream.getvalue().count("errors fixed") == 1 and stream.getvalue().endswith(
+        "errors fixed\n")
+
+
 def test_live_screen_shows_errors_below_the_status_lines_until_fixed():
     from rich.console import Console
 

@@ -148,7 +148,8 @@ class Watcher:
             project = Project.discover(self.project.root)
             driver.select(project, self.options.targets)
         except ConfigError as err:
-            self.screen.problem(f"{err}\n(keeping the previous configuration until it is fixed)")
+            self.screen.problem(f"{err}\n(keeping the previous configuration until it is fixed)",
+                                failing=False)
             return
         project.cache_dir = self.project.cache_dir
         self.project = project

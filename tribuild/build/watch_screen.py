@@ -80,8 +80,12 @@ class Plain:
             self.say("errors fixed")
         self.failing = bool(texts)
 
-    def problem(self, message: str) -> None:
+    def problem(self, message: str, failing: bool = True) -> None:
+        """``failing``: the targets cannot be built until it is fixed (a deleted entry file),
+        so the next good rebuild says "errors fixed"; else the build went on without it (a
+        broken Tribuild.toml, its previous version kept)."""
         self.say(message)
+        self.failing = self.failing or failing
 
     def cancelled(self, changed: tuple[str, ...]) -> None: ...
 
@@ -146,7 +150,7 @@ class Json:
                   diagnostics=[to_json(d, rebuild.sources) for d in rebuild.diagnostics],
                   errors=[{"target": n, "traceback": tb} for n, tb in rebuild.errors])
 
-    def problem(self, message: str) -> None:
+    def problem(self, message: str, failing: bool = True) -> None:
         self.emit("problem", message=message)
 
     def cancelled(self, changed: tuple[str, ...]) -> None:
