@@ -153,7 +153,8 @@ def _cache(args) -> int:
         if args.action == "stats":
             print(cache.describe(project.cache_dir, limit))
         elif args.action == "clear":
-            print(f"deleted {cache.clear(project.cache_dir)} files", file=sys.stderr)
+            print(f"deleted {cache.clear(project.cache_dir, project.root)} files",
+                  file=sys.stderr)
         elif args.action == "prune":
             gone = cache.prune(project.cache_dir, args.days)
             print(f"pruned {len(gone)} generations", file=sys.stderr)

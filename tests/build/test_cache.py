@@ -2,6 +2,7 @@
 the project lock."""
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -50,7 +51,25 @@ def test_prune_by_age_and_clear(folder):
     current = store.salt_id(salt())
     assert sorted(g.id for g in cache.prune(str(folder), 10)) == ["old", "older"]
     assert _ids(folder) == {current, "recent"}
-    assert cache.clear(str(folder)) == 4 and _ids(folder) == set()
+    assert cache.clear(str(folder), str(folder)) == 4 and _ids(folder) == set()
+
+
+def test_clear_deletes_what_compile_model_kept_and_only_that(tmp_path):
+    """A model manifest lists the module and kernels it vouches for (relative to the
+    project root); clear deletes those in the cache's models folder, never a file elsewhere,
+    even with the cache folder set to the project's own root."""
+    kept = {"models/mlp_MLP_0123456789ab.py": "module", "models/kernels/k.py": "kernel",
+            "models/mlp.tri": "the user's source", "notes.txt": "the user's"}
+    for rel, text in kept.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    listed = ["models/mlp_MLP_0123456789ab.py", "models/kernels/k.py", "notes.txt"]
+    (tmp_path / "model-mlp_MLP_0123456789ab.json").write_text(json.dumps(
+        {"outputs": [[rel, 1, 1] for rel in listed]}))     # notes.txt: not in models/
+    (tmp_path / "explain.json").write_text("{}")
+    assert cache.clear(str(tmp_path), str(tmp_path)) == 3
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
+        "explain.json", "mlp.tri", "notes.txt"]
 
 
 def test_validate_deletes_a_corrupt_generation_and_the_next_build_recovers(mini, cli):

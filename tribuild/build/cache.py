@@ -19,6 +19,7 @@ Every change happens under the project lock.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -105,18 +106,37 @@ def prune(cache_dir: str, days: float, now: float | None = None) -> list[Generat
     return gone
 
 
-def clear(cache_dir: str) -> int:
-    """Delete every generation and the build manifest; the number of files deleted."""
+def clear(cache_dir: str, root: str) -> int:
+    """Delete every generation, the build manifest and the modules ``compile_model`` kept
+    (``model_files``); the number of files deleted. The explanations stay: they say why each
+    output was last written, which stays true."""
     from tribuild.build.manifest import NAME
-    count = 0
-    for g in generations(cache_dir):
-        remove(g)
-        count += len(g.files)
-    manifest = os.path.join(cache_dir, NAME)
-    if os.path.exists(manifest):
-        os.unlink(manifest)
-        count += 1
-    return count
+    files = [f for g in generations(cache_dir) for f in g.files]
+    files += [os.path.join(cache_dir, NAME)] + model_files(cache_dir, root)
+    gone = [f for f in files if os.path.lexists(f)]
+    for path in gone:
+        unlink(path)
+    return len(gone)
+
+
+def model_files(cache_dir: str, root: str) -> list[str]:
+    """The files ``compile_model`` keeps in the cache (``api``): each model manifest
+    (``model-*.json``) and the outputs it lists (paths relative to ``root``) that lie in
+    the cache's ``models`` folder, so a cache folder set to a folder of the project's own
+    never loses a file it did not get from ``compile_model``."""
+    folder = os.path.join(os.path.realpath(cache_dir), "models") + os.sep
+    found = []
+    for name in listdir(cache_dir):
+        if name.startswith("model-") and name.endswith(".json"):
+            path = os.path.join(cache_dir, name)
+            try:
+                outputs = [row[0] for row in json.loads(read_bytes(path))["outputs"]]
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                outputs = []
+            found.append(path)
+            found += [p for rel in outputs if type(rel) is str
+                      and os.path.realpath(p := os.path.join(root, rel)).startswith(folder)]
+    return sorted(set(found))
 
 
 def validate(cache_dir: str) -> list[tuple[str, str]]:
