@@ -72,6 +72,14 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
     assert (mini / "out" / "mlp.d").exists() and (mini / "out" / ".tribuild-outputs.json").exists()
 
 
+def test_a_build_that_writes_nothing_leaves_the_manifest_true(mini, cli):
+    """Dumps and --stop-after write no output: the next plain build is still a no-op."""
+    cli(["build", "-q"], mini)
+    for args in (["--dump-code"], ["--dump-ir"], ["--stop-after", "check"]):
+        assert cli(["build", "-q", *args], mini)[0] == 0
+        assert cli(["build"], mini)[2] == "tribuild: no work to do\n", args
+
+
 def test_a_cache_folder_configured_elsewhere_is_found_past_a_stale_manifest(mini, cli):
     cli(["build", "-q"], mini)                 # leaves a manifest in .tribuild-cache
     toml = mini / "Tribuild.toml"

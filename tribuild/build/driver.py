@@ -11,9 +11,10 @@ Terms:
   nothing, and its previous outputs stay as they were.
 - A failure never stops the other targets: each is its own unit (DESIGN invariant 4).
 
-The build holds the project lock throughout. It forgets the manifest first and writes it
-again only when every requested target built, so a failed or killed build is never taken
-for an up-to-date one.
+The build holds the project lock throughout. A build that writes outputs forgets the
+manifest first and writes it again only when every requested target built, so a failed or
+killed build is never taken for an up-to-date one; one that stops early or dumps (writing
+nothing) leaves it as it is.
 
 With workers (``--jobs N`` on a clean build), each process, this one and the workers, writes
 the files of the targets it built as soon as they are built (*written early*: atomically
@@ -131,7 +132,8 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     config = project.config
     with timing.Clock(request.timing, request.trace_memory) as clock, \
             project_lock(project.cache_dir, on_wait):
-        manifest.forget(project.cache_dir)
+        if request.stop_after is None:      # a build that writes nothing leaves it true
+            manifest.forget(project.cache_dir)
         with clock.stage("load cache"):
             db = open_database(project)
         try:
