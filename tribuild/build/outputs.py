@@ -274,7 +274,8 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     already (as their targets were built, under the same lock): they count as written and
     are not read back."""
     paths = inside_output(out_dir, sorted(files))
-    mine = {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)} | set(paths.values())
+    mine = set(paths.values()) | {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)
+                                  if rel not in paths}
     names = {os.path.basename(p) for p in mine}
     for folder in sorted({os.path.dirname(p) for p in mine}):
         if resolves_inside(out_dir, folder):
