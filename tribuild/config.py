@@ -258,8 +258,8 @@ class _Reader:
                              "a non-negative integer (0 = one job per CPU)")
 
     def _opt_level(self, where: Path, value: Any) -> str | None:
-        ok = self.c.expect(where, value, lambda v: not isinstance(v, bool) and v in _OPT_LEVELS,
-                           '0, 1, 2, 3 or "s"')
+        ok = self.c.expect(where, value, lambda v: (_is_int(v) or v == "s") and v in _OPT_LEVELS,
+                           '0, 1, 2, 3 or "s"')     # not 2.0: it equals 2, but names no level
         return None if ok is None else str(ok)
 
     def _sources(self, where: Path, value: Any) -> tuple[str, ...] | None:
