@@ -70,3 +70,18 @@ def test_build_under_make_j4_takes_its_workers_from_the_jobserver(mini):
     assert 1 <= int(workers.group(1)) <= 3     # make -j4 holds one token for the recipe
     assert sorted(p.name for p in (mini / "out").glob("*.py")) == [
         "mlp.py", "net.py", "twin.py", "wide.py"]
+
+
+def test_a_depfile_naming_files_with_colons_spaces_and_dollars_reads_right_in_make(mini):
+    """Each of these must be escaped in a depfile: an unescaped colon in a prerequisite makes
+    make read a pattern rule ("target pattern contains no '%'")."""
+    odd = mini / "models" / "odd: a $b.tri"
+    odd.write_text((mini / "models" / "mlp.tri").read_text())
+    (mini / "Makefile").write_text(
+        f"TRIBUILD := {TRIBUILD}\ngen/odd.py:\n"
+        "\t$(TRIBUILD) compile 'models/odd: a $$b.tri' -o $@ --depfile $@.d\n"
+        "-include gen/odd.py.d\n")
+    assert "compile 'models/odd: a $b.tri'" in make(mini)
+    assert "'gen/odd.py' is up to date" in make(mini)
+    odd.write_text(odd.read_text() + "\n# edited\n")
+    assert "compile 'models/odd: a $b.tri'" in make(mini)

@@ -4,8 +4,9 @@ Terms:
 - *import closure*: a file and every file it imports, transitively, sorted
   (``queries.targets.import_closure``). Every one of them can change a target's outputs.
 - *depfile*: one Makefile rule without a recipe, ``OUTPUT: INPUT INPUT ...``, one input a
-  line after the first, with spaces, ``#`` and ``$`` escaped the way GNU make and ninja read
-  them (``\\ ``, ``\\#``, ``$$``).
+  line after the first, with spaces, ``#``, ``:`` and ``$`` escaped the way GNU make and
+  ninja read them (``\\ ``, ``\\#``, ``\\:``, ``$$``; an unescaped colon in a prerequisite
+  makes make read a pattern rule).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from tribuild.queries.targets import import_closure  # noqa: F401  (the depfile'
 
 
 def escape(path: str) -> str:
-    return path.replace("\\", "/").replace("$", "$$").replace("#", "\\#").replace(" ", "\\ ")
+    return (path.replace("\\", "/").replace("$", "$$").replace("#", "\\#").replace(" ", "\\ ")
+            .replace(":", "\\:"))
 
 
 def render(output: str, inputs: tuple[str, ...]) -> str:
