@@ -154,6 +154,26 @@ def test_a_target_that_cannot_be_built_is_a_configuration_error(mini, cli):
     assert code == 2 and "Tribuild.toml:" in err and "defines no layer `Nope`" in err
 
 
+def test_targets_that_cannot_be_built_are_all_named_and_stop_no_other(mini, cli):
+    """Each is a configuration error at its line (exit 2, no manifest); the other targets
+    are built and written all the same."""
+    cli(["build", "-q"], mini)
+    toml = mini / "Tribuild.toml"
+    text = toml.read_text().replace("models/mlp.tri:MLP", "models/mlp.tri:Nope")
+    toml.write_text(text.replace("args = { width = 48 }", "args = { width = 48, depth = 2 }"))
+    blocks = mini / "models" / "lib" / "blocks.tri"
+    blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return fc(x)"))
+    before = snapshot(mini / "out")
+    for args in (["build"], ["build", "-j", "2"], ["check"]):
+        code, _, err = cli(args, mini)
+        assert code == 2 and "target `mlp` cannot be built" in err, (args, err)
+        assert "target `wide` cannot be built: cannot instantiate" in err, (args, err)
+    after = snapshot(mini / "out")
+    assert after["net.py"] != before["net.py"] and after["twin.py"] != before["twin.py"]
+    assert after["mlp.py"] == before["mlp.py"] and after["wide.py"] == before["wide.py"]
+    assert "no work to do" not in cli(["build"], mini)[2]
+
+
 def test_stop_after_and_dumps_write_nothing(mini, cli):
     code, out, err = cli(["build", "--stop-after", "check"], mini)
     assert code == 0 and not (mini / "out").exists()

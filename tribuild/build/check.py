@@ -49,20 +49,19 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         closure = load_sources(db, project.root, files + tuple(t.entry_path for t in targets))
         reported = [p for p in closure if p in files or read_error(db, p) is None]
         diags = [d for path in reported for d in file_diagnostics(db, path)]
-        diags += [d for t in targets for d in _target_diagnostics(db, project, t)]
+        reports = [(t, target_report(db, t.entry_path, t.entry_layer, t.args, t.input))
+                   for t in targets]
+        problems = [p for t, r in reports if r.problem is not None
+                    for p in target_problem(project, t, r.problem).problems]
+        if problems:        # every target that cannot be instantiated, at its line
+            raise ConfigError(problems)
+        diags += [d for _, r in reports for d in r.diagnostics]
     sources = QuerySources(db)
     result = CheckResult(sort_diagnostics(diags, db), closure, len(targets), sources,
                          len(log.executed), len(log.validated), len(log.hits),
                          db.store_report.status)
     save_database(db, project)
     return result
-
-
-def _target_diagnostics(db, project: Project, target: Target) -> tuple[Diagnostic, ...]:
-    report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
-    if report.problem is not None:
-        raise target_problem(project, target, report.problem)
-    return report.diagnostics
 
 
 def target_problem(project: Project, target: Target, problem: str) -> ConfigError:

@@ -7,9 +7,13 @@ Terms:
   first), ``timing`` (the ``--timing`` report) and ``trace_memory`` (that report with
   Python's allocations traced, which slows the build: ``timing.Clock``).
 - *target result*: per target, the files it produced (relative to the output folder), its
-  diagnostics and, for a bug in tribuild, the traceback. A target with errors produces
-  nothing, and its previous outputs stay as they were.
-- A failure never stops the other targets: each is its own unit (DESIGN invariant 4).
+  diagnostics and, for a bug in tribuild, the traceback; for a target that cannot be
+  instantiated (its entry names no layer, its args do not fit), the configuration problem
+  at its line of Tribuild.toml. A target with errors produces nothing, and its previous
+  outputs stay as they were.
+- A failure never stops the other targets: each is its own unit (DESIGN invariant 4). A
+  build with targets that cannot be instantiated writes the others, saves the store, then
+  raises one ConfigError naming every such target (exit 2).
 
 The build holds the project lock throughout. A build that writes outputs forgets the
 manifest first and writes it again only when every requested target built, so a failed or
@@ -65,15 +69,17 @@ class Request:
 
 
 class TargetResult:
-    __slots__ = ("name", "files", "diagnostics", "error")
+    __slots__ = ("name", "files", "diagnostics", "error", "problem")
 
     def __init__(self, name: str, files: tuple[str, ...] = (), diagnostics: tuple = (),
                  error: str | None = None) -> None:
         self.name, self.files, self.diagnostics, self.error = name, files, diagnostics, error
+        self.problem: ConfigError | None = None     # cannot be instantiated (``_collect``)
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or any(d.severity == "error" for d in self.diagnostics)
+        return self.error is not None or self.problem is not None \
+            or any(d.severity == "error" for d in self.diagnostics)
 
 
 class BuildResult:
@@ -107,6 +113,11 @@ class BuildResult:
     @property
     def diagnostics(self) -> list:
         return [d for t in self.targets for d in t.diagnostics]
+
+    def problems(self) -> ConfigError | None:
+        """One ConfigError for every target that cannot be instantiated, or None."""
+        found = [p for t in self.targets if t.problem for p in t.problem.problems]
+        return ConfigError(found) if found else None
 
 
 def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
@@ -158,6 +169,9 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         finally:
             db.end_apart()      # a helper the save did not take (``compute``)
     result.timing = clock.report(db, outcomes)
+    problems = result.problems()
+    if problems is not None:
+        raise problems
     return result
 
 
@@ -298,7 +312,7 @@ def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
         target, value = target_result(db, t, outcomes, request.stop_after)
         result.targets.append(target)
         if value is not None and value.problem is not None:
-            raise target_problem(project, t, value.problem)
+            target.problem = target_problem(project, t, value.problem)
         if request.stop_after in ("parse", "check") or target.failed:
             continue
         mine = target_files(db, project, t, value, result.out_dir)

@@ -123,20 +123,17 @@ class Watcher:
                 result, _, _ = driver.compute(self.db, project, targets, request, Quiet(), clock)
             except Cancelled:
                 result = None
-            except ConfigError as err:                 # a target cannot be instantiated
-                result = err
         with clock.stage("debounce"):
             quiet = result is not None and self.changes.quiet(batch.generation)
         with self.changes.current(batch.generation) as current:
             if not (quiet and current):
                 self.screen.cancelled(tuple(sorted(self.changed)))
                 return None
-            if isinstance(result, ConfigError):
-                self.screen.problem(str(result))
-                return None
             with clock.stage("write outputs"):
                 driver.write_result(project, result)
             phases = {"late": max(start - batch.due, 0.0), **clock.driver}
+            if (problems := result.problems()) is not None:    # targets that cannot be made
+                self.screen.problem(str(problems))
             self.screen.rebuilt(self._report(result, log, time.monotonic() - start, phases))
             self.changed = set()
         if self.options.on_success and not result.failed:
