@@ -109,6 +109,8 @@ def test_plain_screen_says_errors_fixed_after_a_problem_that_stopped_the_targets
     screen.problem("Tribuild.toml:3:1: error: ...", failing=False)     # previous config kept
     screen.rebuilt(_rebuild(()))
     screen.problem("target `mlp` cannot be built: cannot read the entry file ...")
+    screen.rebuilt(_rebuild(("mlp",)))          # the others built; mlp is still failing
+    assert "errors fixed" not in stream.getvalue()
     screen.rebuilt(_rebuild(()))
     assert stream.getvalue().count("errors fixed") == 1 and stream.getvalue().endswith(
         "errors fixed\n")

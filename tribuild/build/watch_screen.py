@@ -76,9 +76,9 @@ class Plain:
         texts = rebuild.texts(color=False)
         for text in texts:
             self.say(text.rstrip("\n"))
-        if self.failing and not texts:
+        if self.failing and not texts and not rebuild.failed:
             self.say("errors fixed")
-        self.failing = bool(texts)
+        self.failing = bool(texts) or bool(rebuild.failed)
 
     def problem(self, message: str, failing: bool = True) -> None:
         """``failing``: the targets cannot be built until it is fixed (a deleted entry file),
