@@ -72,6 +72,22 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
     assert (mini / "out" / "mlp.d").exists() and (mini / "out" / ".tribuild-outputs.json").exists()
 
 
+def test_an_output_deleted_while_the_build_ends_is_made_again_by_the_next(mini, cli, monkeypatch):
+    """Someone deletes an output after it was written and before the manifest records it:
+    the build still ends well, and the next one is not taken for a no-op."""
+    from tribuild.build import driver
+    explain = driver._explain
+
+    def deleting(db, keys, result, executed):
+        os.unlink(mini / "out" / "mlp.py")
+        return explain(db, keys, result, executed)
+    monkeypatch.setattr(driver, "_explain", deleting)
+    assert cli(["build", "-q"], mini)[0] == 0
+    monkeypatch.setattr(driver, "_explain", explain)
+    code, _, err = cli(["build"], mini)
+    assert code == 0 and "no work to do" not in err and (mini / "out" / "mlp.py").exists()
+
+
 def test_a_build_that_writes_nothing_leaves_the_manifest_true(mini, cli):
     """Dumps and --stop-after write no output: the next plain build is still a no-op."""
     cli(["build", "-q"], mini)

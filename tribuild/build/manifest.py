@@ -185,10 +185,14 @@ def snapshot(root: str, cache_dir: str, key: str, inputs: dict[str, str],
     """The manifest of a build of ``key`` made from ``inputs`` (root-relative path -> digest
     of the bytes the build used) that left ``outputs`` (root-relative), and the ``config``
     table parsed from the recorded bytes of Tribuild.toml, with the files as they are now
-    (``write`` it). An input whose file no longer holds those bytes is recorded with size
-    -1, so the next check rebuilds; a file changed after this is seen by its stamp."""
+    (``write`` it). An input whose file no longer holds those bytes, or a file gone since
+    the build, is recorded with size -1, so the next check rebuilds; a file changed after
+    this is seen by its stamp."""
     def entry(rel: str) -> list:
-        st = os.stat(os.path.join(root, rel))
+        try:
+            st = os.stat(os.path.join(root, rel))
+        except FileNotFoundError:       # deleted since the build wrote it: rebuild next time
+            return [rel, -1, 0]
         return [rel, st.st_size, st.st_mtime_ns]
 
     def input_entry(rel: str) -> list:
