@@ -283,3 +283,16 @@ def test_a_target_prints_its_diagnostics_in_the_order_check_does(tmp_path, cli):
     checked = [line.split(": error")[0] for line in cli(["check"], tmp_path)[2].splitlines()
                if line.startswith("m.tri:")]
     assert checked == firsts
+
+
+def test_an_output_or_cache_folder_that_is_a_file_is_named_with_what_to_do(mini, cli):
+    (mini / "out").write_text("not a folder")
+    code, _, err = cli(["build", "-q"], mini)
+    assert code == 2 and f"{mini / 'out'}: error: the output folder is a file" in err
+    (mini / "out").unlink()
+    shutil.rmtree(mini / ".tribuild-cache")
+    (mini / ".tribuild-cache").write_text("not a folder")
+    for args in (["build"], ["cache", "stats"]):
+        code, _, err = cli(args, mini)
+        assert code == 2 and "tribuild: error: the cache folder is a file (or a link to " \
+            "nothing): move it away, or set [cache] dir in Tribuild.toml" in err, args

@@ -68,7 +68,11 @@ def resolve(out_dir: str, relpath: str) -> str:
 
 def inside_output(out_dir: str, relpaths) -> dict[str, str]:
     """``resolve`` each of ``relpaths``: relpath -> path; refuse (WriteFailed) a path whose
-    folder leads outside ``out_dir`` through a symbolic link (each folder checked once)."""
+    folder leads outside ``out_dir`` through a symbolic link (each folder checked once), and
+    an output folder that is not a folder."""
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise WriteFailed(out_dir, "the output folder is a file (or a link to nothing): move "
+                                   "it away, or set `out` in Tribuild.toml to a folder")
     paths = {rel: resolve(out_dir, rel) for rel in relpaths}
     inside = {}
     for rel, path in paths.items():
