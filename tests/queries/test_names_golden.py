@@ -55,10 +55,11 @@ def test_every_name_code_has_a_case():
 
 
 def test_an_unreadable_file_is_reported(tmp_path: Path):
-    (tmp_path / "bad.tri").write_bytes(b"layer A \xff\xfe")
+    (tmp_path / "bad.tri").write_bytes(b"# ok\nlayer A \xff\xfe")
     (tmp_path / "dir.tri").mkdir()
     db = Database()
     closure = load_sources(db, str(tmp_path), scan(str(tmp_path), (".",)))
     messages = sorted(d.message for p in closure for d in file_diagnostics(db, p))
-    assert messages == ["cannot read `bad.tri`: not valid UTF-8 (byte 0xff at offset 8)",
+    assert messages == ["cannot read `bad.tri`: not valid UTF-8: byte 0xff at line 2, column 9 "
+                        "(offset 13)",
                         "cannot read `dir.tri`: is a directory, not a file"]

@@ -56,7 +56,10 @@ def read_source(root: str, path: str) -> SourceText:
     try:
         return SourceText(data.decode("utf-8"))
     except UnicodeDecodeError as err:
-        return SourceText(None, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        return SourceText(None, f"not valid UTF-8: byte 0x{data[err.start]:02x} at line {line}, "
+                                f"column {column} (offset {err.start})")
 
 
 def _refused(root: str, path: str, full: str) -> str | None:
