@@ -136,7 +136,7 @@ class _LazyLocator:
 def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
     """The nearest folder at or above ``start_dir`` that holds a Tribuild.toml."""
     folder = os.path.abspath(start_dir)
-    while not os.path.isfile(os.path.join(folder, FILENAME)):
+    while not os.path.exists(os.path.join(folder, FILENAME)):   # a folder: reported when read
         parent = os.path.dirname(folder)
         if parent == folder:
             return None

@@ -103,10 +103,16 @@ def test_find_project_root(tmp_path: Path) -> None:
     assert find_project_root(inner) == str(inner)
 
 
+def test_a_tribuild_toml_that_is_a_folder_is_found_and_reported(tmp_path: Path) -> None:
+    (tmp_path / "Tribuild.toml").mkdir()
+    assert find_project_root(tmp_path) == str(tmp_path)
+    problem = only_problem(tmp_path / "Tribuild.toml")
+    assert problem.render() == f"{tmp_path / 'Tribuild.toml'}: error: cannot read: Is a directory"
+
+
 def test_find_project_root_without_any(tmp_path: Path) -> None:
-    if any((folder / "Tribuild.toml").is_file() for folder in [tmp_path, *tmp_path.parents]):
+    if any((folder / "Tribuild.toml").exists() for folder in [tmp_path, *tmp_path.parents]):
         pytest.skip("this machine has a Tribuild.toml above the temporary folder")
-    (tmp_path / "Tribuild.toml").mkdir()  # a folder of that name is not a project file
     assert find_project_root(tmp_path) is None
 
 

@@ -89,7 +89,7 @@ def locate(start: str) -> tuple[str, str] | None:
     ``config.find_project_root``, which is not imported here because ``tribuild.config``
     brings in the whole validator."""
     folder = os.path.abspath(start)
-    while not os.path.isfile(os.path.join(folder, CONFIG)):
+    while not os.path.exists(os.path.join(folder, CONFIG)):
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
