@@ -129,7 +129,7 @@ def _clean(args) -> int:
     project = _project()
     select(project, ())
     manifest.forget(project.cache_dir)
-    removed, kept = clean(os.path.join(project.root, project.config.out))
+    removed, kept = clean(project.out_dir)
     print(f"removed {len(removed)} files", file=sys.stderr)
     for rel in kept:
         print(f"kept {rel}: edited since tribuild wrote it", file=sys.stderr)
@@ -204,9 +204,7 @@ def _explain(args) -> int:
     project = _project()
     lines = explain.why(project.cache_dir, project.root, args.output)
     if lines is None:
-        out_dir = os.path.join(project.root, project.config.out) if project.config \
-            else project.root
-        print(f"tribuild explain: {explain.unknown(project.root, out_dir, args.output)}",
+        print(f"tribuild explain: {explain.unknown(project.root, project.out_dir, args.output)}",
               file=sys.stderr)
         return EXIT_USER
     print("\n".join([f"{args.output}: last written because"] + ["  " + l for l in lines]))

@@ -187,8 +187,7 @@ def compute(db, project: Project, targets, request: Request, show, clock, write:
         entries = tuple(t.entry_path for t in targets)
         load_sources(db, project.root, scan(project.root, config.sources) + entries)
     opt = request.opt_level or config.opt_level
-    result = BuildResult([], os.path.join(project.root, config.out), QuerySources(db),
-                         opt_level=opt)
+    result = BuildResult([], project.out_dir, QuerySources(db), opt_level=opt)
     emit = _EarlyWriter(project, targets, result.out_dir) if write else None
     units, outcomes = run(db, targets, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):

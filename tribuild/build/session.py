@@ -44,6 +44,11 @@ class Project:
         self.root, self.config, self.cache_dir = root, config, cache_dir
         self.config_source = config_source
 
+    @property
+    def out_dir(self) -> str:
+        """The output folder (``out`` of Tribuild.toml; the root without one)."""
+        return os.path.join(self.root, self.config.out) if self.config else self.root
+
     @classmethod
     def discover(cls, start: str) -> "Project":
         """The project around ``start``: the nearest Tribuild.toml upward (loaded and validated;
