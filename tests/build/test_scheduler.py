@@ -59,8 +59,9 @@ def _squares() -> list[Unit]:
 
 
 def test_this_process_and_a_worker_run_every_unit_and_the_results_are_merged():
-    """With two jobs one worker is forked; it is handed the first three units in order (its
-    queue), this process builds the fourth meanwhile, and the rest go where there is room."""
+    """With two jobs one worker is forked; it is handed the first units in order (its queue,
+    never all that are left), this process builds the next meanwhile, and the rest go where
+    there is room."""
     db = _db()
     outcomes, stats, line = run_units(db, _squares(), 2, Quiet())
     assert {n: o.value for n, o in outcomes.items()} == {n: i * i for i, n in enumerate(NAMES)}
@@ -225,3 +226,88 @@ def test_a_unit_handed_to_a_worker_that_just_failed_is_built_elsewhere(monkeypat
     outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet()))
     assert "ValueError: a late bug" in outcomes["boom"].error
     assert {n: outcomes[n].value for n in NAMES} == {n: i * i for i, n in enumerate(NAMES)}
+
+
+MARKS: list = []        # the folder the queries below leave their marks in (set by a test)
+
+
+def _marks(prefix: str) -> int:
+    return sum(1 for p in MARKS[0].iterdir() if p.name.startswith(prefix))
+
+
+def _await(predicate, seconds: float = 5.0) -> bool:
+    """Whether ``predicate()`` came true within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@derived
+def big(db, name):
+    """Marks that it ran; a 2 MiB value, so that one frame fills the results pipe."""
+    (MARKS[0] / f"big.{name}.{os.getpid()}").touch()
+    return name * (2 << 20)
+
+
+class _WaitForWorker:
+    """An emit step whose batch, run in this process, waits until the worker has built three
+    units, and returns how many it saw."""
+
+    batch = 1
+
+    def __init__(self):
+        self.pid = os.getpid()
+
+    def prepare(self, db, unit, value):
+        return unit.name
+
+    def run(self, jobs, wait):
+        if os.getpid() != self.pid:
+            return [() for _ in jobs]
+        _await(lambda: _marks("big.") - len(jobs) >= 3)
+        return [(str(_marks("big.") - len(jobs)),) for _ in jobs]
+
+
+def test_a_worker_builds_on_while_its_frames_wait_in_a_full_pipe(tmp_path):
+    """While this process is busy (here: in its emit step) the worker's frames are not read;
+    the worker goes on with the units it was handed instead of waiting in a write."""
+    MARKS[:] = [tmp_path]
+    units = [Unit(f"u{i}", big, (f"u{i}",), cost=float(10 - i)) for i in range(6)]
+    outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet(),
+                                                   _WaitForWorker()))
+    seen = [int(o.emitted[0]) for o in outcomes.values() if o.emitted]
+    assert seen and seen[0] >= 3
+    assert {n: len(o.value) for n, o in outcomes.items()} == {u.name: 2 << 21 for u in units}
+
+
+@derived
+def waits_for_this_process(db):
+    """Whether this process's emit step ran while this unit was being built (in a worker)."""
+    return _await(lambda: _marks("emitted") > 0)
+
+
+class _MarkEmitted:
+    """An emit step with a batch never reached: its jobs run only when the process has
+    nothing else to do."""
+
+    batch = 100
+
+    def prepare(self, db, unit, value):
+        return unit.name
+
+    def run(self, jobs, wait):
+        (MARKS[0] / f"emitted.{os.getpid()}").touch()
+        return [() for _ in jobs]
+
+
+def test_this_process_writes_while_it_waits_for_the_workers(tmp_path):
+    """Its queued emit jobs run as soon as it has nothing to build, not after the workers
+    end: the worker's unit sees them done."""
+    MARKS[:] = [tmp_path]
+    units = [Unit("waits", waits_for_this_process, (), cost=100.0), Unit("a", square, ("a",))]
+    outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet(), _MarkEmitted()))
+    assert outcomes["waits"].value is True
+    assert outcomes["a"].value == 0
