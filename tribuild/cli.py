@@ -59,8 +59,8 @@ def _project():
 
 def _build_args(p) -> None:
     p.add_argument("targets", nargs="*", help="targets of Tribuild.toml (default: all)")
-    p.add_argument("-j", "--jobs", type=_positive,
-                   help="processes building at once (default: [project] jobs)")
+    p.add_argument("-j", "--jobs", type=_jobs,
+                   help="processes building at once; 0 = one per CPU (default: [project] jobs)")
     p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL",
                    help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level)")
     p.add_argument("--timing", action="store_true", help="print time per stage, hit rates, memory")
@@ -260,11 +260,13 @@ def _days(text: str) -> float:
     return days
 
 
-def _positive(text: str) -> int:
+def _jobs(text: str) -> int:
+    """``--jobs``: a number of processes, 0 for one per CPU (as ``jobs`` in Tribuild.toml)."""
     import argparse
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of processes (0 = one per CPU), "
+                                         f"got {text!r}")
+    return int(text) or os.cpu_count() or 1
 
 
 def parser():

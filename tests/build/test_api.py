@@ -93,7 +93,7 @@ def test_arguments_are_checked_before_any_work(mini):
     result = tribuild.build(str(mini), opt_level=2, targets="mlp")      # as Tribuild.toml has it
     assert not result.failed and [t.name for t in result.targets] == ["mlp"]
     assert "at -O2" in (mini / "out" / "mlp.py").read_text()
-    for bad in ({"opt_level": 7}, {"opt_level": "O3"}, {"jobs": 0}, {"jobs": "2"}):
+    for bad in ({"opt_level": 7}, {"opt_level": "O3"}, {"jobs": -1}, {"jobs": "2"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             tribuild.build(str(mini), **bad)
     with pytest.raises(ValueError, match="opt_level"):

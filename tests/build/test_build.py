@@ -8,6 +8,7 @@ import shutil
 import signal
 from pathlib import Path
 
+import tribuild
 from tests.build.conftest import mtimes, snapshot
 from tribuild.build import outputs
 
@@ -140,8 +141,9 @@ def test_selected_targets_and_usage_errors(mini, cli):
     assert [files[0]] + files[2:] == [".tribuild-outputs.json", "mlp.d", "mlp.py"]
     code, _, err = cli(["build", "nope"], mini)
     assert code == 2 and "no target named `nope`" in err and "net, wide, mlp, twin" in err
-    code, _, err = cli(["build", "--jobs", "0"], mini)
-    assert code == 2
+    for bad in ("-1", "two", "1.5"):
+        code, _, err = cli(["build", "--jobs", bad], mini)
+        assert code == 2 and f"expected a number of processes (0 = one per CPU), got '{bad}'" in err
     (mini / "Tribuild.toml").unlink()
     code, _, err = cli(["build"], mini)
     assert code == 2 and "no Tribuild.toml" in err
@@ -296,3 +298,15 @@ def test_an_output_or_cache_folder_that_is_a_file_is_named_with_what_to_do(mini,
         code, _, err = cli(args, mini)
         assert code == 2 and "tribuild: error: the cache folder is a file (or a link to " \
             "nothing): move it away, or set [cache] dir in Tribuild.toml" in err, args
+
+
+def test_jobs_0_means_one_process_per_cpu_as_in_tribuild_toml(mini):
+    """``--jobs 0`` and ``jobs=0`` mean what ``jobs = 0`` in Tribuild.toml means."""
+    from tribuild.cli import parser
+    assert parser().parse_args(["build", "-j", "0"]).jobs == (os.cpu_count() or 1)
+    assert parser().parse_args(["build", "--jobs", "3"]).jobs == 3
+    result = tribuild.build(str(mini), jobs=0, timing=True)
+    assert not result.failed
+    jobs = os.cpu_count() or 1
+    expected = "workers: none" if jobs == 1 else f"for {jobs} jobs (--jobs)"
+    assert expected in result.timing.workers
