@@ -29,7 +29,6 @@ from tribuild.engine.fingerprint import package_hash
 from tribuild.gcpause import held
 from tribuild.hashing import digest
 
-DEFAULT_CACHE = ".tribuild-cache"
 SALT_RECORD = "salt.json"
 RACY_NS = 2_000_000_000
 PACKAGE = os.path.dirname(os.path.abspath(tribuild.__file__))
@@ -55,8 +54,9 @@ class Project:
         raises ConfigError), else ``start`` itself with no config."""
         root = find_project_root(start)
         if root is None:
-            return cls(os.path.abspath(start), None, os.path.join(os.path.abspath(start), DEFAULT_CACHE))
-        default_cache = os.path.join(root, DEFAULT_CACHE)
+            folder = os.path.abspath(start)
+            return cls(folder, None, os.path.join(folder, manifest.DEFAULT_CACHE))
+        default_cache = os.path.join(root, manifest.DEFAULT_CACHE)
 
         def recorded(data: bytes) -> dict | None:
             return manifest.recorded_config(default_cache, digest(data))
