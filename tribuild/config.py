@@ -46,7 +46,7 @@ _PROJECT_KEYS = ("name", "sources", "out", "opt_level", "jobs")
 _CACHE_KEYS = ("dir", "max_size_mb")
 _TARGET_KEYS = ("entry", "args", "input")
 _OPT_LEVELS = (0, 1, 2, 3, "s")
-_TARGET_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")     # a leading - reads as an option
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = frozenset("import from layer fn let return if else for in true false".split())
 _ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
@@ -227,8 +227,10 @@ class _Reader:
     def _target(self, name: str, value: Any) -> Target | None:
         where = ("targets", name)
         if not _TARGET_NAME.fullmatch(name):
-            self.c.report(where, f"invalid target name `{name}`: use letters, digits, `_` and `-`",
-                          self.c.locator.key(where), expected="letters, digits, `_` and `-`")
+            why = " (the command line would take it for an option)" if name[:1] == "-" else ""
+            self.c.report(where, f"invalid target name `{name}`: use letters, digits, `_` and "
+                          f"`-`, not `-` first{why}", self.c.locator.key(where),
+                          expected="letters, digits, `_` and `-`, not `-` first")
         table = self.c.table(where, value, _TARGET_KEYS, _REQUIRED_TARGET)
         if table is None:
             return None
