@@ -311,3 +311,34 @@ def test_this_process_writes_while_it_waits_for_the_workers(tmp_path):
     outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet(), _MarkEmitted()))
     assert outcomes["waits"].value is True
     assert outcomes["a"].value == 0
+
+
+@derived
+def slow_here(db):
+    time.sleep(0.5)         # this process reads no frame meanwhile
+    return 1
+
+
+@derived
+def dies_in_a_worker(db):
+    """Kills a worker; raises in the test's own process (where dying would end the tests)."""
+    if os.getpid() != MARKS[1]:
+        os._exit(3)
+    raise ValueError("built in this process")
+
+
+def test_a_unit_whose_report_died_with_its_worker_is_built_again(tmp_path):
+    """The worker builds ``big`` (its frame, larger than the pipe, waits in its sender: this
+    process is busy) and dies in ``dies``: the death is put on ``dies``, and ``big``, whose
+    report was lost, is built elsewhere."""
+    MARKS[:] = [tmp_path, os.getpid()]
+    units = [Unit("big", big, ("v",), cost=100.0),
+             Unit("dies", dies_in_a_worker, (), cost=90.0),
+             Unit("here", slow_here, (), cost=3.0), Unit("a", square, ("a",), cost=2.0),
+             Unit("b", square, ("b",), cost=1.0)]
+    outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet()))
+    assert outcomes["dies"].error == ("the worker building dies died (exit status 3) "
+                                      "before reporting")
+    assert outcomes["big"].value == "v" * (2 << 20)
+    assert _marks("big.v.") == 2                     # built by the worker, then again
+    assert {n: outcomes[n].value for n in ("here", "a", "b")} == {"here": 1, "a": 0, "b": 1}

@@ -1,5 +1,6 @@
 """The pool on random unit graphs (a property): random dependencies, units that raise or kill
-their worker, 2-4 jobs. Every unit gets an outcome, none is built twice, a unit whose
+their worker, 2-4 jobs. Every unit gets an outcome, none is built twice (unless its report
+died with its worker, which a later unit killed: it is built again), a unit whose
 dependency failed is skipped, the others have the values of a run in order, and the run
 ends (each trial runs in a forked child under an alarm: a hang fails it). 12 graphs by
 default; ``TRIBUILD_SCHEDULER_SEEDS=N`` runs N (500 passed when this test was written)."""
@@ -67,7 +68,8 @@ def _trial(seed: int, log: str) -> None:
             assert got.error is None and got.value == want, (name, got)
     with open(log) as f:
         built = f.read().split()
-    assert len(built) == len(set(built)), f"built twice: {built}"
+    deaths = sum(fate == "dies" for fate in fates.values())
+    assert all(built.count(n) <= 1 + deaths for n in built), f"built too often: {built}"
 
 
 @pytest.mark.parametrize("seed", range(SEEDS))

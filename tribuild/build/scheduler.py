@@ -54,9 +54,11 @@ Terms:
 A unit that fails is reported through its outcome; units depending on it are skipped and
 every other unit still runs. A unit that kills the process it runs in (a crash of the
 interpreter) is reported when a worker ran it; in this process it ends the build, as it
-does in a build without workers. A worker's death is put on the first unit it was handed
-and had not reported, so one that dies between units (writing outputs) is reported
-against its next unit; the others it was handed are built elsewhere. Without ``os.fork``
+does in a build without workers. A worker's death is put on the unit it was building (a
+marker in memory it shares with this process says which); the units it had built whose
+frames were still in its sender are built again elsewhere, as are the others it was
+handed. One that dies between units (writing outputs) is reported against its next unit,
+or its last if none. Without ``os.fork``
 (or with one job, or one unit) every unit runs in this process, one after another
 (``units.run_serial``).
 """
@@ -112,10 +114,12 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None, save_next: bool
 
 class _Worker:
     """This process's view of one worker."""
-    __slots__ = ("pid", "commands", "results", "holds", "units", "head", "frame", "got")
+    __slots__ = ("pid", "commands", "results", "holds", "marker", "units", "head", "frame",
+                 "got")
 
-    def __init__(self, pid: int, commands: int, results: int, holds: set[str]):
+    def __init__(self, pid: int, commands: int, results: int, holds: set[str], marker):
         self.pid, self.commands, self.results, self.holds = pid, commands, results, holds
+        self.marker = marker                 # see ``_Marker``
         self.units: list[Unit] = []          # handed over, not reported yet, in order
         self.head = b""                      # the length prefix of the next frame, so far
         self.frame: bytearray | None = None  # the frame being read, sized by its prefix
@@ -197,6 +201,7 @@ class _Pool:
         command_read, command_write = os.pipe()
         result_read, result_write = os.pipe()
         _widen(result_write)
+        marker = _Marker()
         pid = os.fork()
         if pid == 0:                                    # the worker
             if self.collecting:
@@ -207,10 +212,10 @@ class _Pool:
                 for fd in (worker.commands, worker.results):
                     if fd >= 0:
                         os.close(fd)
-            _serve(self.db, self.units, self.emit, command_read, result_write)
+            _serve(self.db, self.units, self.emit, command_read, result_write, marker)
         os.close(command_read)
         os.close(result_write)
-        worker = _Worker(pid, command_write, result_read, set(self.outcomes))
+        worker = _Worker(pid, command_write, result_read, set(self.outcomes), marker)
         self.workers[result_read] = worker
         self.selector.register(result_read, self.selector_read)
         self.forked += 1
@@ -325,10 +330,22 @@ class _Pool:
         _, status = os.waitpid(worker.pid, 0)
         self.slots.release()
         if worker.units:
-            unit = worker.units.pop(0)
+            unit = self._blamed(worker)
+            worker.units.remove(unit)
             self._done(unit, Outcome(error=f"the worker building {unit.name} died "
                                            f"({_describe(status)}) before reporting"))
             self._hand_back(worker)
+
+    def _blamed(self, worker: _Worker) -> Unit:
+        """The unit a dead worker's death is put on: the one it was building (the ones it
+        built whose frames died in its sender are built elsewhere); when it died between
+        units, the one after the last it built, or that one if it was its last."""
+        index, running = worker.marker.get()
+        handed = [self.index[u.name] for u in worker.units]
+        if index not in handed:
+            return worker.units[0]
+        at = handed.index(index)
+        return worker.units[at if running or at + 1 == len(handed) else at + 1]
 
     def _done(self, unit: Unit, outcome: Outcome) -> None:
         self.outcomes[unit.name] = outcome
@@ -346,17 +363,22 @@ def _widen(fd: int) -> None:
         pass
 
 
-def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
+def _serve(db, units: list[Unit], emit, commands: int, results: int, marker: "_Marker"
+           ) -> None:
     """In a worker: run the units named on ``commands`` until it closes or one fails,
-    sending a frame for each; exit without cleanup handlers."""
+    sending a frame for each and keeping ``marker`` up to date; exit without cleanup
+    handlers."""
     jobs = _Jobs(emit)
     try:
         sender = _Sender(results)
         with unit_by_unit() as settle:
             while len(data := os.read(commands, _INDEX)) == _INDEX:
-                unit = units[int.from_bytes(data, "little")]
+                index = int.from_bytes(data, "little")
+                unit = units[index]
                 before = db.stats()
+                marker.set(index, running=True)
                 outcome = run_one(db, unit)
+                marker.set(index, running=False)
                 if outcome.error is not None:
                     sender.send(_encode_frame("error", outcome.error.encode(),
                                               _delta(db.stats(), before), outcome.seconds))
@@ -377,6 +399,24 @@ def _serve(db, units: list[Unit], emit, commands: int, results: int) -> None:
         traceback.print_exc()
     finally:
         os._exit(0)
+
+
+class _Marker:
+    """Which unit a worker is at, in 8 bytes of memory it shares with this process: when a
+    worker dies, the frames still queued in its sender die with it, and this says which
+    unit it died in (``_Pool._blamed``)."""
+
+    def __init__(self):
+        import mmap
+        self._memory = mmap.mmap(-1, 8)      # anonymous and shared with the forked worker
+
+    def set(self, index: int, running: bool) -> None:
+        self._memory[:8] = ((index + 1) * 2 + running).to_bytes(8, "little")
+
+    def get(self) -> tuple[int, bool]:
+        """The index of the last unit started (-1: none) and whether it was still running."""
+        state = int.from_bytes(self._memory[:8], "little")
+        return state // 2 - 1, bool(state % 2)
 
 
 class _Sender:
