@@ -180,7 +180,7 @@ def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, m
 
 @derived
 def slow(db):
-    time.sleep(0.5)                  # the worker fails and exits meanwhile
+    time.sleep(0.5)         # what the other processes do meanwhile is what a test checks
     return 1
 
 
@@ -314,12 +314,6 @@ def test_this_process_writes_while_it_waits_for_the_workers(tmp_path):
 
 
 @derived
-def slow_here(db):
-    time.sleep(0.5)         # this process reads no frame meanwhile
-    return 1
-
-
-@derived
 def dies_in_a_worker(db):
     """Kills a worker; raises in the test's own process (where dying would end the tests)."""
     if os.getpid() != MARKS[1]:
@@ -329,12 +323,12 @@ def dies_in_a_worker(db):
 
 def test_a_unit_whose_report_died_with_its_worker_is_built_again(tmp_path):
     """The worker builds ``big`` (its frame, larger than the pipe, waits in its sender: this
-    process is busy) and dies in ``dies``: the death is put on ``dies``, and ``big``, whose
+    process is busy building ``here``) and dies in ``dies``: the death is put on ``dies``, and ``big``, whose
     report was lost, is built elsewhere."""
     MARKS[:] = [tmp_path, os.getpid()]
     units = [Unit("big", big, ("v",), cost=100.0),
              Unit("dies", dies_in_a_worker, (), cost=90.0),
-             Unit("here", slow_here, (), cost=3.0), Unit("a", square, ("a",), cost=2.0),
+             Unit("here", slow, (), cost=3.0), Unit("a", square, ("a",), cost=2.0),
              Unit("b", square, ("b",), cost=1.0)]
     outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet()))
     assert outcomes["dies"].error == ("the worker building dies died (exit status 3) "
