@@ -8,15 +8,13 @@ Terms:
 - *worker*: a child forked from this process. It inherits the database as it is at that
   moment (sources set, every result merged so far) and then runs units one after another,
   as this process hands them over: for each it sends back over a pipe, as one *frame*
-  (8-byte length, a JSON header line, then the raw payload bytes; no pickle, so nothing a
-  worker sends is executed when read), either ``db.export([its keys])`` (the records of
-  what it computed, its values encoded once, there) or the traceback of the exception it
-  raised, with its query counters for ``--timing``, the unit's seconds and what *emit*
-  returned. A thread of the worker writes the frames (``_Sender``), so it builds on while
-  this process is busy and the pipe is full. A worker keeps what it computed, so work that
-  units share (and the caches of the front end) is done once per worker, not once per unit,
-  and only a few processes are forked. A worker that raised exits; a fresh one takes the
-  next unit.
+  (``worker``), either ``db.export([its keys])`` (the records of what it computed, its
+  values encoded once, there) or the traceback of the exception it raised, with what
+  *emit* returned. A thread of the worker writes the frames (its *sender*), so it builds
+  on while this process is busy and the pipe is full. A worker keeps what it computed, so
+  work that units share (and the caches of the front end) is done once per worker, not
+  once per unit, and only a few processes are forked. A worker that raised exits; a fresh
+  one takes the next unit.
 - *queue*: a worker is handed up to ``_AHEAD`` units at a time, so that it goes on to the
   next while this process builds one of its own or writes outputs (its frames wait in the
   pipe, widened to hold one, ``_widen``, and in its sender), but never more than this
@@ -58,24 +56,20 @@ does in a build without workers. A worker's death is put on the unit it was buil
 marker in memory it shares with this process says which); the units it had built whose
 frames were still in its sender are built again elsewhere, as are the others it was
 handed. One that dies between units (writing outputs) is reported against its next unit,
-or its last if none. Without ``os.fork``
-(or with one job, or one unit) every unit runs in this process, one after another
-(``units.run_serial``).
+or its last if none. Without ``os.fork`` (or with one job, or one unit) every unit runs in
+this process, one after another (``units.run_serial``).
 """
 from __future__ import annotations
 
 import gc
 import os
-import json
 
 from tribuild.build import jobserver
 from tribuild.build.units import Outcome, Unit, order, run_one, run_serial, skipped
-from tribuild.files import write_all
+from tribuild.build.worker import INDEX, LENGTH, Jobs, Marker, decode_frame, serve
 from tribuild.gcpause import unit_by_unit
 from tribuild.record import replace
 
-_LENGTH = 8     # bytes of a frame's length prefix
-_INDEX = 4      # bytes of a unit index sent to a worker
 _AHEAD = 5      # units a worker is handed at most at a time (see *queue*): this process
                 # writing a batch of outputs takes as long as a worker's 3 to 5 units
 _PIPE = 1 << 20  # bytes a results pipe is widened to (Linux lets any process ask for 1 MiB)
@@ -119,7 +113,7 @@ class _Worker:
 
     def __init__(self, pid: int, commands: int, results: int, holds: set[str], marker):
         self.pid, self.commands, self.results, self.holds = pid, commands, results, holds
-        self.marker = marker                 # see ``_Marker``
+        self.marker = marker                 # ``worker.Marker``
         self.units: list[Unit] = []          # handed over, not reported yet, in order
         self.head = b""                      # the length prefix of the next frame, so far
         self.frame: bytearray | None = None  # the frame being read, sized by its prefix
@@ -141,7 +135,7 @@ class _Pool:
         self.selector, self.selector_read = selectors.DefaultSelector(), selectors.EVENT_READ
         self.most = self.forked = self.here = 0
         self.collecting = gc.isenabled()          # workers collect garbage as this process did
-        self.jobs = _Jobs(emit)                   # the emit jobs of units built here
+        self.jobs = Jobs(emit)                   # the emit jobs of units built here
 
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.workers:
@@ -201,7 +195,7 @@ class _Pool:
         command_read, command_write = os.pipe()
         result_read, result_write = os.pipe()
         _widen(result_write)
-        marker = _Marker()
+        marker = Marker()
         pid = os.fork()
         if pid == 0:                                    # the worker
             if self.collecting:
@@ -212,7 +206,7 @@ class _Pool:
                 for fd in (worker.commands, worker.results):
                     if fd >= 0:
                         os.close(fd)
-            _serve(self.db, self.units, self.emit, command_read, result_write, marker)
+            serve(self.db, self.units, self.emit, command_read, result_write, marker)
         os.close(command_read)
         os.close(result_write)
         worker = _Worker(pid, command_write, result_read, set(self.outcomes), marker)
@@ -229,7 +223,7 @@ class _Pool:
         worker.units.append(unit)
         self.show.started(unit.name)
         try:
-            os.write(worker.commands, self.index[unit.name].to_bytes(_INDEX, "little"))
+            os.write(worker.commands, self.index[unit.name].to_bytes(INDEX, "little"))
         except BrokenPipeError:
             self._retire(worker)
 
@@ -265,12 +259,12 @@ class _Pool:
         into a buffer of its size (a frame carries a unit's encoded values: copying each
         one three times cost this process 0.05 s of a 50-file build)."""
         if worker.frame is None:
-            data = os.read(worker.results, _LENGTH - len(worker.head))
+            data = os.read(worker.results, LENGTH - len(worker.head))
             if not data:
                 self._reap(worker)
                 return
             worker.head += data
-            if len(worker.head) == _LENGTH:
+            if len(worker.head) == LENGTH:
                 worker.frame = bytearray(int.from_bytes(worker.head, "little"))
                 worker.head, worker.got = b"", 0
             return
@@ -284,7 +278,7 @@ class _Pool:
             self._finish(worker, frame)
 
     def _finish(self, worker: _Worker, frame: bytearray) -> None:
-        kind, body, header = _decode_frame(frame)
+        kind, body, header = decode_frame(frame)
         if kind != "emitted":
             unit = worker.units.pop(0)
             self.stats.append(header["stats"])
@@ -361,177 +355,6 @@ def _widen(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE)
     except (AttributeError, OSError):
         pass
-
-
-def _serve(db, units: list[Unit], emit, commands: int, results: int, marker: "_Marker"
-           ) -> None:
-    """In a worker: run the units named on ``commands`` until it closes or one fails,
-    sending a frame for each and keeping ``marker`` up to date; exit without cleanup
-    handlers."""
-    jobs = _Jobs(emit)
-    try:
-        sender = _Sender(results)
-        with unit_by_unit() as settle:
-            while len(data := os.read(commands, _INDEX)) == _INDEX:
-                index = int.from_bytes(data, "little")
-                unit = units[index]
-                before = db.stats()
-                marker.set(index, running=True)
-                outcome = run_one(db, unit)
-                marker.set(index, running=False)
-                if outcome.error is not None:
-                    sender.send(_encode_frame("error", outcome.error.encode(),
-                                              _delta(db.stats(), before), outcome.seconds))
-                    break
-                job = emit.prepare(db, unit, outcome.value) if emit else None
-                sender.send(_encode_frame("ok", db.export(unit.keys(db)),
-                                          _delta(db.stats(), before), outcome.seconds,
-                                          jobs.take()))
-                jobs.add(unit.name, job)
-                jobs.due()                      # while this process merges the frame
-                settle()
-        sender.send(_encode_frame("emitted", b"", {}, 0.0, jobs.finish()))
-        sender.close()
-    except (KeyboardInterrupt, BrokenPipeError):
-        pass        # interrupted, or this process is gone: the build reports, not the worker
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-    finally:
-        os._exit(0)
-
-
-class _Marker:
-    """Which unit a worker is at, in 8 bytes of memory it shares with this process: when a
-    worker dies, the frames still queued in its sender die with it, and this says which
-    unit it died in (``_Pool._blamed``)."""
-
-    def __init__(self):
-        import mmap
-        self._memory = mmap.mmap(-1, 8)      # anonymous and shared with the forked worker
-
-    def set(self, index: int, running: bool) -> None:
-        self._memory[:8] = ((index + 1) * 2 + running).to_bytes(8, "little")
-
-    def get(self) -> tuple[int, bool]:
-        """The index of the last unit started (-1: none) and whether it was still running."""
-        state = int.from_bytes(self._memory[:8], "little")
-        return state // 2 - 1, bool(state % 2)
-
-
-class _Sender:
-    """A worker's frames, written to the results pipe in order by a thread of their own, so
-    that the worker goes on to its next unit while the pipe is full (this process busy
-    writing outputs, say) instead of waiting in the write: waiting there cost the worker
-    a quarter of a 50-file build. The thread makes one system call per frame (a blocking
-    write returns when the pipe has taken it all), so it rarely needs the interpreter lock.
-    A send after the pipe broke raises ``BrokenPipeError``."""
-
-    def __init__(self, fd: int):
-        import queue
-        import threading
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._broken = False
-        self._thread = threading.Thread(target=self._work, args=(fd,), name="frames",
-                                        daemon=True)
-        self._thread.start()
-
-    def send(self, parts: list[bytes]) -> None:
-        if self._broken:
-            raise BrokenPipeError
-        self._queue.put(parts)
-
-    def close(self) -> None:
-        """Wait until every frame is written."""
-        self._queue.put(None)
-        self._thread.join()
-        if self._broken:
-            raise BrokenPipeError
-
-    def _work(self, fd: int) -> None:
-        while (parts := self._queue.get()) is not None:
-            try:
-                _send_frame(fd, parts)
-            except OSError:         # this process is gone: the worker stops at its next send
-                self._broken = True
-                return
-
-
-class _Jobs:
-    """A process's emit jobs, run by ``emit.run`` once ``emit.batch`` are queued, without
-    waiting for another process's writes (they are tried again after the next unit)."""
-
-    def __init__(self, emit):
-        self._emit = emit
-        self._queue: list[tuple[str, object]] = []
-        self._done: dict[str, list[str]] = {}
-
-    def add(self, name: str, job) -> None:
-        if job is not None:
-            self._queue.append((name, job))
-
-    def due(self, idle: bool = False) -> None:
-        """Run the queued jobs if there are ``emit.batch`` of them, or any when ``idle`` (the
-        process has nothing else to do but wait)."""
-        if self._queue and (idle or len(self._queue) >= self._emit.batch):
-            self._run(wait=False)
-
-    def _run(self, wait: bool) -> None:
-        if not self._queue:
-            return
-        results = self._emit.run([job for _, job in self._queue], wait)
-        if results is not None:
-            self._done.update((name, list(strings))
-                              for (name, _), strings in zip(self._queue, results))
-            self._queue = []
-
-    def take(self) -> dict[str, list[str]]:
-        """What the jobs run since the last call returned, by unit name."""
-        done, self._done = self._done, {}
-        return done
-
-    def finish(self) -> dict[str, list[str]]:
-        """Run the jobs still queued (waiting for the other processes' writes); what those
-        not taken yet returned."""
-        self._run(wait=True)
-        return self.take()
-
-
-def _send_frame(fd: int, parts: list[bytes]) -> None:
-    """Send one frame: its length, then ``parts`` back to back (not joined first)."""
-    write_all(fd, [sum(map(len, parts)).to_bytes(_LENGTH, "little"), *parts])
-
-
-def _encode_frame(kind: str, body: bytes, stats: dict, seconds: float,
-                  emitted: dict | None = None) -> list[bytes]:
-    """A worker's message: a JSON header line (kind, query counters, the unit's seconds,
-    what emit jobs returned by unit name), then ``body``."""
-    header = {"kind": kind, "emitted": emitted or {}, "seconds": seconds,
-              "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
-                        for name, s in stats.items()}}
-    return [json.dumps(header).encode() + b"\n", body]
-
-
-def _decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:
-    """The kind, the body (the traceback's text for an error) and the header, its query
-    counters as ``QueryStats``."""
-    from tribuild.engine import QueryStats
-    end = frame.index(b"\n")
-    header = json.loads(frame[:end])
-    body = memoryview(frame)[end + 1:]
-    header["stats"] = {name: QueryStats(*values) for name, values in header["stats"].items()}
-    return header["kind"], str(body, "utf-8") if header["kind"] == "error" else body, header
-
-
-def _delta(after: dict, before: dict) -> dict:
-    """Query counters of ``after`` minus those the worker had in ``before``."""
-    from tribuild.engine import QueryStats
-    out = {}
-    for name, s in after.items():
-        b = before.get(name, QueryStats())
-        out[name] = QueryStats(s.executed - b.executed, s.validated - b.validated,
-                               s.hits - b.hits, s.seconds - b.seconds)
-    return out
 
 
 def _describe(status: int) -> str:
