@@ -50,7 +50,7 @@ def generations(cache_dir: str) -> list[Generation]:
     names = listdir(cache_dir)
     if not names:
         return []
-    current = store.salt_id(salt(cache_dir=cache_dir))
+    current = store.salt_id(salt(cache_dir=cache_dir, record=False))
     out = []
     for graph in names:
         sid = store.graph_sid(graph)

@@ -65,20 +65,22 @@ class Project:
                    (digest(data), table))
 
 
-def salt(options: str = "", cache_dir: str | None = None) -> str:
-    return f"{package_digest(cache_dir)}:{options}"
+def salt(options: str = "", cache_dir: str | None = None, record: bool = True) -> str:
+    return f"{package_digest(cache_dir, record=record)}:{options}"
 
 
-def package_digest(cache_dir: str | None = None, package: str = PACKAGE) -> str:
+def package_digest(cache_dir: str | None = None, package: str = PACKAGE,
+                   record: bool = True) -> str:
     """``package_hash(package)``, from the salt record in ``cache_dir`` when it holds the
-    package's signature (recorded there when it did not); once per process."""
+    package's signature (recorded there when it did not, if ``record``: the `cache`
+    commands only read it); once per process."""
     if package not in _DIGESTS:
         taken, rows = manifest.package_signature(package)
         path = cache_dir and os.path.join(cache_dir, SALT_RECORD)
         digest = _recorded(path, package, rows) if path else None
         if digest is None:
             digest = package_hash(package)
-            if path and all(max(row[2], row[3]) < taken - RACY_NS for row in rows):
+            if record and path and all(max(row[2], row[3]) < taken - RACY_NS for row in rows):
                 _record(path, {"package": package, "files": rows, "digest": digest})
         _DIGESTS[package] = digest
     return _DIGESTS[package]
