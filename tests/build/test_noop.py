@@ -41,7 +41,7 @@ def _probe(cwd, *args) -> tuple[int, list[str], list[str], str]:
 def test_a_fresh_no_op_imports_nothing_heavy(mini):
     code, heavy, _ = _fresh(mini, "build", "-q")
     assert code == 0 and "tribuild.engine" in heavy            # the first build does work
-    for args in (("build",), ("build", "-j", "2", "-k"), ("build", "-q")):
+    for args in (("build",), ("build", "-j", "2", "-k"), ("build", "-q"), ("build", "-j0")):
         code, heavy, err = _fresh(mini, *args)
         assert (code, heavy) == (0, []), err
     code, heavy, err = _fresh(mini / "models", "build", "--jobs=3")   # from a subfolder
@@ -127,7 +127,8 @@ def test_a_build_whose_store_save_fails_leaves_no_manifest(mini, jobs, monkeypat
 
 
 SIMPLE = [[], ["a", "b", "-j4", "--jobs", "2", "-O3", "-q"], ["--jobs=2", "-Os", "-k"],
-          ["-k", "--quiet", "--keep-going", "-O", "0", "mlp"], ["-j", "7", "net", "wide"]]
+          ["-k", "--quiet", "--keep-going", "-O", "0", "mlp"], ["-j", "7", "net", "wide"],
+          ["-j0"], ["--jobs=0", "mlp"]]
 
 
 @pytest.mark.parametrize("line", SIMPLE)
@@ -140,7 +141,7 @@ def test_a_simple_line_gives_what_argparse_gives(line):
 
 def test_what_is_not_a_simple_line():
     assert simple(["a", "-q", "b"]).targets == ["a", "b"]       # argparse would refuse "b"
-    for args in (["--timing"], ["-j"], ["-j0"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"],
+    for args in (["--timing"], ["-j"], ["-j-1"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"],
                  ["-kq"], ["--qui"], ["--"]):
         assert simple(args) is None, args
 

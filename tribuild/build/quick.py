@@ -73,10 +73,10 @@ def simple(argv: list[str]) -> BuildArgs | None:
                 return None
             if name == "-O":
                 found.opt_level = value
-            elif not value.isdigit() or int(value) < 1:
+            elif not value.isdigit():
                 return None
             else:
-                found.jobs = int(value)
+                found.jobs = int(value) or os.cpu_count() or 1     # 0: one per CPU
         elif arg.startswith("-") or not arg:
             return None
         else:
