@@ -8,6 +8,8 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 import tribuild
 from tests.build.conftest import mtimes, snapshot
 from tribuild.build import outputs
@@ -310,3 +312,52 @@ def test_jobs_0_means_one_process_per_cpu_as_in_tribuild_toml(mini):
     jobs = os.cpu_count() or 1
     expected = "workers: none" if jobs == 1 else f"for {jobs} jobs (--jobs)"
     assert expected in result.timing.workers
+
+
+def test_files_written_early_are_journaled_before_their_rename(tmp_path, monkeypatch):
+    """The early journal names each file with its digest and is synced before the first
+    rename; a later record takes what it lists as tribuild's (stale if no target makes
+    it), and writing that record deletes the journal."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
+        ("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(
+        ("replace", dst)), real_replace(src, dst))[1])
+    out = tmp_path / "out"
+    files = {str(out / "t.py"): b"t", str(out / "kernels" / "k.py"): b"k"}
+    outputs.write_changed(files, early=str(out))
+    journal = str(out / outputs.EARLY)
+    first_rename = next(i for i, e in enumerate(events) if e[0] == "replace")
+    assert ("fsync", journal) in events[:first_rename]
+    record = outputs.Record.load(str(out))
+    assert record.targets == {} and record.early == {
+        "t.py": outputs.digest(b"t"), os.path.join("kernels", "k.py"): outputs.digest(b"k")}
+    (out / "t.py").write_text("edited by hand")
+    report = outputs.write_outputs(str(out), {}, record, {}, set())
+    assert report.removed == (os.path.join("kernels", "k.py"),) and report.kept == ("t.py",)
+    assert not os.path.exists(journal) and outputs.Record.load(str(out)).owned() == {}
+
+
+def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini, cli,
+                                                                          monkeypatch):
+    """The workers and this process write their targets' files as they are built; killed
+    before the record, the build leaves them journaled, so the next build deletes those of
+    a target it no longer has, and ``clean`` deletes everything."""
+    from tribuild.build import driver
+
+    def killed(project, result):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(driver, "write_result", killed)
+        cli(["build", "--jobs", "2"], mini)
+    assert (mini / "out" / "mlp.py").exists() and not (mini / "out" / outputs.RECORD).exists()
+    toml = mini / "Tribuild.toml"
+    text = toml.read_text()
+    toml.write_text(text[:text.index("[targets.mlp]")] + text[text.index("# The same"):])
+    code, _, err = cli(["build"], mini)
+    files = snapshot(mini / "out")
+    assert code == 0 and "mlp.py" not in files and "mlp.d" not in files
+    assert outputs.EARLY not in files
+    code, _, err = cli(["clean"], mini)
+    assert code == 0 and not (mini / "out").exists()

@@ -10,8 +10,8 @@ Two ways to pick the moment:
   the length of a whole build (interpreter start-up, lock, store load, compile included).
 
 After each kill, the output folder must hold only files of the two known versions, each
-with the complete bytes of one of them (every ``.py`` compiles), the record must be valid
-JSON, and no temporary file may sit at an output path. Then a full build must give exactly
+with the complete bytes of one of them (every ``.py`` compiles), the record and the early
+journal must be valid JSON, and no temporary file may sit at an output path. Then a full build must give exactly
 the reference outputs of the version on disk, and leave no temporary file anywhere.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tests.reliability.project import (CACHE, OUT, check_python, command, env, o
 
 RANDOM_KILLS = 40 if os.environ.get("TRIBUILD_RELIABILITY_FULL") else 8
 RECORD = ".tribuild-outputs.json"
+EARLY = ".tribuild-outputs.early"     # a parallel build's journal of what it wrote early
 
 
 def check_interrupted(root, references) -> None:
@@ -38,6 +39,9 @@ def check_interrupted(root, references) -> None:
     for rel, data in files.items():
         if rel == RECORD:
             json.loads(data)
+            continue
+        if rel == EARLY:
+            assert all(len(json.loads(line)) == 2 for line in data.splitlines()), data
             continue
         if rel.endswith(".tmp"):      # litter of the killed build, at no output's path
             assert all(rel not in refs for refs in references.values()), rel

@@ -237,7 +237,8 @@ class _EarlyWriter:
             with outputs.writing(self.out_dir, wait) as mine:
                 if not mine:
                     return None
-                done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths}))
+                done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths},
+                                                 early=self.out_dir))
         except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
             return [() for _ in jobs]
         written = {rel for rel, path in paths.items() if path in done}

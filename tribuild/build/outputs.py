@@ -15,6 +15,11 @@ Terms:
   path -> digest of the bytes written. Only recorded files are ever deleted, and only while
   they still hold the bytes tribuild wrote: a file a person edited or put there is kept. It
   is written in the batch of the outputs it records, renamed into place after them.
+- *early journal*: ``<out>/.tribuild-outputs.early``, the files a parallel build wrote as
+  their targets were built, before its record: one JSON line ``[relative path, digest]``
+  each, appended and made durable before the files are renamed into place. A build killed
+  before its record would otherwise leave files no record names, there for good. The next
+  build (or ``clean``) takes them as recorded, and writing a record deletes the journal.
 - *stale*: a recorded file that no target of this build produces any more.
 - *temporary file*: ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (``tribuild.tempname``), where a
   file's new bytes wait for their rename. A killed writer leaves
@@ -39,6 +44,7 @@ from tribuild.record import record
 from tribuild.tempname import create_beside
 
 RECORD = ".tribuild-outputs.json"
+EARLY = ".tribuild-outputs.early"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _SYNC_THREADS = 32            # fsyncs in flight at once
 _SYNCERS: dict = {}           # pid -> the _Syncers of that process
@@ -100,12 +106,13 @@ def write_if_changed(path: str, data: bytes) -> bool:
     return bool(write_changed({path: data}))
 
 
-def write_changed(files: dict[str, bytes]) -> list[str]:
+def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str]:
     """Write every ``path: data`` whose file does not already hold exactly ``data``, as one
     batch: all temporary files are written and made durable, then renamed into place in the
     order of ``files``, then each folder that received one is made durable. A crash at any
     point leaves every file with either its old or its new bytes; once this returns, the new
-    ones are durable. Returns the paths written, in order."""
+    ones are durable. ``early``: the output folder whose early journal lists the files
+    before they are renamed. Returns the paths written, in order."""
     changed = [path for path, data in files.items() if not _holds(path, data)]
     temps = []
     try:
@@ -115,7 +122,8 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
             temps.append(tmp)
             with os.fdopen(fd, "wb") as file:
                 file.write(files[path])
-        fsync_all(temps)
+        journal = _note_early(early, {p: files[p] for p in changed}) if early and changed else []
+        fsync_all(temps + journal)
         for tmp, path in zip(temps, changed):
             os.replace(tmp, path)
     except BaseException as err:
@@ -128,6 +136,36 @@ def write_changed(files: dict[str, bytes]) -> list[str]:
         raise
     fsync_all(sorted({os.path.dirname(path) or "." for path in changed}))
     return changed
+
+
+def _note_early(out_dir: str, files: dict[str, bytes]) -> list[str]:
+    """Append ``files`` (full path -> bytes) to the early journal of ``out_dir``; what to
+    fsync before renaming them: the journal, and its folder when this created it."""
+    path = os.path.join(out_dir, EARLY)
+    new = not os.path.exists(path)
+    lines = [json.dumps([os.path.relpath(full, out_dir), digest(data)]) + "\n"
+             for full, data in files.items()]
+    with open(path, "a", encoding="utf-8") as journal:
+        journal.write("".join(lines))
+    return [path, out_dir] if new else [path]
+
+
+def _early(out_dir: str) -> dict[str, str]:
+    """The early journal of ``out_dir``: relative path -> digest (a line a crash cut short
+    is skipped: its files were never renamed into place)."""
+    try:
+        text = read_text(os.path.join(out_dir, EARLY))
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        try:
+            rel, sum_ = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        if type(rel) is str and type(sum_) is str and _relative(rel):
+            found[rel] = sum_
+    return found
 
 
 @contextmanager
@@ -229,23 +267,18 @@ def _holds(path: str, data: bytes) -> bool:
 
 
 class Record:
-    """What tribuild wrote, per target: ``{target: {relpath: digest}}``."""
-    __slots__ = ("targets",)
+    """What tribuild wrote, per target: ``{target: {relpath: digest}}``, and ``early``:
+    what the early journal lists (relpath -> digest; never written into the record)."""
+    __slots__ = ("targets", "early")
 
-    def __init__(self, targets: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(self, targets: dict[str, dict[str, str]] | None = None,
+                 early: dict[str, str] | None = None) -> None:
         self.targets = {} if targets is None else targets
+        self.early = {} if early is None else early
 
     @classmethod
     def load(cls, out_dir: str) -> "Record":
-        try:
-            data = json.loads(read_text(os.path.join(out_dir, RECORD)))
-            targets = data["targets"]
-            if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
-                return cls({str(k): {str(p): str(d) for p, d in v.items() if _relative(str(p))}
-                            for k, v in targets.items()})
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        return cls()
+        return cls(_recorded(out_dir), _early(out_dir))
 
     def encode(self) -> bytes:
         """The bytes of the record file."""
@@ -253,8 +286,21 @@ class Record:
         return text.encode() + b"\n"
 
     def owned(self) -> dict[str, str]:
-        """Every recorded path with its digest."""
-        return {p: d for files in self.targets.values() for p, d in files.items()}
+        """Every recorded or journaled path with its digest (a journaled one was written
+        after the record)."""
+        return {p: d for files in self.targets.values() for p, d in files.items()} | self.early
+
+
+def _recorded(out_dir: str) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads(read_text(os.path.join(out_dir, RECORD)))
+        targets = data["targets"]
+        if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
+            return {str(k): {str(p): str(d) for p, d in v.items() if _relative(str(p))}
+                    for k, v in targets.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {}
 
 
 @record
@@ -285,6 +331,7 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
         if resolves_inside(out_dir, folder):
             remove_temps(folder, names.__contains__)
     before = record.owned()
+    record.early = {}       # what the journal lists is recorded again only if produced now
     for name in [t for t in record.targets if t not in targets]:
         del record.targets[name]
     for target, rels in produced.items():
@@ -293,6 +340,7 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
     written = set(write_changed(batch))
+    unlink(os.path.join(out_dir, EARLY))        # the record now says what is tribuild's
     changed = {rel for rel, full in paths.items() if rel in done or full in written}
     return WriteReport(tuple(r for r in paths if r in changed),
                        tuple(r for r in paths if r not in changed), removed, kept)
@@ -356,5 +404,6 @@ def clean(out_dir: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     removed, kept = remove_stale(out_dir, Record.load(out_dir).owned(), {})
     if not kept:
         unlink(os.path.join(out_dir, RECORD))
+        unlink(os.path.join(out_dir, EARLY))
         _remove_empty_parents(os.path.dirname(os.path.abspath(out_dir)), out_dir)
     return removed, kept
