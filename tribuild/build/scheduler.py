@@ -198,15 +198,18 @@ class _Pool:
         marker = Marker()
         pid = os.fork()
         if pid == 0:                                    # the worker
-            if self.collecting:
-                gc.enable()
-            os.close(command_write)
-            os.close(result_read)
-            for worker in self.workers.values():       # siblings' pipes are not its own
-                for fd in (worker.commands, worker.results):
-                    if fd >= 0:
-                        os.close(fd)
-            serve(self.db, self.units, self.emit, command_read, result_write, marker)
+            try:        # never back into this process's code (a Ctrl-C before ``serve``)
+                if self.collecting:
+                    gc.enable()
+                os.close(command_write)
+                os.close(result_read)
+                for worker in self.workers.values():   # siblings' pipes are not its own
+                    for fd in (worker.commands, worker.results):
+                        if fd >= 0:
+                            os.close(fd)
+                serve(self.db, self.units, self.emit, command_read, result_write, marker)
+            finally:
+                os._exit(0)
         os.close(command_read)
         os.close(result_write)
         worker = _Worker(pid, command_write, result_read, set(self.outcomes), marker)

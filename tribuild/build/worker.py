@@ -31,8 +31,8 @@ INDEX = 4       # bytes of a unit index sent to a worker
 def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Marker"
           ) -> None:
     """In a worker: run the units named on ``commands`` until it closes or one fails,
-    sending a frame for each and keeping ``marker`` up to date; exit without cleanup
-    handlers."""
+    sending a frame for each and keeping ``marker`` up to date (the caller exits, without
+    cleanup handlers)."""
     jobs = Jobs(emit)
     try:
         sender = Sender(results)
@@ -62,8 +62,6 @@ def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Mar
     except BaseException:
         import traceback
         traceback.print_exc()
-    finally:
-        os._exit(0)
 
 
 class Marker:

@@ -56,8 +56,11 @@ class Helper:
             os.close(write)
             raise
         if self.pid == 0:
-            os.close(read)
-            _serve(db, self.keys, write)
+            try:        # never back into the saving process's code, even on a Ctrl-C
+                os.close(read)
+                _serve(db, self.keys, write)
+            finally:
+                os._exit(0)
         os.close(write)
         self.fd = read
 
@@ -99,18 +102,16 @@ class Helper:
 
 
 def _serve(db, keys: int, fd: int) -> None:
-    """In the helper: make and send the prefix of the first ``keys`` memos; exit."""
-    try:
-        gc.disable()
-        table, columns, seeds = store.arguments(db._memos[:keys], db._loaded)
-        parts = {"text": table.text(), "args_len": array("q", columns["args_len"]).tobytes(),
-                 "args": array("q", columns["args"]).tobytes(),
-                 "seeds": array("q", sorted(seeds)).tobytes()}
-        header = {"nodes": table.nodes(), "lengths": [len(parts[p]) for p in _PARTS]}
-        write_all(fd, [json.dumps(header).encode() + b"\n", *(parts[p] for p in _PARTS)])
-        os.close(fd)            # the reader sees the end now, not after this exit's clean-up
-    finally:
-        os._exit(0)
+    """In the helper: make and send the prefix of the first ``keys`` memos (the caller
+    exits)."""
+    gc.disable()
+    table, columns, seeds = store.arguments(db._memos[:keys], db._loaded)
+    parts = {"text": table.text(), "args_len": array("q", columns["args_len"]).tobytes(),
+             "args": array("q", columns["args"]).tobytes(),
+             "seeds": array("q", sorted(seeds)).tobytes()}
+    header = {"nodes": table.nodes(), "lengths": [len(parts[p]) for p in _PARTS]}
+    write_all(fd, [json.dumps(header).encode() + b"\n", *(parts[p] for p in _PARTS)])
+    os.close(fd)            # the reader sees the end now, not after this exit's clean-up
 
 
 def _decode(data: bytes, keys: int) -> Prefix:
