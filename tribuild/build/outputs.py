@@ -122,7 +122,8 @@ def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str
             temps.append(tmp)
             with os.fdopen(fd, "wb") as file:
                 file.write(files[path])
-        journal = _note_early(early, {p: files[p] for p in changed}) if early and changed else []
+        journal = _note_early(early, {p: files[p] for p in changed}) if early and changed \
+            else []
         fsync_all(temps + journal)
         for tmp, path in zip(temps, changed):
             os.replace(tmp, path)
@@ -331,11 +332,12 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
         if resolves_inside(out_dir, folder):
             remove_temps(folder, names.__contains__)
     before = record.owned()
-    record.early = {}       # what the journal lists is recorded again only if produced now
+    early, record.early = record.early, {}      # recorded again only if produced now
     for name in [t for t in record.targets if t not in targets]:
         del record.targets[name]
-    for target, rels in produced.items():
-        record.targets[target] = {rel: digest(files[rel]) for rel in sorted(rels)}
+    for target, rels in produced.items():       # this build journaled what it wrote early
+        record.targets[target] = {rel: early.get(rel) if rel in done and rel in early
+                                  else digest(files[rel]) for rel in sorted(rels)}
     removed, kept = remove_stale(out_dir, before, record.owned())
     batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
