@@ -263,10 +263,11 @@ def _days(text: str) -> float:
 def _jobs(text: str) -> int:
     """``--jobs``: a number of processes, 0 for one per CPU (as ``jobs`` in Tribuild.toml)."""
     import argparse
+    from tribuild.config import job_count
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a number of processes (0 = one per CPU), "
                                          f"got {text!r}")
-    return int(text) or os.cpu_count() or 1
+    return job_count(int(text))
 
 
 def parser():

@@ -133,6 +133,12 @@ class _LazyLocator:
         return self._locator
 
 
+def job_count(jobs: int) -> int:
+    """Processes for a ``jobs`` value (Tribuild.toml, ``--jobs``, ``tribuild.build``): 0 is
+    one per CPU."""
+    return jobs or os.cpu_count() or 1
+
+
 def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
     """The nearest folder at or above ``start_dir`` that holds a Tribuild.toml."""
     folder = os.path.abspath(start_dir)
@@ -206,7 +212,7 @@ class _Reader:
             sources=c.get(project, where, "sources", (".",), self._sources),
             out=c.get(project, where, "out", "build", self._folder),
             opt_level=c.get(project, where, "opt_level", "2", self._opt_level),
-            jobs=c.get(project, where, "jobs", 0, self._jobs) or os.cpu_count() or 1,
+            jobs=job_count(c.get(project, where, "jobs", 0, self._jobs)),
             cache_dir=c.get(cache, ("cache",), "dir", ".tribuild-cache", self._folder),
             cache_max_bytes=max_mb * 1024 * 1024 if max_mb else None,
             targets=self._targets(top.get("targets", {})),

@@ -78,11 +78,12 @@ def build(project_dir: str = ".", jobs: int | None = None, timing: bool = False,
     """Build a project like `tribuild build`; returns the driver's ``BuildResult``
     (``.outputs``, ``.diagnostics``, ``.failed``, ``.timing``). ConfigError for mistakes in
     Tribuild.toml, ValueError for bad arguments (``targets``: a name or names; ``jobs``: a
-    number of processes, 0 for one per CPU; ``opt_level``: 0-3 or "s", as int or string). ``trace_memory``: the
-    timing report with Python's allocations traced (like ``--trace-memory``; implies
-    ``timing``)."""
+    number of processes, 0 for one per CPU; ``opt_level``: 0-3 or "s", as int or string).
+    ``trace_memory``: the timing report with Python's allocations traced (like
+    ``--trace-memory``; implies ``timing``)."""
     from tribuild.build.driver import Request, build as run
     from tribuild.build.session import Project
+    from tribuild.config import job_count
     targets = (targets,) if isinstance(targets, str) else tuple(targets)
     if jobs is not None and (type(jobs) is not int or jobs < 0):
         raise ValueError(f"jobs must be a number of processes (0: one per CPU) or None, "
@@ -91,6 +92,6 @@ def build(project_dir: str = ".", jobs: int | None = None, timing: bool = False,
     project = Project.discover(project_dir)
     if jobs is None:
         jobs = project.config.jobs if project.config else 1
-    jobs = jobs or os.cpu_count() or 1
+    jobs = job_count(jobs)
     return run(project, Request(targets, jobs, opt_level, None, False,
                                 timing or trace_memory, trace_memory))

@@ -75,8 +75,8 @@ def simple(argv: list[str]) -> BuildArgs | None:
                 found.opt_level = value
             elif not value.isdigit():
                 return None
-            else:
-                found.jobs = int(value) or os.cpu_count() or 1     # 0: one per CPU
+            else:       # ``config.job_count`` (0: one per CPU), without importing config
+                found.jobs = int(value) or os.cpu_count() or 1
         elif arg.startswith("-") or not arg:
             return None
         else:

@@ -136,7 +136,7 @@ class _Pool:
         self.selector, self.selector_read = selectors.DefaultSelector(), selectors.EVENT_READ
         self.most = self.forked = self.here = 0
         self.collecting = gc.isenabled()          # workers collect garbage as this process did
-        self.jobs = Jobs(emit)                   # the emit jobs of units built here
+        self.jobs = Jobs(emit)                    # the emit jobs of units built here
 
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.workers:

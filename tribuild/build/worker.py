@@ -53,7 +53,7 @@ def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Mar
                                           _delta(db.stats(), before), outcome.seconds,
                                           jobs.take()))
                 jobs.add(unit.name, job)
-                jobs.due()                      # while this process merges the frame
+                jobs.due()                      # while the build's process merges the frame
                 settle()
         sender.send(_encode_frame("emitted", b"", {}, 0.0, jobs.finish()))
         sender.close()
