@@ -52,7 +52,7 @@ def state(db) -> dict:
 def _export(db, *keys):
     for query, args in keys:
         query(db, *args)
-    return db.export(keys)
+    return b"".join(db.export(keys))
 
 
 def test_merged_keys_are_read_without_executing_anything():

@@ -45,7 +45,7 @@ def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Mar
                 outcome = run_one(db, unit)
                 marker.set(index, running=False)
                 if outcome.error is not None:
-                    sender.send(_encode_frame("error", outcome.error.encode(),
+                    sender.send(_encode_frame("error", [outcome.error.encode()],
                                               _delta(db.stats(), before), outcome.seconds))
                     break
                 job = emit.prepare(db, unit, outcome.value) if emit else None
@@ -55,7 +55,7 @@ def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Mar
                 jobs.add(unit.name, job)
                 jobs.due()                      # while the build's process merges the frame
                 settle()
-        sender.send(_encode_frame("emitted", b"", {}, 0.0, jobs.finish()))
+        sender.send(_encode_frame("emitted", [], {}, 0.0, jobs.finish()))
         sender.close()
     except (KeyboardInterrupt, BrokenPipeError):
         pass        # interrupted, or this process is gone: the build reports, not the worker
@@ -165,14 +165,14 @@ def _send_frame(fd: int, parts: list[bytes]) -> None:
     write_all(fd, [sum(map(len, parts)).to_bytes(LENGTH, "little"), *parts])
 
 
-def _encode_frame(kind: str, body: bytes, stats: dict, seconds: float,
+def _encode_frame(kind: str, body: list[bytes], stats: dict, seconds: float,
                   emitted: dict | None = None) -> list[bytes]:
     """A worker's message: a JSON header line (kind, query counters, the unit's seconds,
-    what emit jobs returned by unit name), then ``body``."""
+    what emit jobs returned by unit name), then the parts of ``body``."""
     header = {"kind": kind, "emitted": emitted or {}, "seconds": seconds,
               "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
                         for name, s in stats.items()}}
-    return [json.dumps(header).encode() + b"\n", body]
+    return [json.dumps(header).encode() + b"\n", *body]
 
 
 def decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:

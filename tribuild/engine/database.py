@@ -146,9 +146,10 @@ class Database:
 
     # -- worker processes ---------------------------------------------------------------
 
-    def export(self, keys) -> bytes:
+    def export(self, keys) -> list[bytes]:
         """The records of derived keys ``(query, args)`` computed at the current revision and
-        of what they read, for ``merge`` into the database this one was forked from."""
+        of what they read, for ``merge`` into the database this one was forked from: the
+        payload's parts, to be joined or written back to back."""
         with self._gate.cond:
             return merging.export(self, keys)
 
