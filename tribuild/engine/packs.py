@@ -169,66 +169,67 @@ def place(memos: list, blobs: list, root: str, sid: str, known: list[PackFile]) 
     the packs ``known`` (those loaded) may be; gives each memo the location of its value."""
     out = Placement(root, sid)
     kept = _kept_packs(memos, blobs, out, known)
-    keep = set(kept)
-    new = _NewPack()
-    where = [None if blob is None else blob if len(blob) == 4 and blob[2] in keep
-             else _relocate(blob, kept, new) for blob in blobs]
     for pack in kept:
         out.list_pack(pack)
-    first_new = len(out.entries["entry_offset"])
-    if new.chunks:
-        out.new, out.new_chunks = new.file(root, sid), new.chunks
-        out.list_pack(out.new, looked_up=False)
-    entry, values = out.entry, out.values
-    for memo, blob, at in zip(memos, blobs, where):
-        if at is None:
+    new = _NewPack(root, sid, len(out.entries["entry_offset"]))
+    keep, entry, values = set(kept), out.entry, out.values
+    for memo, blob in zip(memos, blobs):
+        if blob is None:
             values.append(-1)
-        elif at is blob:
+        elif len(blob) == 4 and blob[2] in keep:
             values.append(entry[blob[2], blob[3]])
-        elif at[0] is None:                 # in the new pack: (None, offset, index)
-            memo.blob = (blob[0], blob[1], out.new, at[1])
-            values.append(first_new + at[2])
         else:
-            memo.blob = (blob[0], blob[1], at[0], at[1])
-            values.append(entry[at])
+            pack, offset, index = _carried(blob, kept, entry, new) if kept else new.add(blob)
+            memo.blob = (blob[0], blob[1], pack, offset)
+            values.append(index)
+    if new.chunks:
+        out.new, out.new_chunks = new.named(), new.chunks
+        out.list_pack(out.new, looked_up=False)
     return out
 
 
-def _relocate(blob, kept: list[PackFile], new: "_NewPack") -> tuple:
-    """``(pack, offset)`` of an equal entry of a kept pack, else ``(None, offset, index)``
-    of its entry in the new pack."""
+def _carried(blob, kept: list[PackFile], entry: dict, new: "_NewPack") -> tuple:
+    """``(pack, offset, entry index)`` of an equal entry of a kept pack, else of its entry in
+    the new pack."""
     for pack in kept:
         offset = pack.find(blob)
         if offset is not None:
-            return pack, offset
+            return pack, offset, entry[pack, offset]
     return new.add(blob)
 
 
 class _NewPack:
-    """The bytes a save writes to its new pack, each distinct value once."""
+    """The bytes a save writes to its new pack (``pack``, named once complete), each
+    distinct value once; its entries come after the ``first`` of the kept packs."""
 
-    def __init__(self):
+    def __init__(self, root: str, sid: str, first: int):
+        self.sid = sid
+        self.pack = PackFile(root, "", None, None, [])
         self.chunks: list[bytes] = []
-        self.entries: list[tuple[int, int, int]] = []
-        self._found: dict[bytes, tuple] = {}     # bytes -> (None, offset, index)
+        self._found: dict[bytes, tuple] = {}     # bytes -> (pack, offset, entry index)
+        self._next = first
         self._size = 0
 
     def add(self, blob) -> tuple:
-        """``(None, offset, index)`` of the entry holding ``blob``'s bytes, added if new."""
-        found = self._found.get(blob[0])
+        """``(pack, offset, entry index)`` of the entry holding ``blob``'s bytes, added if
+        new."""
+        data = blob[0]
+        found = self._found.get(data)
         if found is None:
-            found = self._found[blob[0]] = (None, self._size, len(self.entries))
-            self.chunks.append(blob[0])
-            self.entries.append((self._size, len(blob[0]), blob[1]))
-            self._size += len(blob[0])
+            size = self._size
+            found = self._found[data] = (self.pack, size, self._next)
+            self.chunks.append(data)
+            self.pack._entries.append((size, len(data), blob[1]))
+            self._size, self._next = size + len(data), self._next + 1
         return found
 
-    def file(self, root: str, sid: str) -> PackFile:
-        """The pack, to be written (``write``). Its name is the digest of its entries' list:
+    def named(self) -> PackFile:
+        """The pack, named by the digest of its entries' list, to be written (``write``):
         their checksums stand for their bytes (hashing the whole pack cost a tenth of a
         save)."""
-        listing = array("q", [n for entry in self.entries for n in entry]).tobytes()
-        return PackFile(root, f"values-{sid}-{digest(listing)}.pack", None, None, self.entries)
+        listing = array("q", [n for entry in self.pack.entries for n in entry]).tobytes()
+        self.pack.name = f"values-{self.sid}-{digest(listing)}.pack"
+        return self.pack
 
 
 def write(placed: Placement) -> None:
