@@ -154,8 +154,10 @@ class _Pool:
 
     def _start_ready(self) -> Unit | None:
         """Skip the units whose dependencies failed, hand ready ones to workers as they have
-        room (forking as slots allow) and retire the workers left with nothing; the first
-        ready unit no worker took, for this process."""
+        room (forking as slots allow) and retire the workers left with nothing, and every
+        worker once nothing is left to hand out (it writes its last outputs while this
+        process builds its last unit, instead of after); the first ready unit no worker
+        took, for this process."""
         here = None
         for unit in list(self.pending):
             failed = skipped(unit, self.outcomes)
@@ -169,8 +171,9 @@ class _Pool:
                 else:
                     self.pending.remove(unit)
                     self._send(worker, unit)
+        last = all(unit is here for unit in self.pending)   # nothing more to hand out
         for worker in self.workers.values():
-            if not worker.units and worker.commands >= 0:
+            if (last or not worker.units) and worker.commands >= 0:
                 self._retire(worker)
         return here
 
