@@ -339,6 +339,20 @@ def test_files_written_early_are_journaled_before_their_rename(tmp_path, monkeyp
     assert not os.path.exists(journal) and outputs.Record.load(str(out)).owned() == {}
 
 
+@pytest.mark.parametrize("out", ["out", "out/", "./out", "ABS"])
+def test_the_early_journal_names_files_relative_to_the_output_folder(tmp_path, monkeypatch,
+                                                                     out):
+    """However the output folder is spelled, the journal lists what ``os.path.relpath``
+    would give (it takes the rest of each path instead of calling it)."""
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "out") if out == "ABS" else out
+    rels = ["t.py", "kernels/k.py", "a/./b/../c.py"]
+    files = {outputs.resolve(out, rel): rel.encode() for rel in rels}
+    outputs.write_changed(files, early=out)
+    assert outputs.Record.load(out).early == {
+        os.path.relpath(full, out): outputs.digest(data) for full, data in files.items()}
+
+
 def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini, cli,
                                                                           monkeypatch):
     """The workers and this process write their targets' files as they are built; killed
