@@ -116,8 +116,9 @@ def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str
     changed = [path for path, data in files.items() if not _holds(path, data)]
     temps = []
     try:
+        for folder in {os.path.dirname(path) or "." for path in changed}:
+            os.makedirs(folder, exist_ok=True)
         for path in changed:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             fd, tmp = create_beside(path, 0o666)   # outputs are not private: the umask decides
             temps.append(tmp)
             with os.fdopen(fd, "wb") as file:
