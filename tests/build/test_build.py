@@ -2,6 +2,7 @@
 what was written, stale outputs, failures and exit codes."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -337,6 +338,20 @@ def test_files_written_early_are_journaled_before_their_rename(tmp_path, monkeyp
     report = outputs.write_outputs(str(out), {}, record, {}, set())
     assert report.removed == (os.path.join("kernels", "k.py"),) and report.kept == ("t.py",)
     assert not os.path.exists(journal) and outputs.Record.load(str(out)).owned() == {}
+
+
+@pytest.mark.parametrize("damage", ["", "cut", "crafted"])
+def test_an_early_journal_is_read_whole_or_line_by_line(tmp_path, damage):
+    """Whole lines are read as they were written; a last line a crash cut short, and lines
+    naming a path outside the output folder or not of the journal's shape, are skipped."""
+    good = {f"t{i}/f.py": outputs.digest(str(i).encode()) for i in range(3)}
+    lines = [json.dumps([rel, d]) for rel, d in good.items()]
+    if damage == "cut":
+        lines.append(json.dumps(["t9/f.py", "ab"])[:-4])
+    elif damage == "crafted":
+        lines[1:1] = [json.dumps(["../outside.py", "ab"]), json.dumps({"a": 1}), "[1, 2]"]
+    (tmp_path / outputs.EARLY).write_text("\n".join(lines) + "\n")
+    assert outputs.Record.load(str(tmp_path)).early == good
 
 
 @pytest.mark.parametrize("out", ["out", "out/", "./out", "ABS"])
