@@ -200,11 +200,13 @@ def _carried(blob, kept: list[PackFile], entry: dict, new: "_NewPack") -> tuple:
 
 class _NewPack:
     """The bytes a save writes to its new pack (``pack``, named once complete), each
-    distinct value once; its entries come after the ``first`` of the kept packs."""
+    distinct value once; its entries are numbered after the ``first`` entries of the kept
+    packs."""
 
     def __init__(self, root: str, sid: str, first: int):
         self.sid = sid
-        self.pack = PackFile(root, "", None, None, [])
+        self._entries: list[tuple[int, int, int]] = []
+        self.pack = PackFile(root, "", None, None, self._entries)
         self.chunks: list[bytes] = []
         self._found: dict[bytes, tuple] = {}     # bytes -> (pack, offset, entry index)
         self._next = first
@@ -219,7 +221,7 @@ class _NewPack:
             size = self._size
             found = self._found[data] = (self.pack, size, self._next)
             self.chunks.append(data)
-            self.pack._entries.append((size, len(data), blob[1]))
+            self._entries.append((size, len(data), blob[1]))
             self._size, self._next = size + len(data), self._next + 1
         return found
 
@@ -227,7 +229,7 @@ class _NewPack:
         """The pack, named by the digest of its entries' list, to be written (``write``):
         their checksums stand for their bytes (hashing the whole pack cost a tenth of a
         save)."""
-        listing = array("q", [n for entry in self.pack.entries for n in entry]).tobytes()
+        listing = array("q", [n for entry in self._entries for n in entry]).tobytes()
         self.pack.name = f"values-{self.sid}-{digest(listing)}.pack"
         return self.pack
 
