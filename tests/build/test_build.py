@@ -179,6 +179,18 @@ def test_targets_that_cannot_be_built_are_all_named_and_stop_no_other(mini, cli)
     assert "no work to do" not in cli(["build"], mini)[2]
 
 
+def test_query_stage_shares_are_of_their_summed_time():
+    """With workers the stages' own time, summed over the processes, exceeds the wall
+    time; each stage's share is of that sum, so the shares add up to 100%."""
+    from tribuild.build.timing import Report
+    stages = {"check": (3.0, 10, 0, 5), "parse": (1.0, 4, 0, 0)}
+    report = Report(1.0, {"build units": 0.9}, stages, [], None, None)
+    text = report.text()
+    assert "query stages (own time, 4.000s in all processes; share of that" in text
+    shares = dict(re.findall(r"^  (check|parse) +[0-9.]+s +([0-9.]+)%", text, re.M))
+    assert shares == {"check": "75.0", "parse": "25.0"}
+
+
 def test_stop_after_and_dumps_write_nothing(mini, cli):
     code, out, err = cli(["build", "--stop-after", "check"], mini)
     assert code == 0 and not (mini / "out").exists()

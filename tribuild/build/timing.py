@@ -6,7 +6,8 @@ Terms:
 - *query stage*: the compiler stage a query belongs to, named after the module that declares
   it (``syntax`` -> parse, ``names`` -> resolve, ``semantic``/``targets`` -> check, ...).
   Its time is the sum of its queries' own seconds (``db.stats()``), in this process and in
-  the workers.
+  the workers; its share is of the stages' total, which with workers can exceed the wall
+  time (a share of the wall time went past 100% with ``--jobs 8`` on 2 CPUs).
 - *hit rate* of a stage: the share of its query reads answered without running the query
   (validated or hit) among all its reads.
 - *peak memory*: the peak resident set size of this process and of its largest child (a
@@ -45,12 +46,14 @@ class Report:
         lines = [f"total {self.wall:.3f}s"]
         for name, seconds in self.driver.items():
             lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, self.wall)}")
-        lines.append("query stages (own time, hit rate):")
+        total = sum(seconds for seconds, *_ in self.stages.values())
+        lines.append(f"query stages (own time, {total:.3f}s in all processes; share of that; "
+                     "hit rate):")
         for name, (seconds, executed, validated, hits) in sorted(
                 self.stages.items(), key=lambda kv: -kv[1][0]):
             reads = executed + validated + hits
             rate = f"{(validated + hits) / reads:6.1%}" if reads else "     -"
-            lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, self.wall)}  "
+            lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, total)}  "
                          f"hits {rate}  ({executed} run, {validated} validated, {hits} hit)")
         if self.units:
             lines.append("slowest units:")
