@@ -10,6 +10,7 @@ import os
 import sys
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+EXIT_TERMINATED = 143       # 128 + SIGTERM
 OPT_LEVELS = ("0", "1", "2", "3", "s")
 _GC_THRESHOLDS = (50_000, 20, 100)      # Python's defaults: (700, 10, 10)
 
@@ -280,6 +281,15 @@ def parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it unwinds as from a Ctrl-C (watch
+    stops, a build gives back make's job tokens); forked workers inherit the handler."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def entry() -> None:
     """The console script and ``python -m tribuild``: ``main`` on the command line, then the
     process ends at once: standard streams flushed, then ``os._exit``, sparing the
@@ -287,8 +297,10 @@ def entry() -> None:
     after a build, more than a whole no-op build). Every file a command writes is closed
     (and, where it must be, synced) before it returns, and tribuild registers no ``atexit``
     work. An interruption (Ctrl-C) prints one line and exits 130 (128 + SIGINT, as shells
-    do); a closed standard output (a reader like ``head`` that stopped) exits 141 (128 +
-    SIGPIPE) without a word; another exception still ends the process the usual way. Such
+    do); SIGTERM (``kill``, make or ninja stopping) unwinds the same way (``Terminated``),
+    so files are whole and make's job tokens are given back, and exits 143; a closed
+    standard output (a reader like ``head`` that stopped) exits 141 (128 + SIGPIPE) without
+    a word; another exception still ends the process the usual way. Such
     a process, unless it
     watches (it runs for hours), keeps the databases it opens until that end
     (``gcpause.hold_until_exit``: returning from the command would free them the same
@@ -297,6 +309,8 @@ def entry() -> None:
     default thresholds run some sixty collections in a one-body-edit build of the zoo
     (~8 ms of CPU)."""
     argv = sys.argv[1:]
+    import _signal      # what ``signal`` wraps: importing ``signal`` costs ~1 ms of enums
+    _signal.signal(_signal.SIGTERM, _terminate)
     if argv[:1] != ["watch"]:
         import gc
 
@@ -306,9 +320,10 @@ def entry() -> None:
     try:
         code = main(argv)
         sys.stdout.flush()
-    except KeyboardInterrupt:       # Ctrl-C: every file is written whole or not at all
-        print("tribuild: interrupted", file=sys.stderr)
-        code = EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:   # Ctrl-C, SIGTERM: every file is whole or not there
+        terminated = isinstance(stop, Terminated)
+        print(f"tribuild: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:         # `tribuild graph | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = EXIT_BROKEN_PIPE

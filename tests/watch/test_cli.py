@@ -1,12 +1,14 @@
 """`tribuild watch --json` as a process: JSON events on stdout, --on-success, the project
-lock (a concurrent `tribuild build` waits with a clear message), SIGINT exits 0 with the
-cache saved."""
+lock (a concurrent `tribuild build` waits with a clear message), SIGINT or SIGTERM exits 0
+with the cache saved."""
 from __future__ import annotations
 
 import json
 import signal
 import subprocess
 import sys
+
+import pytest
 
 TRIBUILD = [sys.executable, "-m", "tribuild"]
 
@@ -19,7 +21,8 @@ def _next(proc, kind: str) -> dict:
     raise AssertionError(f"no `{kind}` event before exit: {proc.stderr.read()}")
 
 
-def test_watch_process_locks_runs_the_command_and_stops_cleanly(project):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_watch_process_locks_runs_the_command_and_stops_cleanly(project, stop):
     cache = project / ".tribuild-cache"
     proc = subprocess.Popen(TRIBUILD + ["watch", "--json", "mlp", "--on-success", "touch ok.flag"],
                             cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -34,7 +37,7 @@ def test_watch_process_locks_runs_the_command_and_stops_cleanly(project):
         waiting = build.stderr.readline()
         assert waiting.startswith(f"waiting for another tribuild (pid {proc.pid})"), waiting
         assert build.poll() is None
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         assert _next(proc, "stopped") == {"event": "stopped"}
         assert proc.wait(60) == 0
         assert build.wait(60) == 0

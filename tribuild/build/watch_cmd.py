@@ -19,17 +19,10 @@ def add_args(p) -> None:
 
 
 def run(project, args) -> int:
-    import signal
-
     from tribuild.build import watch_screen
     from tribuild.build.watch_loop import Options, Watcher
     options = Options(tuple(args.targets), args.opt_level, max(args.debounce, 0.0) / 1e3,
                       args.on_success)
     watcher = Watcher(project, options, watch_screen.choose(args.json))
-    signal.signal(signal.SIGTERM, _interrupt)       # `kill` stops as cleanly as Ctrl-C
-    watcher.run()
+    watcher.run()       # stops on Ctrl-C, and on SIGTERM (``cli.Terminated``) as cleanly
     return 0
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
