@@ -5,7 +5,10 @@ Terms:
 - *explanation record*: ``<cache dir>/explain.json``, output path (relative to the project
   root) -> the lines saying why the build that last wrote it did so (the engine's why-chain,
   computed while that build's database was in memory: the persistent store does not keep
-  causes). Each build replaces the entries of the outputs it wrote.
+  causes). Each build replaces the entries of the outputs it wrote. The file holds each
+  distinct explanation once (``{"why": [lines, ...], "outputs": {path: index}}``): the
+  outputs of one target share theirs, and writing it per output made the record of the
+  50-file benchmark project 1 MB, 8 ms to write after every clean build.
 - *file graph*: every .tri file the targets are made from, an edge from each file to each
   file it imports, and an edge from each target to its entry file.
 - *query graph*: every key of the persistent database (``Database.graph()``), edges from a
@@ -32,14 +35,23 @@ def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list
     prefix = os.path.relpath(out_dir, root)
     for rel, lines in explanations.items():
         data[os.path.normpath(os.path.join(prefix, rel))] = lines
-    replace(os.path.join(cache_dir, NAME), json.dumps(data, sort_keys=True).encode(), sync=False)
+    index: dict[tuple[str, ...], int] = {}     # an explanation -> its place in "why"
+    outputs = {path: index.setdefault(tuple(lines), len(index)) for path, lines in
+               sorted(data.items())}
+    replace(os.path.join(cache_dir, NAME),
+            json.dumps({"why": list(index), "outputs": outputs}).encode(), sync=False)
 
 
 def load(cache_dir: str) -> dict[str, list[str]]:
+    """The record as output path -> lines; empty when missing or damaged."""
     try:
         data = json.loads(read_text(os.path.join(cache_dir, NAME)))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+        why, outputs = data["why"], data["outputs"]
+        good = [type(lines) is list and all(type(line) is str for line in lines)
+                for lines in why]
+        return {path: why[i] for path, i in outputs.items()
+                if type(path) is str and type(i) is int and 0 <= i < len(why) and good[i]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
 
 
