@@ -141,7 +141,9 @@ class _Pool:
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.workers:
             unit = self._start_ready()
-            self.jobs.due(idle=unit is None)    # once the workers have units to build
+            # once the workers have units to build; all that is queued when this process
+            # has nothing to build, or builds its last unit (the workers are still busy)
+            self.jobs.due(idle=unit is None or self._only(unit))
             self._emitted(self.jobs.take())
             if unit is None:
                 if self.workers:        # else the last pending units were all skipped
@@ -171,11 +173,15 @@ class _Pool:
                 else:
                     self.pending.remove(unit)
                     self._send(worker, unit)
-        last = all(unit is here for unit in self.pending)   # nothing more to hand out
+        last = self._only(here)         # nothing more to hand out
         for worker in self.workers.values():
             if (last or not worker.units) and worker.commands >= 0:
                 self._retire(worker)
         return here
+
+    def _only(self, unit: Unit | None) -> bool:
+        """Whether ``unit`` is all that is pending (None: nothing is)."""
+        return all(u is unit for u in self.pending)
 
     def _ready(self, unit: Unit) -> bool:
         return all(d in self.outcomes for d in unit.deps if d in self.index)
