@@ -23,16 +23,16 @@ Terms:
   driver writes the unit's outputs), in two steps: ``emit.prepare(db, unit, value)``, right
   after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs,
   wait)``, once ``emit.batch`` jobs are queued (in this process, once the workers have been
-  handed their next units; and whatever is queued when this process has nothing to build
-  but waits for the workers, before its last unit, and after the last unit), takes them,
-  reads nothing from the database, and returns a tuple of strings per job, or None when it
-  declines for now (it is asked again after the next unit). It runs between units, not on a thread beside them: a
-  thread making system calls while another runs Python waits for the interpreter lock
-  after each call, which made writing a target's files cost 7-20 times the CPU it costs
-  alone (the sender's one call per frame is not such a thread). A worker sends the strings
-  of the jobs done so far with each frame, and the rest in a last frame (kind ``emitted``)
-  before it exits. They come back in the unit's outcome (``Outcome.emitted``). A build
-  without workers runs no emit step.
+  handed their next units; and whatever is queued when this process has nothing to build but
+  waits for the workers, before its last unit, and after the last unit), takes them, reads
+  nothing from the database, and returns a tuple of strings per job, or None when it
+  declines for now (it is asked again after the next unit). It runs between units, not on a
+  thread beside them: a thread making system calls while another runs Python waits for the
+  interpreter lock after each call, which made writing a target's files cost 7-20 times the
+  CPU it costs alone (the sender's one call per frame is not such a thread). A worker sends
+  the strings of the jobs done so far with each frame, and the rest in a last frame (kind
+  ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
+  A build without workers runs no emit step.
 - *holds*: the units whose results a worker has: those merged before it was forked and
   those it ran itself. A worker takes a unit only if it holds every unit that one depends
   on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
