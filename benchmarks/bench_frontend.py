@@ -40,8 +40,8 @@ from time import perf_counter, process_time
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tribuild.build.sources import load_sources, scan  # noqa: E402
-from tribuild.config import load_config  # noqa: E402
+from tribuild.driver.sources import load_sources, scan  # noqa: E402
+from tribuild.config.load import load_config  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
 from tribuild.queries.inputs import SourceText, source_text  # noqa: E402
 from tribuild.queries.report import file_diagnostics  # noqa: E402

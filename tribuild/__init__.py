@@ -7,17 +7,14 @@ The Python API (imports nothing heavy until called):
   trace_memory=False)``: what `tribuild build` does, returning the result (outputs,
   diagnostics, timing report).
 """
-# The package ``tribuild.build`` (the driver) is imported first, so that importing its
-# modules later never rebinds the name ``build`` below (its ``__init__`` is a docstring).
-import tribuild.build as _driver_package  # noqa: F401
 
 
 def compile_model(path, layer, opt_level=2, **args):
-    from tribuild.build.api import compile_model as run
+    from tribuild.driver.api import compile_model as run
     return run(path, layer, opt_level, **args)
 
 
 def build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None,
           trace_memory=False):
-    from tribuild.build.api import build as run
+    from tribuild.driver.api import build as run
     return run(project_dir, jobs, timing, targets, opt_level, trace_memory)

@@ -1,5 +1,5 @@
 """The command line: a table of small subcommands. Parsing and printing only; the work is
-done in ``tribuild.build``.
+done in ``tribuild.driver``.
 
 Exit codes: 0 success, 1 errors in the user's program (diagnostics printed on stderr),
 2 usage or configuration errors.
@@ -25,7 +25,7 @@ def _check_args(p: argparse.ArgumentParser) -> None:
 def _check(args) -> int:
     import json
 
-    from tribuild.build.check import check
+    from tribuild.driver.check import check
     from tribuild.diagnostics_render import render_text, to_json
 
     result = check(_project(), tuple(args.paths))
@@ -54,7 +54,7 @@ def _summary(result) -> str:
 
 
 def _project():
-    from tribuild.build.session import Project
+    from tribuild.driver.session import Project
     return Project.discover(os.getcwd())
 
 
@@ -84,7 +84,7 @@ def _build_args(p) -> None:
 
 
 def _build(args) -> int:
-    from tribuild.build import buildcmd
+    from tribuild.driver import buildcmd
     return buildcmd.run(_project(), args)
 
 
@@ -99,8 +99,8 @@ def _compile_args(p) -> None:
 
 
 def _compile(args) -> int:
-    from tribuild.build.buildcmd import show_target
-    from tribuild.build.compile import compile_file
+    from tribuild.driver.buildcmd import show_target
+    from tribuild.driver.compile import compile_file
     result = compile_file(args.source, args.output, args.target, tuple(args.arg), args.depfile,
                           args.opt_level)
     show_target(result.target, result.sources)
@@ -113,7 +113,7 @@ def _init_args(p) -> None:
 
 
 def _init(args) -> int:
-    from tribuild.build.starter import init_project
+    from tribuild.driver.starter import init_project
     try:
         written = init_project(args.folder, args.name)
     except FileExistsError as err:
@@ -124,9 +124,9 @@ def _init(args) -> int:
 
 
 def _clean(args) -> int:
-    from tribuild.build import manifest
-    from tribuild.build.driver import select
-    from tribuild.build.outputs import clean
+    from tribuild.driver.noop import manifest
+    from tribuild.driver.build import select
+    from tribuild.driver.outputs import clean
     project = _project()
     select(project, ())
     manifest.forget(project.cache_dir)
@@ -143,8 +143,8 @@ def _cache_args(p) -> None:
 
 
 def _cache(args) -> int:
-    from tribuild.build import cache
-    from tribuild.build.lock import project_lock
+    from tribuild.driver import cache
+    from tribuild.driver.lock import project_lock
     project = _project()
     if args.action == "prune" and args.days is None:
         print("tribuild cache prune: --days N is required", file=sys.stderr)
@@ -177,10 +177,10 @@ def _graph_args(p) -> None:
 def _graph(args) -> int:
     import json
 
-    from tribuild.build import explain
-    from tribuild.build.driver import select
-    from tribuild.build.session import open_database
-    from tribuild.build.sources import load_sources
+    from tribuild.driver import explain
+    from tribuild.driver.build import select
+    from tribuild.driver.session import open_database
+    from tribuild.driver.sources import load_sources
     project = _project()
     targets = select(project, ())
     db = open_database(project)
@@ -201,7 +201,7 @@ def _explain_args(p) -> None:
 
 
 def _explain(args) -> int:
-    from tribuild.build import explain
+    from tribuild.driver import explain
     project = _project()
     lines = explain.why(project.cache_dir, project.root, args.output)
     if lines is None:
@@ -213,12 +213,12 @@ def _explain(args) -> int:
 
 
 def _watch_args(p) -> None:
-    from tribuild.build.watch_cmd import add_args
+    from tribuild.watch.command import add_args
     add_args(p)
 
 
 def _watch(args) -> int:
-    from tribuild.build.watch_cmd import run
+    from tribuild.watch.command import run
     return run(_project(), args)
 
 
@@ -242,7 +242,7 @@ COMMANDS = {
 def _arg(text: str):
     import argparse
 
-    from tribuild.build.compile import parse_arg
+    from tribuild.driver.compile import parse_arg
     try:
         return parse_arg(text)
     except ValueError as err:
@@ -264,7 +264,7 @@ def _days(text: str) -> float:
 def _jobs(text: str) -> int:
     """``--jobs``: a number of processes, 0 for one per CPU (as ``jobs`` in Tribuild.toml)."""
     import argparse
-    from tribuild.config import job_count
+    from tribuild.config.load import job_count
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a number of processes (0 = one per CPU), "
                                          f"got {text!r}")
@@ -314,7 +314,7 @@ def entry() -> None:
     if argv[:1] != ["watch"]:
         import gc
 
-        from tribuild.gcpause import hold_until_exit
+        from tribuild.base.gcpause import hold_until_exit
         gc.set_threshold(*_GC_THRESHOLDS)
         hold_until_exit()
     try:
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     changed, and otherwise built without argparse."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["build"]:
-        from tribuild.build.quick import quick_build, simple
+        from tribuild.driver.noop.up_to_date import quick_build, simple
         args = simple(argv[1:])
         if args is not None:
             code = quick_build(args)
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(command, args) -> int:
     """``command(args)``; a configuration or file system problem is printed (exit 2)."""
-    from tribuild.config import ConfigError
+    from tribuild.config.load import ConfigError
     try:
         return command(args)
     except ConfigError as err:

@@ -15,7 +15,7 @@ Locs into line and column.
 """
 from __future__ import annotations
 
-from .record import record
+from tribuild.base.record import record
 
 
 Span = tuple[int, int]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
-from tribuild.lang.locate import SourceMap, line_col
-from tribuild.record import record
+from tribuild.lang.syntax.locate import SourceMap, line_col
+from tribuild.base.record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:

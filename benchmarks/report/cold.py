@@ -17,7 +17,7 @@ import tracemalloc
 
 from benchmarks.report.timing import round_robin, timed
 from benchmarks.report.zoo import Zoo, compile_target, lines_of, summarize
-from tribuild.build.sources import load_sources
+from tribuild.driver.sources import load_sources
 from tribuild.engine import Database
 from tribuild.queries.targets import reached_instances, target_report
 

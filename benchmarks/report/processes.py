@@ -23,7 +23,7 @@ from benchmarks.report.edits import SCENARIOS, applies, with_edit
 from benchmarks.report.timing import TRIBUILD, round_robin, run_process, summary
 from benchmarks.report.zoo import Zoo
 
-STARTUP = TRIBUILD[:3] + ["import tribuild.build.driver, tribuild.queries.codegen"]
+STARTUP = TRIBUILD[:3] + ["import tribuild.driver.build, tribuild.queries.codegen"]
 
 
 def build(root: str, *args: str):

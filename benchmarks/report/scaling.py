@@ -22,7 +22,7 @@ from benchmarks import bench_build
 from benchmarks.report.processes import build, clear
 from benchmarks.report.timing import round_robin, summary, timed
 from benchmarks.report.zoo import compile_target
-from tribuild.config import Target, load_config
+from tribuild.config.load import Target, load_config
 from tribuild.engine import Database
 
 SYNTHETIC_BLOCKS = 28   # blocks per file of bench_build.synthetic_file (its default)

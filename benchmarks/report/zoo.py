@@ -25,10 +25,10 @@ from pathlib import Path
 
 from benchmarks import bench_frontend
 from benchmarks.report.timing import summary
-from tribuild.build.depfile import import_closure
-from tribuild.build.outputs import resolve, write_changed
-from tribuild.build.sources import load_sources
-from tribuild.config import Target, load_config
+from tribuild.driver.depfile import import_closure
+from tribuild.driver.outputs import resolve, write_changed
+from tribuild.driver.sources import load_sources
+from tribuild.config.load import Target, load_config
 from tribuild.engine import Database
 from tribuild.queries.codegen import target_build
 from tribuild.queries.inputs import source_text

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.report import edits
 from benchmarks.report.zoo import make_zoo
-from tribuild.build.sources import load_sources
+from tribuild.driver.sources import load_sources
 from tribuild.engine import Database
 from tribuild.queries.targets import target_report
 

@@ -11,9 +11,9 @@ import functools
 import importlib.util
 from pathlib import Path
 
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
-from tribuild.lang.values import normalise
+from tribuild.lang.check.values import normalise
 from tribuild.queries.codegen import TargetBuild, target_build
 
 REPO = Path(__file__).resolve().parents[2]

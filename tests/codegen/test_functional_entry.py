@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from tests.codegen.harness import REPO, write_and_import  # noqa: E402
-from tribuild.build.sources import load_sources, scan  # noqa: E402
+from tribuild.driver.sources import load_sources, scan  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
 from tribuild.gpu.launch import force_backend  # noqa: E402
 from tribuild.gpu.packing import pack  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.queries.incremental_case import run_case
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
 from tribuild.queries.codegen import target_build
 

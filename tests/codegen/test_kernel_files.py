@@ -13,7 +13,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tests.device import on_device  # noqa: E402
-from tribuild.codegen.kernels import act_quant_spec, conv_spec, epilogue, kernel_source, linear_spec  # noqa: E402
+from tribuild.codegen.kernels import (
+    act_quant_spec,
+    conv_spec,
+    epilogue,
+    kernel_source,
+    linear_spec,
+)  # noqa: E402
 from tribuild.gpu.launch import force_backend  # noqa: E402
 from tribuild.gpu.packing import pack  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 from tests.codegen.harness import REPO, build
 from tribuild.codegen.pyname import attr, ident, literal, member
 from tribuild.engine import Database
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 
 SNAPSHOTS = REPO / "tests" / "fixtures" / "snapshots"
 UPDATE = os.environ.get("TRIBUILD_UPDATE_GOLDEN") == "1"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
 from tribuild.queries.codegen import target_build
 from tribuild.queries.report import file_diagnostics

@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tribuild.config import (STARTER_TOML, Config, ConfigError, find_project_root,
-                             load_config, read_config, write_starter)
+from tribuild.config.load import (
+    STARTER_TOML,
+    Config,
+    ConfigError,
+    find_project_root,
+    load_config,
+    read_config,
+    write_starter,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "config"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tribuild.config import Config, ConfigError, load_config
-from tribuild.record import fields
+from tribuild.config.load import Config, ConfigError, load_config
+from tribuild.base.record import fields
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
 CASES = sorted(path.stem for path in FIXTURES.glob("*.toml"))

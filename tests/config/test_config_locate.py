@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tribuild.config_locate import Locator
+from tribuild.config.locate import Locator
 
 TRICKY = Path(__file__).resolve().parents[1] / "fixtures" / "config" / "locator" / "tricky.toml"
 

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from tribuild.engine import Database, apart, derived, packs
+from tribuild.engine import Database, derived
+from tribuild.engine.store import helper as apart, packs
 
 from .conftest import run
 from .store_queries import (TEXTS, Opaque, count, keyed_by_words, run_all, set_inputs,

@@ -2,8 +2,8 @@
 table, and nodes that do not decode."""
 import enum
 
-from tribuild.engine import argtable, codec
-from tribuild.record import record
+from tribuild.engine.store import argtable, codec
+from tribuild.base.record import record
 
 
 class Mode(enum.Enum):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tribuild.engine import codec
-from tribuild.record import record
+from tribuild.engine.store import codec
+from tribuild.base.record import record
 
 
 class Color(enum.Enum):

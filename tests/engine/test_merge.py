@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from tribuild.engine import Database, Durability, codec, derived
+from tribuild.engine import Database, Durability, derived
+from tribuild.engine.store import codec
 from tribuild.engine.memo import NO_VALUE
 
 from .store_queries import (TEXTS, Opaque, count, keyed_by_opaque, opaque, run_all, set_inputs,

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from tribuild.engine import Database, packs, store
+from tribuild.engine import Database
+from tribuild.engine.store import packs, disk as store
 
 from .conftest import run
 from .store_queries import text, words

@@ -1,4 +1,5 @@
-from tribuild.engine import Database, codec
+from tribuild.engine import Database
+from tribuild.engine.store import codec
 from tribuild.engine.query import REGISTRY
 
 from .conftest import run

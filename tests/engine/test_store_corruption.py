@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from tribuild.engine import Database, columns
-from tribuild.engine import store as engine_store
+from tribuild.engine import Database
+from tribuild.engine.store import columns
+from tribuild.engine.store import disk as engine_store
 
 from .conftest import run
 from .store_queries import TEXTS, run_all, set_inputs, summary, words

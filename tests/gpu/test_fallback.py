@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from tests.gpu import oracle
 from tribuild.gpu import launch
-from tribuild.gpu.launch import backend_for, force_backend, ternary_conv2d, ternary_linear, unpacked_codes
+from tribuild.gpu.launch import (
+    backend_for,
+    force_backend,
+    ternary_conv2d,
+    ternary_linear,
+    unpacked_codes,
+)
 from tribuild.gpu.packing import pack
 
 ACTS = sorted(oracle.ACTS)

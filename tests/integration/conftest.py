@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MINI = REPO / "tests" / "build" / "fixtures" / "mini"
+MINI = REPO / "tests" / "driver" / "fixtures" / "mini"
 TRIBUILD = f"{sys.executable} -m tribuild"
 BIN = Path(sys.executable).parent
 

@@ -2,7 +2,7 @@
 and small summaries of graphs that tests compare (op names, fused epilogues)."""
 from __future__ import annotations
 
-from tribuild.build.sources import load_sources
+from tribuild.driver.sources import load_sources
 from tribuild.engine import Database
 from tribuild.ir.graph import Graph
 from tribuild.queries.lower import ir

@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 
 from test_check_support import load_program, run_program
-from tribuild.lang.check import check_instance, check_item, check_target_input, instance_key
-from tribuild.lang.env import ItemRef
+from tribuild.lang.check.checker import (
+    check_instance,
+    check_item,
+    check_target_input,
+    instance_key,
+)
+from tribuild.lang.check.env import ItemRef
 from tribuild.lang.signature import signature_of
-from tribuild.lang.values import InstanceKey, LayerV, describe_instance
+from tribuild.lang.check.values import InstanceKey, LayerV, describe_instance
 
 BLOCKS = """
 layer Block(cin: int, cout: int, stride: int = 1) {
@@ -149,7 +154,7 @@ def test_remembered_calls_change_no_finding() -> None:
     """The checker remembers calls that reported nothing (``check_calls``): with its tables empty
     or full, a program says the same; a remembered layer still reports a wrong input, and a
     remembered call uses up its fresh names (`N'k`) as if it ran."""
-    from tribuild.lang import check_calls
+    from tribuild.lang.check import calls as check_calls
     tables = (check_calls._APPLIED, check_calls._APPLIED_AT, check_calls._SIGNED)
     for table in tables:
         table.clear()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from test_check_support import load_program, run_program
-from tribuild.lang import check_codes
+from tribuild.lang.check import codes as check_codes
 from tribuild.diagnostics import CODES
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "check"

@@ -12,13 +12,19 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tribuild.lang import ast
-from tribuild.lang.check import check_instance, check_item, const_value_of, describe_instance, instance_key
-from tribuild.lang.env import DictEnv, ItemRef
-from tribuild.lang.items import item_tokens, split_items
-from tribuild.lang.lexer import lex
-from tribuild.lang.locate import char_range, line_col
-from tribuild.lang.parser import parse_item
+from tribuild.lang.syntax import ast
+from tribuild.lang.check.checker import (
+    check_instance,
+    check_item,
+    const_value_of,
+    describe_instance,
+    instance_key,
+)
+from tribuild.lang.check.env import DictEnv, ItemRef
+from tribuild.lang.syntax.items import item_tokens, split_items
+from tribuild.lang.syntax.lexer import lex
+from tribuild.lang.syntax.locate import char_range, line_col
+from tribuild.lang.syntax.parser import parse_item
 from tribuild.lang.signature import signature_of
 
 KIND = {ast.Fn: "fn", ast.Const: "const"}

@@ -5,15 +5,23 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 import tribuild.queries  # noqa: F401  (registers the value classes with the codec)
-from tribuild.engine import codec
+from tribuild.engine.store import codec
 from tribuild.lang import dims
-from tribuild.lang.builtins_shapes import Site, window
-from tribuild.lang.check_codes import Sink
-from tribuild.lang.check_unify import Unifier, definitely_different
-from tribuild.lang.consteval import Ctx
-from tribuild.lang.env import DictEnv
+from tribuild.lang.builtins.shapes import Site, window
+from tribuild.lang.check.codes import Sink
+from tribuild.lang.check.unify import Unifier, definitely_different
+from tribuild.lang.check.consteval import Ctx
+from tribuild.lang.check.env import DictEnv
 from tribuild.lang.types import ScalarT
-from tribuild.lang.values import DIM_SIZE_LIMIT, INT64_MAX, POISON, Sym, Unk, is_poison, trackable
+from tribuild.lang.check.values import (
+    DIM_SIZE_LIMIT,
+    INT64_MAX,
+    POISON,
+    Sym,
+    Unk,
+    is_poison,
+    trackable,
+)
 
 NAMES = ("H", "W", "c")
 ENV = st.fixed_dictionaries({n: st.integers(1, 50) for n in NAMES})

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tribuild.diagnostics_render import TextSources, render_text, to_json
-from tribuild.lang.items import item_tokens
-from tribuild.lang.locate import SourceMap
-from tribuild.lang.parser import parse_item
+from tribuild.lang.syntax.items import item_tokens
+from tribuild.lang.syntax.locate import SourceMap
+from tribuild.lang.syntax.parser import parse_item
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = sorted([*ROOT.glob("models/**/*.tri"), *ROOT.glob("examples/**/*.tri")])

@@ -4,8 +4,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tribuild.lang.items import chunked_items, item_tokens, lex_chunk, split_chunks, split_items
-from tribuild.lang.lexer import lex
+from tribuild.lang.syntax.items import (
+    chunked_items,
+    item_tokens,
+    lex_chunk,
+    split_chunks,
+    split_items,
+)
+from tribuild.lang.syntax.lexer import lex
 
 SOURCE = '''# header
 import "a.tri"

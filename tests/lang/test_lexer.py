@@ -2,7 +2,7 @@
 import pytest
 
 from tribuild.diagnostics import CODES
-from tribuild.lang.lexer import describe_error, lex
+from tribuild.lang.syntax.lexer import describe_error, lex
 
 NL = ("newline", "\n")
 

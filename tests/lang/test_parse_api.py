@@ -1,9 +1,9 @@
 """The parser's entry points: parse_expr, parse_type, parse_item on odd inputs."""
 import pytest
 
-from tribuild.lang import ast
-from tribuild.lang.lexer import lex
-from tribuild.lang.parser import parse_expr, parse_item, parse_type
+from tribuild.lang.syntax import ast
+from tribuild.lang.syntax.lexer import lex
+from tribuild.lang.syntax.parser import parse_expr, parse_item, parse_type
 
 
 def toks(text):

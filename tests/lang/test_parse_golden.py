@@ -10,10 +10,10 @@ import pytest
 
 from tribuild.diagnostics import CODES
 from tribuild.diagnostics_render import TextSources, render_text
-from tribuild.lang.items import item_tokens
-from tribuild.lang.locate import SourceMap
-from tribuild.lang.parser import parse_item
-from tribuild.record import fields, is_record
+from tribuild.lang.syntax.items import item_tokens
+from tribuild.lang.syntax.locate import SourceMap
+from tribuild.lang.syntax.parser import parse_item
+from tribuild.base.record import fields, is_record
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "parse"
 CASES = sorted(FIXTURES.glob("*.tri"))

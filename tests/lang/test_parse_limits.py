@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from tribuild.lang import ast
-from tribuild.lang.lexer import lex
-from tribuild.lang.parser import parse_item
-from tribuild.lang.parser_expr import MAX_CHAIN
+from tribuild.lang.syntax import ast
+from tribuild.lang.syntax.lexer import lex
+from tribuild.lang.syntax.parser import parse_item
+from tribuild.lang.syntax.expressions import MAX_CHAIN
 
 
 def _parse(source: str):

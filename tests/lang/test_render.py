@@ -5,7 +5,7 @@ import pytest
 
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.diagnostics_render import TextSources, render_text, to_json
-from tribuild.lang.locate import SourceMap, line_col
+from tribuild.lang.syntax.locate import SourceMap, line_col
 
 MAIN = "import \"blocks.tri\"\n\nlet x = foo(1,\n            2)  # call\nfn f() {\n    return x\n}\n"
 BLOCKS = "layer Block(c: int) {\n    let a = c\n}\n"

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from tribuild.lang import dims
-from tribuild.lang.items import item_tokens, split_items
-from tribuild.lang.lexer import lex
-from tribuild.lang.parser import parse_item
+from tribuild.lang.syntax.items import item_tokens, split_items
+from tribuild.lang.syntax.lexer import lex
+from tribuild.lang.syntax.parser import parse_item
 from tribuild.lang.signature import signature_of
 from tribuild.lang.types import ScalarT, TensorT
 

@@ -45,11 +45,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.queries.fuzz_programs import DTYPES, programs
 from tests.queries.zoo import REPO
-from tribuild.build.sources import load_sources, scan
-from tribuild.config import load_config
+from tribuild.driver.sources import load_sources, scan
+from tribuild.config.load import load_config
 from tribuild.engine import Database
-from tribuild.lang.builtins_layers import LAYERS
-from tribuild.lang.lexer import lex
+from tribuild.lang.builtins.layers import LAYERS
+from tribuild.lang.syntax.lexer import lex
 from tribuild.queries.names import import_targets
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, lexed

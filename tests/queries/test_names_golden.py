@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.queries.incremental_case import parse_case
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 from tribuild.diagnostics import CODES
 from tribuild.diagnostics_render import render_text
 from tribuild.engine import Database

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.queries.zoo import REPO, check_all, copy_zoo
-from tribuild.build.session import salt
-from tribuild.config import load_config
+from tribuild.driver.session import salt
+from tribuild.config.load import load_config
 from tribuild.engine import Database
 
 TARGETS = load_config(REPO / "Tribuild.toml").targets

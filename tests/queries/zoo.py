@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
 from tribuild.queries.report import file_diagnostics
 from tribuild.queries.targets import target_report

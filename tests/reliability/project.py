@@ -1,7 +1,7 @@
 """A small project to attack, `tribuild` run as a subprocess, and what a correct build leaves.
 
 Terms:
-- *project*: a copy of ``tests/build/fixtures/mini`` (four targets over three small .tri
+- *project*: a copy of ``tests/driver/fixtures/mini`` (four targets over three small .tri
   files; a build takes well under a second).
 - *version*: the text of ``models/net.tri``. ``VERSIONS`` holds two that generate different
   bytes for the same output paths (the ``Net`` default width), so after any interrupted build
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MINI = REPO / "tests" / "build" / "fixtures" / "mini"
+MINI = REPO / "tests" / "driver" / "fixtures" / "mini"
 OUT = "out"
 CACHE = ".tribuild-cache"
 _NET = (MINI / "models" / "net.tri").read_text()

@@ -1,7 +1,7 @@
 """Editing a saved engine store the way an attacker or a bad disk would, checksums and all.
 
 Terms:
-- *graph file*, *pack*, *entry*, *salt*: as in ``tribuild.engine.store``.
+- *graph file*, *pack*, *entry*, *salt*: as in ``tribuild.engine.store.disk``.
 - *rewrite*: parse the graph file into its JSON part and integer columns, let a function
   change them, and write it back with a correct header digest, so the store's own integrity
   check passes and only what the edit means is tested.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tribuild.engine import argtable, columns, store
+from tribuild.engine.store import argtable, columns, disk as store
 
 
 def graph_file(cache: Path) -> Path:

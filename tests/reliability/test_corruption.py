@@ -21,7 +21,7 @@ import pytest
 
 from tests.reliability import store_edit
 from tests.reliability.project import CACHE, make_project, outputs, set_version, tribuild
-from tribuild.engine import store
+from tribuild.engine.store import disk as store
 
 
 def _flip(at):

@@ -19,7 +19,7 @@ import pytest
 
 from tests.reliability import store_edit
 from tests.reliability.project import CACHE, OUT, env, outputs, set_version, tribuild
-from tribuild.engine import codec
+from tribuild.engine.store import codec
 
 
 class _Pickled:
@@ -98,7 +98,7 @@ def test_crafted_key_arguments_are_refused(project, references):
 def outside(tmp_path) -> Path:
     folder = tmp_path / "outside"
     folder.mkdir()
-    (folder / "secret.tri").write_text((Path(__file__).parents[1] / "build" / "fixtures" /
+    (folder / "secret.tri").write_text((Path(__file__).parents[1] / "driver" / "fixtures" /
                                         "mini" / "models" / "lib" / "blocks.tri").read_text())
     return folder
 
@@ -171,7 +171,7 @@ def test_crafted_output_record_cannot_delete_outside(project, tmp_path, referenc
     victim = tmp_path / "victim.py"
     victim.write_bytes(b"precious\n")
     (project / OUT).mkdir()
-    from tribuild.build.manifest import digest
+    from tribuild.driver.noop.manifest import digest
     record = {"version": 1, "targets": {"gone": {"../../victim.py": digest(b"precious\n"),
                                                  str(victim): digest(b"precious\n")}}}
     (project / OUT / ".tribuild-outputs.json").write_text(json.dumps(record))

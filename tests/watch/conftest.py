@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.build.conftest import snapshot
-from tribuild.build.session import Project
-from tribuild.build.watch_loop import Options, Watcher
-from tribuild.build.watch_screen import Json
+from tests.driver.conftest import snapshot
+from tribuild.driver.session import Project
+from tribuild.watch.loop import Options, Watcher
+from tribuild.watch.screen import Json
 from tribuild.cli import main
 
 HERE = Path(__file__).resolve().parent

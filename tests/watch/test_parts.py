@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tribuild.build.watch_events import Changes, Scope
-from tribuild.build.watch_screen import Plain, Rebuild
+from tribuild.watch.events import Changes, Scope
+from tribuild.watch.screen import Plain, Rebuild
 
 SCOPE = Scope("/p", "/p/Tribuild.toml", ("/p/models",), frozenset({"/p/lib/extra.tri"}))
 
@@ -119,7 +119,7 @@ def test_plain_screen_says_errors_fixed_after_a_problem_that_stopped_the_targets
 def test_live_screen_shows_errors_below_the_status_lines_until_fixed():
     from rich.console import Console
 
-    from tribuild.build.watch_screen import Live
+    from tribuild.watch.screen import Live
     stream = io.StringIO()
     screen = Live(Console(file=stream, force_terminal=True, width=100))
     screen.rebuilt(_rebuild(("mlp",), (("mlp", "Traceback: boom"),)))

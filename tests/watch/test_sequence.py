@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from tests.watch.conftest import HERE, REPO, clean_build, save, snapshot
-from tribuild.build.outputs import RECORD
+from tribuild.driver.outputs import RECORD
 
 STEPS_FILE = HERE / "fixtures" / "steps.json"
 STEPS = json.loads(STEPS_FILE.read_text())

@@ -20,7 +20,7 @@ from tribuild.codegen.exprs import Expr, expression
 from tribuild.codegen.pyname import RESERVED, ident
 from tribuild.ir.graph import Graph, Node
 from tribuild.lang import dims
-from tribuild.lang.values import Sym
+from tribuild.lang.check.values import Sym
 
 KernelsOf = Callable[[Node], tuple[str, ...]]
 

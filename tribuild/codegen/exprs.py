@@ -15,8 +15,8 @@ from __future__ import annotations
 from tribuild.codegen.pyname import literal, member
 from tribuild.ir.graph import In, InList, Node
 from tribuild.lang import dims
-from tribuild.lang.values import Sym, Trit
-from tribuild.record import record
+from tribuild.lang.check.values import Sym, Trit
+from tribuild.base.record import record
 
 ATOM, POWER, UNARY, MUL, ADD = 100, 16, 15, 13, 12
 _PREC = {"**": POWER, "*": MUL, "/": MUL, "//": MUL, "%": MUL, "@": MUL, "+": ADD, "-": ADD}

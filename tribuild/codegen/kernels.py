@@ -22,10 +22,10 @@ import functools
 
 from tribuild.codegen.fmt import wrap_text
 from tribuild.codegen.pyname import literal
-from tribuild.hashing import sha256
+from tribuild.base.hashing import sha256
 from tribuild.ir.graph import Node
 from tribuild.lang import dims
-from tribuild.record import record
+from tribuild.base.record import record
 
 FAMILIES = ("linear", "conv2d", "depthwise", "act_quant")
 

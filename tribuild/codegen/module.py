@@ -28,8 +28,8 @@ from tribuild.codegen.members import init_lines, weight_access, weight_lines
 from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_names
 from tribuild.ir.graph import Graph, Node
 from tribuild.lang.types import TensorT
-from tribuild.lang.values import InstanceKey, LayerV, Value, describe_instance
-from tribuild.record import record
+from tribuild.lang.check.values import InstanceKey, LayerV, Value, describe_instance
+from tribuild.base.record import record
 
 _FLOAT = TensorT("float32", None)  # the type of the nodes that stand for plain member uses
 

@@ -7,15 +7,16 @@ stacks, cycles, cancellation), ``fetch`` (hit / verify / execute), ``lru``, ``st
 ``explain`` (why / graph), ``codec`` and ``store`` (persistence), ``fingerprint`` (salts),
 ``merge`` (export from forked workers, merge into the parent).
 """
-from . import codec, fingerprint
-from .database import Database
-from .durability import Durability
-from .errors import Cancelled, CycleError, MissingInput
-from .explain import Step
-from .merge import MergeReport
-from .query import Query, derived, input_query
-from .stats import Log, QueryStats
-from .store import LoadReport, SaveReport
+from tribuild.engine.store import codec
+from tribuild.engine import fingerprint
+from tribuild.engine.database import Database
+from tribuild.engine.durability import Durability
+from tribuild.engine.errors import Cancelled, CycleError, MissingInput
+from tribuild.engine.explain import Step
+from tribuild.engine.store.merge import MergeReport
+from tribuild.engine.query import Query, derived, input_query
+from tribuild.engine.stats import Log, QueryStats
+from tribuild.engine.store.disk import LoadReport, SaveReport
 
 __all__ = ["Cancelled", "CycleError", "Database", "Durability", "LoadReport", "Log",
            "MergeReport", "MissingInput", "Query", "QueryStats", "SaveReport", "Step", "codec",

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from . import explain, store
-from . import merge as merging
-from .durability import Durability, DurabilityClock
-from .fetch import same_value
-from .loaded import Loaded
-from .lru import Lru
-from .memo import NO_VALUE, Memo
-from .runtime import Gate, ThreadState
-from .stats import Counters, Log, QueryStats
+from tribuild.engine import explain
+from tribuild.engine.store import disk as store
+from tribuild.engine.store import merge as merging
+from tribuild.engine.durability import Durability, DurabilityClock
+from tribuild.engine.fetch import same_value
+from tribuild.engine.store.loaded import Loaded
+from tribuild.engine.lru import Lru
+from tribuild.engine.memo import NO_VALUE, Memo
+from tribuild.engine.runtime import Gate, ThreadState
+from tribuild.engine.stats import Counters, Log, QueryStats
 
 
 class Database:
@@ -173,7 +174,7 @@ class Database:
         """Start making the next save's argument table in a forked helper process
         (``apart``); ``on_end`` is called once it has ended. Call ``save`` next: it waits
         for the helper only after doing the rest of its work."""
-        from . import apart
+        from tribuild.engine.store import helper as apart
         self._helper = apart.Helper(self, on_end)
 
     def end_apart(self) -> None:

@@ -10,8 +10,8 @@ Terms:
 """
 from __future__ import annotations
 
-from ..record import record
-from .memo import FIRST_RUN, key_label
+from tribuild.base.record import record
+from tribuild.engine.memo import FIRST_RUN, key_label
 
 
 NEVER_RAN = "it had never run"      # the reason of a chain of one step: a key new to the store

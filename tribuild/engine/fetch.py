@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from .durability import Durability
-from .errors import Cancelled, CycleError, MissingInput
-from .memo import FIRST_RUN, NO_VALUE, VALUE_LOST
-from .packs import encoded
-from .runtime import DEPS, FAILED, MEMO, POS, cycle_error
+from tribuild.engine.durability import Durability
+from tribuild.engine.errors import Cancelled, CycleError, MissingInput
+from tribuild.engine.memo import FIRST_RUN, NO_VALUE, VALUE_LOST
+from tribuild.engine.store.packs import encoded
+from tribuild.engine.runtime import DEPS, FAILED, MEMO, POS, cycle_error
 
 
 def fetch(db, query, args: tuple):

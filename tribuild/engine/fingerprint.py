@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
-from ..files import read_bytes
-from ..hashing import blake2b
+from tribuild.base.files import read_bytes
+from tribuild.base.hashing import blake2b
 
 
 def package_hash(pkg_dir: str) -> str:

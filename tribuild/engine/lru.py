@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .memo import NO_VALUE
+from tribuild.engine.memo import NO_VALUE
 
 
 class Lru:

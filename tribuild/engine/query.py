@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .fetch import fetch
+from tribuild.engine.fetch import fetch
 
 REGISTRY: dict[str, "Query"] = {}
 

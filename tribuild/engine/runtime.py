@@ -24,7 +24,7 @@ import threading
 from collections import defaultdict
 from contextlib import contextmanager
 
-from .errors import Cancelled, CycleError
+from tribuild.engine.errors import Cancelled, CycleError
 
 
 MEMO, DEPS, POS, FAILED = range(4)

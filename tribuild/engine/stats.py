@@ -12,7 +12,7 @@ Terms:
 """
 from __future__ import annotations
 
-from ..record import record
+from tribuild.base.record import record
 
 
 

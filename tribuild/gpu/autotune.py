@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..record import record
+from tribuild.base.record import record
 
 CACHE_VERSION = 1
 TUNED_LEVEL = 3

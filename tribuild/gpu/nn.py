@@ -41,7 +41,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from tribuild.gpu.epilogue import ACTIVATIONS, IN_PLACE, activation_name
-from tribuild.gpu.launch import backend_for, dense_conv2d, ternary_conv2d, ternary_linear, unpacked_codes
+from tribuild.gpu.launch import (
+    backend_for,
+    dense_conv2d,
+    ternary_conv2d,
+    ternary_linear,
+    unpacked_codes,
+)
 from tribuild.gpu.packing import packed_cols
 from tribuild.gpu.ternarize import dequantize, ternarize_ste
 

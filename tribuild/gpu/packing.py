@@ -20,7 +20,7 @@ import math
 import torch
 
 from tribuild.gpu.ternarize import ternarize
-from tribuild.record import record
+from tribuild.base.record import record
 
 CODES_PER_BYTE = 4
 _SHIFTS = torch.arange(CODES_PER_BYTE, dtype=torch.int32) * 2

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 
 from tribuild.lang.types import ScalarT, TensorT
-from tribuild.record import record, replace
+from tribuild.base.record import record, replace
 
 OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 

@@ -26,19 +26,20 @@ from collections.abc import Callable
 
 from tribuild.ir.builder import Builder
 from tribuild.ir.graph import Graph, In, InList, node
-from tribuild.lang import ast, dims
-from tribuild.lang.builtins_fns import FUNCTIONS
-from tribuild.lang.builtins_layers import REQUIRED
-from tribuild.lang.check_body import bind_dim_names, resolve
-from tribuild.lang.check_calls import CallArgs, bind, call
-from tribuild.lang.check_codes import Sink
-from tribuild.lang.consteval import Ctx, arith, elements, evaluate, unary
-from tribuild.lang.env import Env, ItemRef
+from tribuild.lang.syntax import ast
+from tribuild.lang import dims
+from tribuild.lang.builtins.functions import FUNCTIONS
+from tribuild.lang.builtins.layers import REQUIRED
+from tribuild.lang.check.body import bind_dim_names, resolve
+from tribuild.lang.check.calls import CallArgs, bind, call
+from tribuild.lang.check.codes import Sink
+from tribuild.lang.check.consteval import Ctx, arith, elements, evaluate, unary
+from tribuild.lang.check.env import Env, ItemRef
 from tribuild.lang.signature import ParamSig, Signature, forward_of
 from tribuild.lang.types import TensorT
 from tribuild.diagnostics import register
-from tribuild.lang.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
-from tribuild.record import fields, is_record, record, replace
+from tribuild.lang.check.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
+from tribuild.base.record import fields, is_record, record, replace
 
 UNSUPPORTED = register("E0601", "a construct that code generation cannot express")
 FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]

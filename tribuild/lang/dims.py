@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..record import record
+from tribuild.base.record import record
 
 
 @record

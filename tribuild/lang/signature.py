@@ -14,10 +14,10 @@ from __future__ import annotations
 
 
 from tribuild.diagnostics import Diagnostic
-from tribuild.lang import ast
-from tribuild.lang.check_codes import Sink
+from tribuild.lang.syntax import ast
+from tribuild.lang.check.codes import Sink
 from tribuild.lang.types import Type, lower_type
-from tribuild.record import fields, is_record, record
+from tribuild.base.record import fields, is_record, record
 
 KINDS = ("fn", "layer", "functional", "const", "import", "error")
 

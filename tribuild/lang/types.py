@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tribuild.lang import ast, dims
-from tribuild.lang.check_codes import BAD_DIM, BAD_TYPE, DIV_ZERO
+from tribuild.lang.syntax import ast
+from tribuild.lang import dims
+from tribuild.lang.check.codes import BAD_DIM, BAD_TYPE, DIV_ZERO
 from tribuild.lang.dims import DimLike
-from tribuild.record import record
+from tribuild.base.record import record
 
 ALIASES = {"int": "int64", "float": "float32"}
 DTYPES = ("bool", "trit", "int8", "int32", "int64", "float16", "bfloat16", "float32")

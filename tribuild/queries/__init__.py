@@ -9,7 +9,9 @@ Importing this package registers every value type those queries return with the 
 codec, so the persistent store can hold them.
 """
 from tribuild import diagnostics
-from tribuild.lang import ast, check, dims, env, items, signature, tokens, types, values
+from tribuild.lang.syntax import ast, items, tokens
+from tribuild.lang.check import checker as check, env, values
+from tribuild.lang import dims, signature, types
 from tribuild.queries import inputs, names, report, semantic, syntax, targets
 from tribuild.queries import codegen, lower
 from tribuild.codegen import kernels as codegen_kernels

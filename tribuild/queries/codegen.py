@@ -23,15 +23,22 @@ from __future__ import annotations
 
 
 from tribuild.codegen.kernels import KernelSpec, kernel_source as render_kernel
-from tribuild.codegen.module import Instance, ModuleText, class_text, fn_bodies, module_names, module_text
+from tribuild.codegen.module import (
+    Instance,
+    ModuleText,
+    class_text,
+    fn_bodies,
+    module_names,
+    module_text,
+)
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
 from tribuild.ir.graph import Graph
-from tribuild.lang.values import InstanceKey
+from tribuild.lang.check.values import InstanceKey
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.semantic import checked_instance, instance_children
 from tribuild.queries.targets import reached_instances, target_report
-from tribuild.record import record
+from tribuild.base.record import record
 
 
 @record

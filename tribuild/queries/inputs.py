@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 from tribuild.engine import input_query
-from tribuild.record import record
+from tribuild.base.record import record
 
 
 @record

@@ -22,10 +22,10 @@ import posixpath
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
 from tribuild.engine import derived
-from tribuild.lang import ast
-from tribuild.lang.env import ItemRef
+from tribuild.lang.syntax import ast
+from tribuild.lang.check.env import ItemRef
 from tribuild.queries.syntax import item_ast, item_names, read_error
-from tribuild.record import record
+from tribuild.base.record import record
 
 E_DUPLICATE = register("E0201", "a name is defined twice")
 E_IMPORT_CONFLICT = register("E0202", "an imported name is already taken")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from types import ModuleType
 
-from tribuild.engine import codec
-from tribuild.record import is_record
+from tribuild.engine.store import codec
+from tribuild.base.record import is_record
 
 
 def value_classes(module: ModuleType) -> list[type]:

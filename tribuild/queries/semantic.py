@@ -23,17 +23,25 @@ from __future__ import annotations
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
-from tribuild.lang import ast
-from tribuild.lang.check import (CheckedInstance, Members, check_instance, check_item, const_value_of,
-                                 evaluate_generic_members, evaluate_members, instance_key)
-from tribuild.lang.consteval import POISON
-from tribuild.lang.env import ItemRef
-from tribuild.lang.free_names import free_names
+from tribuild.lang.syntax import ast
+from tribuild.lang.check.checker import (
+    CheckedInstance,
+    Members,
+    check_instance,
+    check_item,
+    const_value_of,
+    evaluate_generic_members,
+    evaluate_members,
+    instance_key,
+)
+from tribuild.lang.check.consteval import POISON
+from tribuild.lang.check.env import ItemRef
+from tribuild.lang.syntax.free_names import free_names
 from tribuild.lang.signature import Signature, signature_of
-from tribuild.lang.values import InstanceKey, Value
+from tribuild.lang.check.values import InstanceKey, Value
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import indexed, item_ast, item_construction
-from tribuild.record import record
+from tribuild.base.record import record
 
 E_CONST_CYCLE = register("E0207", "a constant depends on itself")
 

@@ -5,7 +5,7 @@ Terms:
 - *lexed(path)*: the file's tokens, with character offsets: what locating a diagnostic needs
   (and the item index of a file whose chunks do not all end clean).
 - *chunks(path)*, *chunk_text(path, i)*, *chunk_lexed(path, i)*: the file's text cut into
-  chunks (``tribuild.lang.items``), one chunk's text, and its tokens and items (no offsets).
+  chunks (``tribuild.lang.syntax.items``), one chunk's text, and its tokens and items (no offsets).
   An edit re-lexes the chunks whose text changed; a comment or whitespace edit yields equal
   tokens, and the rebuild stops there (early cutoff).
 - *item_places(path)*: the file's items and the chunk holding each (``ItemPlace``).
@@ -27,14 +27,23 @@ from collections.abc import Callable
 
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
-from tribuild.lang import ast
-from tribuild.lang.items import (Chunk, ItemEntry, ItemPlace, Pairs, chunked_items, item_tokens as slice_item,
-                                 lex_chunk, split_chunks, split_items)
-from tribuild.lang.lexer import lex
-from tribuild.lang.parser import parse_item
-from tribuild.lang.tokens import LexResult
+from tribuild.lang.syntax import ast
+from tribuild.lang.syntax.items import (
+    Chunk,
+    ItemEntry,
+    ItemPlace,
+    Pairs,
+    chunked_items,
+    item_tokens as slice_item,
+    lex_chunk,
+    split_chunks,
+    split_items,
+)
+from tribuild.lang.syntax.lexer import lex
+from tribuild.lang.syntax.parser import parse_item
+from tribuild.lang.syntax.tokens import LexResult
 from tribuild.queries.inputs import source_text
-from tribuild.record import record
+from tribuild.base.record import record
 
 
 @record

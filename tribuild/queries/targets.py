@@ -28,13 +28,19 @@ from __future__ import annotations
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
-from tribuild.lang.check import check_target_input
-from tribuild.lang.values import InstanceKey, describe_instance
+from tribuild.lang.check.checker import check_target_input
+from tribuild.lang.check.values import InstanceKey, describe_instance
 from tribuild.queries.names import import_targets, scope
-from tribuild.queries.semantic import (has_defaults, instance_children, instance_diagnostics,
-                                       item_diagnostics, layer_instance, signature)
+from tribuild.queries.semantic import (
+    has_defaults,
+    instance_children,
+    instance_diagnostics,
+    item_diagnostics,
+    layer_instance,
+    signature,
+)
 from tribuild.queries.syntax import item_ast, item_index, read_error
-from tribuild.record import record
+from tribuild.base.record import record
 
 Chain = tuple[tuple[str, InstanceKey], ...]
 MAX_NESTING = 64

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 from hypothesis import given, settings, strategies as st
 
-from tribuild.config import load_config
-from tribuild.lang.values import normalise
+from tribuild.config.load import load_config
+from tribuild.lang.check.values import normalise
 
 from . import common, tri_structure
 

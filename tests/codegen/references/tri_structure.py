@@ -17,12 +17,12 @@ from pathlib import Path
 
 from torch import nn
 
-from tribuild.build.sources import load_sources, scan
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
-from tribuild.lang.check_unify import Unifier
+from tribuild.lang.check.unify import Unifier
 from tribuild.lang import dims
 from tribuild.lang.types import TensorT
-from tribuild.lang.values import InstanceKey, LayerV, normalise
+from tribuild.lang.check.values import InstanceKey, LayerV, normalise
 from tribuild.queries.semantic import checked_instance
 from tribuild.queries.syntax import item_index
 from tribuild.queries.targets import reached_instances, target_report

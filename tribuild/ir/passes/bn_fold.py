@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node, node
-from tribuild.record import replace
+from tribuild.base.record import replace
 
 TERNARY_LAYERS = ("TernaryConv2d", "TernaryLinear")
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node
 from tribuild.ir.passes.bn_fold import as_ternary, single_use
-from tribuild.record import replace
+from tribuild.base.record import replace
 
 EPILOGUE_ACTS = ("relu", "relu6", "silu", "gelu", "sigmoid")
 

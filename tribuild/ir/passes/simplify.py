@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, In, Node, node
-from tribuild.record import replace
+from tribuild.base.record import replace
 
 ACTIVATION_LAYERS = {"ReLU": "relu", "ReLU6": "relu6", "GELU": "gelu", "SiLU": "silu",
                      "Sigmoid": "sigmoid", "Tanh": "tanh"}

@@ -1,0 +1,1 @@
+"""Small standard-library helpers: records, hashing, files, temporary names, GC pauses."""

@@ -1,0 +1,1 @@
+"""Tribuild.toml: load, validate, locate keys, and explain every mistake."""

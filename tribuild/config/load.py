@@ -1,0 +1,373 @@
+"""Tribuild.toml: load it, validate it, and explain every mistake in it.
+
+Terms:
+- *root*: the folder holding Tribuild.toml; every relative path in the file is relative to it.
+- *target*: one model to build: an *entry* ``file.tri:Layer`` (the layer to instantiate),
+  its construction *args* and an optional example *input* shape.
+- Paths in a Config are posix and normalised. ``sources`` and each target's ``entry_path`` are
+  relative to the root and never leave it; ``out`` and ``cache_dir`` are relative to the root
+  unless written absolute, so ``os.path.join(config.root, config.out)`` is the folder.
+  "Never leave the root" is checked on the text of the path (``..`` and absolute paths are
+  refused) and on where it leads: a symlink inside the root that points elsewhere is refused.
+
+``load_config`` either returns a complete Config or raises ConfigError with every problem
+found (see ``config_problems``); the schema is in docs and in ``STARTER_TOML``. ``read_config``
+may be given the *known table* of the file's bytes (the table an earlier process parsed from
+exactly those bytes, kept by the build manifest): it is validated as a fresh parse is, and
+problems are placed in the text as for a fresh parse, so only the TOML parser is skipped.
+"""
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import re
+from collections.abc import Callable
+from ntpath import isabs as _windows_isabs
+
+from tribuild.config.schema import Checker
+from tribuild.config.locate import Locator, Path
+from tribuild.config.problems import ConfigError, Problem, syntax_problem
+from tribuild.diagnostics import closest
+from tribuild.base.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["Config", "ConfigError", "Problem", "STARTER_TOML", "Target", "find_project_root",
+           "load_config", "resolves_inside", "write_starter"]
+
+FILENAME = "Tribuild.toml"
+ArgValue = int | float | bool | str | tuple["ArgValue", ...]
+
+_TOP_KEYS = ("project", "cache", "targets")
+_PROJECT_KEYS = ("name", "sources", "out", "opt_level", "jobs")
+_CACHE_KEYS = ("dir", "max_size_mb")
+_TARGET_KEYS = ("entry", "args", "input")
+_OPT_LEVELS = (0, 1, 2, 3, "s")
+_TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")     # a leading - reads as an option
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset("import from layer fn let return if else for in true false".split())
+_ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
+# required key -> the help shown when it is missing
+_REQUIRED_TOP = {"project": 'add a [project] section with a name = "..." line'}
+_REQUIRED_PROJECT = {"name": 'add a line name = "my-project"'}
+_REQUIRED_TARGET = {"entry": 'add a line entry = "models/net.tri:Net" (file:Layer)'}
+
+
+@record
+class Target:
+    name: str
+    entry_path: str
+    entry_layer: str
+    args: tuple[tuple[str, ArgValue], ...]
+    input: tuple[int, ...] | None
+
+
+@record
+class Config:
+    root: str
+    name: str
+    sources: tuple[str, ...]
+    out: str
+    opt_level: str
+    jobs: int
+    cache_dir: str
+    cache_max_bytes: int
+    targets: tuple[Target, ...]
+    path: str
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """The validated configuration in ``path``; raises ConfigError listing every problem."""
+    return read_config(path)[0]
+
+
+def read_config(path: str | os.PathLike[str],
+                known: Callable[[bytes], dict | None] | None = None) -> tuple[Config, bytes, dict]:
+    """``load_config``, with the file's bytes and their table. ``known(data)`` gives the
+    known table of ``data``, or None: then the text is parsed."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        problem = Problem(path, None, None, "", f"cannot read: {error.strerror}")
+        raise ConfigError([problem]) from None
+    try:
+        text = data.decode("utf-8-sig")     # a byte order mark, as some editors write, is no key
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError([Problem(path, line, 1, "", "invalid TOML: not UTF-8 text")]) from None
+    table = known(data) if known is not None else None
+    if table is None:
+        import tomllib
+        try:
+            table = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError([syntax_problem(path, text, error)]) from None
+    reader = _Reader(Checker(path, _LazyLocator(text)), os.path.dirname(os.path.abspath(path)))
+    config = reader.config(table, path)
+    if reader.c.problems:
+        raise ConfigError(reader.c.problems)
+    return config, data, table
+
+
+class _LazyLocator:
+    """The Locator of ``text``, made when a problem is first placed: a valid file needs none."""
+    __slots__ = ("text", "_locator")
+
+    def __init__(self, text: str) -> None:
+        self.text, self._locator = text, None
+
+    def key(self, path: Path) -> tuple[int, int]:
+        return self._made().key(path)
+
+    def value(self, path: Path) -> tuple[int, int]:
+        return self._made().value(path)
+
+    def _made(self) -> Locator:
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        return self._locator
+
+
+def job_count(jobs: int) -> int:
+    """Processes for a ``jobs`` value (Tribuild.toml, ``--jobs``, ``tribuild.driver``): 0 is
+    one per CPU."""
+    return jobs or os.cpu_count() or 1
+
+
+def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
+    """The nearest folder at or above ``start_dir`` that holds a Tribuild.toml."""
+    folder = os.path.abspath(start_dir)
+    while not os.path.exists(os.path.join(folder, FILENAME)):   # a folder: reported when read
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return folder
+
+
+def _starter_toml(name: str) -> str:
+    quoted = '"' + "".join(
+        f"\\u{ord(ch):04x}" if ch in '"\\' or ord(ch) < 0x20 or ch == "\x7f" else ch for ch in name
+    ) + '"'
+    return f"""\
+# Tribuild.toml: what `tribuild build` compiles. Paths are relative to this file's folder.
+
+[project]
+name = {quoted}
+sources = ["models"]          # folders searched for .tri files
+out = "build"                 # where generated modules and kernels go
+opt_level = 2                 # 0, 1, 2, 3 or "s"
+jobs = 0                      # processes building at once; 0 = one per CPU
+
+[cache]
+dir = ".tribuild-cache"       # reused by later builds, safe to delete
+max_size_mb = 512
+
+# One table per model to build: [targets.NAME] with NAME made of letters, digits, _ and -.
+[targets.mlp]
+entry = "models/mlp.tri:MLP"  # file:Layer, the layer to instantiate
+input = [1, 784]              # an example input shape
+# args = {{ hidden = 256 }}    # construction arguments: numbers, booleans, strings, arrays
+"""
+
+
+STARTER_TOML = _starter_toml("my-project")
+"""The Tribuild.toml that `tribuild init` writes (with the project's own name)."""
+
+
+def write_starter(folder: str | os.PathLike[str], name: str | None = None) -> str:
+    """Create ``folder``/Tribuild.toml from the starter text; never overwrites one.
+
+    ``name`` defaults to the folder's name. Raises FileExistsError when the file exists.
+    Returns the path written.
+    """
+    path = os.path.join(os.path.abspath(folder), FILENAME)
+    with open(path, "x", encoding="utf-8") as file:
+        file.write(_starter_toml(name or os.path.basename(os.path.abspath(folder))))
+    return path
+
+
+class _Reader:
+    """Reads one parsed Tribuild.toml into a Config, reporting problems to ``c``."""
+
+    def __init__(self, checker: Checker, root: str) -> None:
+        self.c = checker
+        self.root = root
+
+    def config(self, top: dict, path: str) -> Config:
+        c = self.c
+        c.table((), top, _TOP_KEYS, _REQUIRED_TOP)
+        project = self._section(top, "project", _PROJECT_KEYS, _REQUIRED_PROJECT)
+        cache = self._section(top, "cache", _CACHE_KEYS, {})
+        where = ("project",)
+        max_mb = c.get(cache, ("cache",), "max_size_mb", 512, self._positive_int)
+        return Config(
+            root=self.root,
+            name=c.get(project, where, "name", None, self._string),
+            sources=c.get(project, where, "sources", (".",), self._sources),
+            out=c.get(project, where, "out", "build", self._folder),
+            opt_level=c.get(project, where, "opt_level", "2", self._opt_level),
+            jobs=job_count(c.get(project, where, "jobs", 0, self._jobs)),
+            cache_dir=c.get(cache, ("cache",), "dir", ".tribuild-cache", self._folder),
+            cache_max_bytes=max_mb * 1024 * 1024 if max_mb else None,
+            targets=self._targets(top.get("targets", {})),
+            path=os.path.abspath(path),
+        )
+
+    def _section(self, top: dict, name: str, allowed: tuple[str, ...],
+                 required: dict[str, str]) -> dict:
+        """The table ``top[name]`` ({} when absent or not a table, which is reported)."""
+        if name not in top:
+            return {}
+        return self.c.table((name,), top[name], allowed, required) or {}
+
+    def _targets(self, value: Any) -> tuple[Target, ...]:
+        targets = self.c.expect(("targets",), value, lambda v: isinstance(v, dict), "a table")
+        return tuple(self._target(name, table) for name, table in (targets or {}).items())
+
+    def _target(self, name: str, value: Any) -> Target | None:
+        where = ("targets", name)
+        if not _TARGET_NAME.fullmatch(name):
+            why = " (the command line would take it for an option)" if name[:1] == "-" else ""
+            self.c.report(where, f"invalid target name `{name}`: use letters, digits, `_` and "
+                          f"`-`, not `-` first{why}", self.c.locator.key(where),
+                          expected="letters, digits, `_` and `-`, not `-` first")
+        table = self.c.table(where, value, _TARGET_KEYS, _REQUIRED_TARGET)
+        if table is None:
+            return None
+        entry = self.c.get(table, where, "entry", None, self._entry) or (None, None)
+        return Target(
+            name=name,
+            entry_path=entry[0],
+            entry_layer=entry[1],
+            args=self.c.get(table, where, "args", (), self._args),
+            input=self.c.get(table, where, "input", None, self._input),
+        )
+
+    # -- checks: (where, value) -> normalised value, or None after reporting a problem --
+
+    def _string(self, where: Path, value: Any) -> str | None:
+        return self.c.expect(where, value, lambda v: isinstance(v, str) and v, "a non-empty string")
+
+    def _folder(self, where: Path, value: Any) -> str | None:
+        text = self._string(where, value)
+        return posixpath.normpath(text.replace("\\", "/")) if text else None
+
+    def _positive_int(self, where: Path, value: Any) -> int | None:
+        return self.c.expect(where, value, _is_positive_int, "a positive integer")
+
+    def _jobs(self, where: Path, value: Any) -> int | None:
+        return self.c.expect(where, value, lambda v: _is_int(v) and v >= 0,
+                             "a non-negative integer (0 = one job per CPU)")
+
+    def _opt_level(self, where: Path, value: Any) -> str | None:
+        ok = self.c.expect(where, value, lambda v: (_is_int(v) or v == "s") and v in _OPT_LEVELS,
+                           '0, 1, 2, 3 or "s"')     # not 2.0: it equals 2, but names no level
+        return None if ok is None else str(ok)
+
+    def _sources(self, where: Path, value: Any) -> tuple[str, ...] | None:
+        folders = self.c.expect_list(where, value, lambda v: isinstance(v, str) and v,
+                                     "a non-empty array of folder paths")
+        if folders is None:
+            return None
+        found = [self._inside_root(where + (i,), raw, os.path.isdir, "source folder")
+                 for i, raw in enumerate(folders)]
+        return None if None in found else tuple(dict.fromkeys(found))
+
+    def _entry(self, where: Path, value: Any) -> tuple[str, str] | None:
+        expected = 'a string "file.tri:Layer"'
+        file, _, layer = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+        if not (file.endswith(".tri") and _IDENTIFIER.fullmatch(layer) and layer not in _KEYWORDS):
+            self.c.wrong(where, expected, value,
+                         help='e.g. "models/mlp.tri:MLP": the file, a colon, the layer to build')
+            return None
+        found = self._inside_root(where, file, os.path.isfile, "entry file")
+        return None if found is None else (found, layer)
+
+    def _inside_root(self, where: Path, raw: str, exists: Any, what: str) -> str | None:
+        """``raw`` as a normalised posix path under the root, if it is one and ``exists``."""
+        path = posixpath.normpath(raw.replace("\\", "/"))
+        if posixpath.isabs(path) or _windows_isabs(raw):
+            message, expected, help = f"{what} `{raw}` is an absolute path", \
+                "a path relative to the project root", None
+        elif path == ".." or path.startswith("../"):
+            message, expected, help = f"{what} `{raw}` is outside the project root", \
+                "a path inside the project root", None
+        elif not exists(os.path.join(self.root, path)):
+            message, expected, help = f"{what} `{path}` does not exist", None, \
+                _similar_path(self.root, path, exists)
+        elif not resolves_inside(self.root, os.path.join(self.root, path)):
+            message, expected, help = f"{what} `{path}` leads outside the project root " \
+                "through a symbolic link", "a path inside the project root", None
+        else:
+            return path
+        self.c.report(where, message, self.c.locator.value(where), expected=expected, help=help)
+        return None
+
+    def _args(self, where: Path, value: Any) -> tuple[tuple[str, ArgValue], ...] | None:
+        table = self.c.expect(where, value, lambda v: isinstance(v, dict), "a table")
+        if table is None:
+            return None
+        args = []
+        for name, arg in table.items():
+            if not _IDENTIFIER.fullmatch(name) or name in _KEYWORDS:
+                self.c.report(where + (name,), f"argument name `{name}` is not a .tri identifier",
+                              self.c.locator.key(where + (name,)), expected="an identifier")
+            bad = _bad_arg(arg)
+            if bad is not None:
+                self.c.wrong(where + (name,), _ARG_EXPECTED, bad[1], bad[0])
+            args.append((name, _frozen(arg)))
+        return tuple(sorted(args, key=lambda arg: arg[0]))
+
+    def _input(self, where: Path, value: Any) -> tuple[int, ...] | None:
+        shape = self.c.expect_list(where, value, _is_positive_int, "a list of positive integers")
+        return None if shape is None else tuple(shape)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_positive_int(value: Any) -> bool:
+    return _is_int(value) and value > 0
+
+
+def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
+    """The first part of an argument value that is not an allowed one, with its index path."""
+    if isinstance(value, list):
+        for index, element in enumerate(value):
+            bad = _bad_arg(element, item + (index,))
+            if bad is not None:
+                return bad
+        return None
+    if isinstance(value, (int, str)) or (isinstance(value, float) and math.isfinite(value)):
+        return None
+    return item, value
+
+
+def _frozen(value: Any) -> ArgValue:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def resolves_inside(root: str, path: str) -> bool:
+    """Whether ``path`` resolves, symbolic links followed, to ``root`` or under it."""
+    top = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _similar_path(root: str, path: str, exists: Any) -> str | None:
+    """A did-you-mean for a missing path, from the names in its parent folder that ``exists``."""
+    folder, name = posixpath.split(path)
+    try:
+        names = [n for n in os.listdir(os.path.join(root, folder))
+                 if exists(os.path.join(root, folder, n))]
+    except OSError:
+        return None
+    close = closest(name, names)
+    return f"did you mean `{posixpath.join(folder, close)}`?" if close else None

@@ -1,0 +1,96 @@
+"""Configuration problems: what is wrong in a Tribuild.toml, where, and how it is shown.
+
+Terms:
+- *Problem*: one mistake, at a 1-based line and column of the offending key or value
+  (None for a file that could not be read at all), with the dotted *key* it concerns
+  (``targets.resnet18.input``), a *message*, what was *expected* (``a list of positive
+  integers``) when that applies, and an optional *help* line (a did-you-mean, an example).
+- *ConfigError*: the exception ``load_config`` raises; it carries every problem found in
+  the file, sorted by position, and renders them as compiler-style lines::
+
+      Tribuild.toml:12:1: error: unknown key `nmae` in [project]
+        help: did you mean `name`? allowed keys: name, sources, out, opt_level, jobs
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from tribuild.config.locate import Path
+from tribuild.base.record import record
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_TOML_MESSAGE = re.compile(r"(.*) \(at (?:line (\d+), column (\d+)|end of document)\)", re.S)
+_TUPLE_KEY = re.compile(r"\((?:'[^'\\]*',? ?)+\)")
+
+
+@record
+class Problem:
+    path: str
+    line: int | None
+    column: int | None
+    key: str
+    message: str
+    expected: str | None = None
+    help: str | None = None
+
+    def render(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}:{self.column}"
+        text = f"{where}: error: {self.message}"
+        return text if self.help is None else f"{text}\n  help: {self.help}"
+
+
+class ConfigError(Exception):
+    """Every problem found in one configuration file; ``str()`` renders them all."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
+        super().__init__("\n".join(p.render() for p in self.problems))
+
+
+def render_key(path: Path) -> str:
+    """``("targets", "a b", "input", 2)`` -> ``targets."a b".input[2]``."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            name = part if _BARE_KEY.fullmatch(part) else json.dumps(part, ensure_ascii=False)
+            text += f".{name}" if text else name
+    return text
+
+
+def describe(value: object) -> str:
+    """A value as a TOML user would name it: ``the integer -3``, ``a table``."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the float {value}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value, ensure_ascii=False)}"
+    if isinstance(value, list):
+        return "an array" if value else "an empty array"
+    if isinstance(value, dict):
+        return "a table"
+    import datetime     # tomllib's dates; a build with an unchanged config never needs it
+    if isinstance(value, datetime.datetime):
+        return "a date-time"
+    return "a date" if isinstance(value, datetime.date) else "a time"
+
+
+def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Problem:
+    """Re-render tomllib's message (``Invalid value (at line 3, column 8)``) as a Problem."""
+    import ast
+    match = _TOML_MESSAGE.fullmatch(str(error))
+    message, line, column = match.groups() if match else (str(error), None, None)
+    if line is None:  # "at end of document": point just past the last non-blank character
+        content = text.rstrip()
+        line = content.count("\n") + 1
+        column = len(content) - (content.rfind("\n") + 1) + 1
+    message = _TUPLE_KEY.sub(lambda m: f"`{render_key(ast.literal_eval(m.group()))}`", message)
+    if message == "Cannot overwrite a value":       # tomllib does not say which
+        key = text.split("\n")[int(line) - 1].partition("=")[0].strip()
+        message = f"`{key}` is set twice in its table" if key else message
+    return Problem(path, int(line), int(column), "", f"invalid TOML: {message}")

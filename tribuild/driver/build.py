@@ -1,0 +1,408 @@
+"""`tribuild build`: build the targets of a project into its output folder.
+
+Terms:
+- *request*: what the command line asked for: target names (empty: all), ``jobs``, an
+  ``-O`` override, ``stop_after`` (``parse``, ``check`` or ``codegen``: stop after that
+  stage, write nothing), ``keep_going`` (report every failing target in full, not just the
+  first), ``timing`` (the ``--timing`` report) and ``trace_memory`` (that report with
+  Python's allocations traced, which slows the build: ``timing.Clock``).
+- *target result*: per target, the files it produced (relative to the output folder), its
+  diagnostics and, for a bug in tribuild, the traceback; for a target that cannot be
+  instantiated (its entry names no layer, its args do not fit), the configuration problem
+  at its line of Tribuild.toml. A target with errors produces nothing, and its previous
+  outputs stay as they were.
+- A failure never stops the other targets: each is its own unit (DESIGN invariant 4). A
+  build with targets that cannot be instantiated writes the others, saves the store, then
+  raises one ConfigError naming every such target (exit 2).
+
+The build holds the project lock throughout. A build that writes outputs forgets the
+manifest first and writes it again only when every requested target built, so a failed or
+killed build is never taken for an up-to-date one; one that stops early or dumps (writing
+nothing) leaves it as it is.
+
+With workers (``--jobs N`` on a clean build), each process, this one and the workers, writes
+the files of the targets it built as soon as they are built (*written early*: atomically
+and only if changed, like every output); ``write_result`` then finds them holding their
+bytes, records them and deletes what is stale, as for any build.
+"""
+from __future__ import annotations
+
+import os
+from functools import partial
+
+from tribuild.driver import cache, depfile, explain, outputs, progress as progress_mod, timing
+from tribuild.driver.noop import manifest
+from tribuild.driver.check import sort_diagnostics, target_problem
+from tribuild.driver.lock import project_lock
+from tribuild.driver.pool.scheduler import run_units
+from tribuild.driver.session import Project, open_database, save_database
+from tribuild.driver.sources import load_sources, scan
+from tribuild.driver.pool.units import Outcome, Unit
+from tribuild.config.load import Target
+from tribuild.config.problems import ConfigError, Problem
+from tribuild.engine.explain import NEVER_RAN
+from tribuild.base.hashing import digest
+from tribuild.queries.inputs import source_text
+from tribuild.queries.names import imports
+from tribuild.queries.report import QuerySources, file_diagnostics
+from tribuild.queries.syntax import item_ast, item_index
+from tribuild.queries.targets import target_report
+from tribuild.base.record import record
+
+STAGES = ("parse", "check", "codegen")
+
+
+def target_build_query():
+    """The codegen contract's ``target_build`` query (interfaces.md)."""
+    from tribuild.queries.codegen import target_build
+    return target_build
+
+
+@record
+class Request:
+    targets: tuple[str, ...] = ()
+    jobs: int | None = None
+    opt_level: str | None = None
+    stop_after: str | None = None
+    keep_going: bool = False
+    timing: bool = False
+    trace_memory: bool = False      # with ``timing``: also trace Python allocations (slow)
+
+
+class TargetResult:
+    __slots__ = ("name", "files", "diagnostics", "error", "problem")
+
+    def __init__(self, name: str, files: tuple[str, ...] = (), diagnostics: tuple = (),
+                 error: str | None = None) -> None:
+        self.name, self.files, self.diagnostics, self.error = name, files, diagnostics, error
+        self.problem: ConfigError | None = None     # cannot be instantiated (``_collect``)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.problem is not None \
+            or any(d.severity == "error" for d in self.diagnostics)
+
+
+class BuildResult:
+    """What a build did: ``compute`` fills it in, then ``build`` (the fields past
+    ``opt_level`` start empty)."""
+    __slots__ = ("targets", "out_dir", "sources", "opt_level", "report", "generated", "timing",
+                 "explain", "inputs", "written_early")
+
+    def __init__(self, targets: list[TargetResult], out_dir: str,
+                 sources: QuerySources | None = None, opt_level: str = "") -> None:
+        self.targets, self.out_dir, self.sources = targets, out_dir, sources
+        self.opt_level = opt_level                           # the -O level of the targets
+        self.report: outputs.WriteReport | None = None
+        self.generated: dict[str, bytes] = {}
+        self.timing: timing.Report | None = None
+        self.explain: dict[str, list[str]] = {}              # output -> why written
+        self.inputs: tuple[str, ...] = ()          # the .tri files the targets were made from
+        self.written_early: tuple[str, ...] = ()   # outputs written as built (relative paths)
+
+    @property
+    def failed(self) -> list[TargetResult]:
+        return [t for t in self.targets if t.failed]
+
+    @property
+    def outputs(self) -> list[str]:
+        """Every file the targets produced (absolute paths), written or already up to date,
+        each once (targets share kernel files)."""
+        return list(dict.fromkeys(os.path.join(self.out_dir, rel) for t in self.targets
+                                  for rel in t.files))
+
+    @property
+    def diagnostics(self) -> list:
+        return [d for t in self.targets for d in t.diagnostics]
+
+    def problems(self) -> ConfigError | None:
+        """One ConfigError for every target that cannot be instantiated, or None."""
+        found = [p for t in self.targets if t.problem for p in t.problem.problems]
+        return ConfigError(found) if found else None
+
+
+def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
+    """The configured targets named (all of them for no names); ConfigError otherwise."""
+    config = project.config
+    if config is None:
+        raise ConfigError([Problem(os.path.join(project.root, manifest.CONFIG), None, None, "",
+                                   "no Tribuild.toml here or in any parent folder",
+                                   help="`tribuild init` writes a starter project")])
+    known = {t.name: t for t in config.targets}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError([Problem(config.path, None, None, "targets",
+                                   f"no target named `{unknown[0]}`",
+                                   help="targets: " + ", ".join(known) if known else None)])
+    return tuple(known[n] for n in dict.fromkeys(names)) if names else config.targets
+
+
+def build(project: Project, request: Request = Request(), show=None, on_wait=None) -> BuildResult:
+    """Build ``request`` in ``project`` (ConfigError for configuration mistakes)."""
+    targets = select(project, request.targets)
+    show = show or progress_mod.Quiet()
+    config = project.config
+    with timing.Clock(request.timing, request.trace_memory) as clock, \
+            project_lock(project.cache_dir, on_wait):
+        if request.stop_after is None:      # a build that writes nothing leaves it true
+            manifest.forget(project.cache_dir)
+        with clock.stage("load cache"):
+            db = open_database(project)
+        try:
+            with db.log(queries=(_unit_query(request),)) as log:    # what ``_explain`` needs
+                result, units, outcomes = compute(db, project, targets, request, show, clock,
+                                                  write=request.stop_after is None)
+                if request.stop_after is None:
+                    with clock.stage("write outputs"):
+                        write_result(project, result)
+            if result.report is not None:
+                keys = {u.name: (u.query, u.args) for u in units}
+                result.explain = _explain(db, keys, result, log.executed)
+                explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
+            with clock.stage("save cache"):
+                taken = None                # while the save's helper works, if any
+                if not result.failed and request.stop_after is None:
+                    taken = _manifest(db, project, request, result)
+                save_database(db, project)
+                cache.evict(project.cache_dir, config.cache_max_bytes)
+                if taken is not None:       # written last: it vouches for a whole build
+                    manifest.write(project.cache_dir, taken)
+        finally:
+            db.end_apart()      # a helper the save did not take (``compute``)
+    result.timing = clock.report(db, outcomes)
+    problems = result.problems()
+    if problems is not None:
+        raise problems
+    return result
+
+
+def compute(db, project: Project, targets, request: Request, show, clock, write: bool = False
+            ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
+    """Read the sources from disk into ``db`` (an open database, kept by the caller) and
+    build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
+    unless ``write``: then a build with workers writes its targets' outputs as they are
+    built (``write_result`` must follow) and, once its units are built, starts the next
+    save's argument table in a helper (``Database.save_apart``: the save must follow)."""
+    config = project.config
+    with clock.stage("read sources"):
+        entries = tuple(t.entry_path for t in targets)
+        load_sources(db, project.root, scan(project.root, config.sources) + entries)
+    opt = request.opt_level or config.opt_level
+    result = BuildResult([], project.out_dir, QuerySources(db), opt_level=opt)
+    emit = _EarlyWriter(project, targets, result.out_dir) if write else None
+    units, outcomes = run(db, targets, request, opt, show, clock, emit)
+    with clock.stage("collect outputs"):
+        _collect(db, project, targets, outcomes, result, request)
+    result.written_early = tuple(sorted({rel for o in outcomes.values() for rel in o.emitted}))
+    return result, units, outcomes
+
+
+def write_result(project: Project, result: BuildResult) -> None:
+    """Write the files ``compute`` produced into the output folder and delete stale ones
+    (``outputs.write_outputs``); failed targets keep their previous outputs. Files written
+    early count as written."""
+    record = outputs.Record.load(result.out_dir)
+    produced = {t.name: t.files for t in result.targets if not t.failed}
+    known = {t.name for t in project.config.targets}
+    result.report = outputs.write_outputs(result.out_dir, result.generated, record, produced,
+                                          known, frozenset(result.written_early))
+
+
+class _EarlyWriter:
+    """The scheduler's emit step for a build that writes: where a target was built, if it
+    built without errors, its files (relative path -> bytes) are its job; the jobs of
+    ``batch`` targets or more are written together (``outputs.write_changed``: atomic, only
+    if changed, one round of fsyncs: syncing after every target costs a quarter more CPU;
+    the last batch is written after the last unit, so it is kept small), by one process at
+    a time (``outputs.writing``). A file that cannot be written is left for
+    ``write_result``, which reports why."""
+
+    batch = 4
+
+    def __init__(self, project: Project, targets, out_dir: str):
+        self.project, self.out_dir = project, out_dir
+        self.targets = {t.name: t for t in targets}
+
+    def prepare(self, db, unit: Unit, value) -> dict[str, bytes] | None:
+        t = self.targets[unit.name]
+        if value.problem is not None or judged(db, t, value).failed:
+            return None
+        return target_files(db, self.project, t, value, self.out_dir)
+
+    def run(self, jobs: list[dict[str, bytes]], wait: bool) -> list[tuple[str, ...]] | None:
+        """For each job, the relative paths of its files that were written; None, without
+        waiting, when another process is writing and not ``wait``."""
+        files = {rel: data for job in jobs for rel, data in job.items()}
+        try:
+            paths = outputs.inside_output(self.out_dir, sorted(files))
+            with outputs.writing(self.out_dir, wait) as mine:
+                if not mine:
+                    return None
+                done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths},
+                                                 early=self.out_dir))
+        except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
+            return [() for _ in jobs]
+        written = {rel for rel, path in paths.items() if path in done}
+        return [tuple(rel for rel in sorted(job) if rel in written) for job in jobs]
+
+
+def _jobs(db, request: Request) -> int:
+    """Workers for this build: ``request.jobs`` when starting without a valid store (a clean
+    build), else 1: re-validating a loaded store in this process is cheap, and a worker's
+    export and merge would cost more than the little it recomputes."""
+    return request.jobs or 1 if db.store_report.status != "loaded" else 1
+
+
+def _units(db, targets, request: Request, opt: str) -> list[Unit]:
+    """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
+    the check), with the prelude ``_file_checks``. None when stopping after parsing.
+    A worker computes a unit whole: decoding another worker's results of a shared file
+    costs about as much as recomputing them. The cost estimate is the size of the entry
+    file: the files it imports are known only once it is lexed, by the unit."""
+    if request.stop_after == "parse":
+        return []
+    query = _unit_query(request)
+    units = []
+    for t in targets:
+        args = (t.entry_path, t.entry_layer, t.args, t.input)
+        if query is not target_report:
+            args = (t.name,) + args + (opt,)
+        size = len(source_text(db, t.entry_path).text or "")
+        units.append(Unit(t.name, query, args, cost=float(size),
+                          prelude=partial(_file_checks, t.entry_path)))
+    return units
+
+
+def _unit_query(request: Request):
+    """The query of every unit (the key of each target)."""
+    return target_report if request.stop_after == "check" else target_build_query()
+
+
+def _file_checks(entry_path: str, db) -> list[tuple]:
+    """The keys of what `tribuild check` reports for each file of the import closure of
+    ``entry_path`` (``file_diagnostics``), and of its ``imports``: the driver reads both
+    after the units, so they come with a worker's results."""
+    return [(query, (p,)) for p in depfile.import_closure(db, entry_path)
+            for query in (imports, file_diagnostics)]
+
+
+def run(db, targets, request: Request, opt: str, show, clock, emit=None
+        ) -> tuple[list[Unit], dict]:
+    """The units of ``targets`` and their outcomes (sources must be loaded); ``emit`` is
+    the step after each unit of a build with workers (``scheduler.run_units``)."""
+    units = _units(db, targets, request, opt)
+    if not units:
+        return units, {}
+    with clock.stage("build units"):
+        show.start(len(units))
+        try:
+            outcomes, clock.extra_stats, clock.workers = run_units(
+                db, units, _jobs(db, request), show, emit, save_next=emit is not None)
+        finally:
+            show.stop()
+    return units, outcomes
+
+
+def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
+             result: BuildResult, request: Request) -> None:
+    """Fill ``result`` from the outcomes: its targets and the files they generate."""
+    files: dict[str, bytes] = {}
+    result.inputs = tuple(sorted({p for t in targets
+                                  for p in depfile.import_closure(db, t.entry_path)}))
+    for t in targets:
+        target, value = target_result(db, t, outcomes, request.stop_after)
+        result.targets.append(target)
+        if value is not None and value.problem is not None:
+            target.problem = target_problem(project, t, value.problem)
+        if request.stop_after in ("parse", "check") or target.failed:
+            continue
+        mine = target_files(db, project, t, value, result.out_dir)
+        for rel, data in mine.items():
+            if files.setdefault(rel, data) != data:
+                raise RuntimeError(f"two targets generate different `{rel}`")
+        target.files = tuple(sorted(mine))
+    result.generated = files
+
+
+def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str | None):
+    """(TargetResult, the value of its unit or None) of target ``t`` after ``run``. Its
+    diagnostics are those of the files of its import closure and its own (``judged``)."""
+    if stop_after == "parse":
+        return TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)), None
+    got = outcomes[t.name]
+    failed = got.error or (got.skipped and outcomes[got.skipped].error)
+    if failed:
+        return TargetResult(t.name, error=failed), None
+    return judged(db, t, got.value), got.value
+
+
+def judged(db, t: Target, value) -> TargetResult:
+    """The TargetResult of target ``t`` whose unit gave ``value``: the diagnostics of the
+    files of its import closure and its own, in the order `check` prints them."""
+    files_diags = [d for p in depfile.import_closure(db, t.entry_path)
+                   for d in file_diagnostics(db, p)]
+    diags = files_diags + list(value.diagnostics)
+    if len(diags) > 1:
+        diags = sort_diagnostics(diags, db)
+    return TargetResult(t.name, diagnostics=tuple(diags))
+
+
+def generated(value) -> dict[str, bytes]:
+    """The files of a ``TargetBuild``: relative path -> bytes."""
+    return {f.relpath: f.text.encode("utf-8") for f in value.files}
+
+
+def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[str, bytes]:
+    """Every file target ``t`` produces from its ``TargetBuild``: the generated ones and
+    its depfile (relative path -> bytes)."""
+    files = generated(value)
+    module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
+    config_name = os.path.relpath(project.config.path, project.root)
+    files[f"{t.name}.d"] = depfile.render(
+        module, depfile.import_closure(db, t.entry_path) + (config_name,)).encode()
+    return files
+
+
+def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
+    """Why each output written by this build was written, like ``ninja -d explain``: the
+    engine's chain from the target's query back to the input whose change made it run."""
+    ran, written_now = set(executed), set(result.report.written)
+    out = {}
+    for target in result.targets:
+        written = [rel for rel in target.files if rel in written_now]
+        if not written or target.name not in keys:
+            continue
+        query, args = keys[target.name]
+        if (query.name, args) in ran:
+            lines = db.explain(query, *args).splitlines()
+            why = [f"target {target.name}:"] + ["  " + line for line in lines]
+            if lines[-1].endswith(NEVER_RAN):
+                why.append("  (no build this cache remembers made this target with this entry, "
+                           "args, input shape and -O level: Tribuild.toml or the command line "
+                           "changed, or the cache is new)")
+        else:
+            why = [f"target {target.name}: its queries were up to date; the file on disk "
+                   "was missing or held other bytes"]
+        out.update({rel: why for rel in written})
+    return out
+
+
+def _syntax(db, entry_path: str) -> tuple:
+    return tuple(d for path in depfile.import_closure(db, entry_path)
+                 for e in item_index(db, path) for d in item_ast(db, path, e.id).diagnostics)
+
+
+def _manifest(db, project: Project, request: Request, result: BuildResult) -> dict:
+    """The build's manifest: Tribuild.toml as it was read (and parsed), the sources as the
+    queries read them, the outputs as they are now, with the outputs record (a lost record
+    would leave the next stale outputs in place)."""
+    root = project.root
+    toml_digest, table = project.config_source
+    inputs = {os.path.relpath(project.config.path, root): toml_digest}
+    for path in result.inputs:
+        inputs[path] = digest(source_text(db, path).text.encode("utf-8"))
+    prefix = os.path.relpath(result.out_dir, root)
+    outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
+    outs.append(os.path.normpath(os.path.join(prefix, outputs.RECORD)))    # stale removal's
+    return manifest.snapshot(root, project.cache_dir, manifest.request_key(
+        request.targets, request.opt_level), inputs, tuple(outs), config=table)

@@ -1,0 +1,184 @@
+"""The cache folder: what is in it, its size limit, pruning, clearing and validation.
+
+Terms:
+- *generation*: the engine store of one salt (one tribuild version with its options): its
+  graph file ``graph-<id>.json`` and its value packs ``values-<id>-*.pack``. The *current*
+  generation is the one this tribuild reads and writes; the others are left by other
+  versions and are only ever useful again if that version comes back.
+- *last used*: the graph file's mtime: every build and compile rewrites its generation's.
+- *size limit*: ``[cache] max_size_mb``. After each save the least recently used
+  generations other than the current one are deleted until the folder fits (LRU). A current
+  generation larger than the limit on its own is kept, and reported by ``stats``.
+- *litter*: temporary files (``.graph-<id>.json.XXXXXXXX.tmp``, ...) that a killed build
+  left beside the store, the manifest, ``explain.json`` or the salt record; ``evict``
+  deletes them.
+- *validate*: re-read every generation and re-hash every entry against its stored checksum;
+  a generation with a bad graph file or a bad entry is deleted (the next build recomputes
+  what it held) and reported.
+Every change happens under the project lock.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+from tribuild.driver.outputs import remove_temps
+from tribuild.driver.session import salt
+from tribuild.base.files import listdir, read_bytes, unlink
+from tribuild.engine.store import disk as store
+from tribuild.engine.store.packs import pack_name
+from tribuild.base.record import record
+
+_WRITTEN_UNDER_LOCK = re.compile(
+    r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json|salt\.json")
+_STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
+
+
+@record
+class Generation:
+    id: str
+    files: tuple[str, ...]       # the graph file first, then its packs
+    bytes: int
+    last_used: float
+    current: bool
+
+
+def generations(cache_dir: str) -> list[Generation]:
+    """Every generation in the folder, least recently used first."""
+    names = listdir(cache_dir)
+    if not names:
+        return []
+    current = store.salt_id(salt(cache_dir=cache_dir, record=False))
+    out = []
+    for graph in names:
+        sid = store.graph_sid(graph)
+        if sid is None:
+            continue
+        packs = sorted(n for n in names if pack_name(sid, n))
+        files = tuple(os.path.join(cache_dir, name) for name in (graph, *packs))
+        stats = [os.stat(f) for f in files if os.path.exists(f)]
+        out.append(Generation(sid, files, sum(s.st_size for s in stats),
+                              os.stat(files[0]).st_mtime, sid == current))
+    return sorted(out, key=lambda g: (g.last_used, g.id))
+
+
+def remove(generation: Generation) -> None:
+    for path in generation.files:
+        unlink(path)
+
+
+def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
+    """Delete least recently used generations (never the current one) until the folder's
+    generations fit in ``max_bytes``; the ones deleted. Deletes the litter first."""
+    remove_temps(cache_dir, _WRITTEN_UNDER_LOCK.fullmatch)
+    if not max_bytes or _store_bytes(cache_dir) <= max_bytes:
+        return []
+    gens = generations(cache_dir)
+    total = sum(g.bytes for g in gens)
+    gone = []
+    for g in gens:
+        if total <= max_bytes:
+            break
+        if not g.current:
+            remove(g)
+            total -= g.bytes
+            gone.append(g)
+    return gone
+
+
+def _store_bytes(cache_dir: str) -> int:
+    """The size of every graph file and pack in the folder (one scan: no salt to compute)."""
+    try:
+        with os.scandir(cache_dir) as entries:
+            return sum(e.stat().st_size for e in entries if _STORE_FILE.fullmatch(e.name))
+    except FileNotFoundError:
+        return 0
+
+
+def prune(cache_dir: str, days: float, now: float | None = None) -> list[Generation]:
+    """Delete generations other than the current one not used for ``days`` days."""
+    limit = (now or time.time()) - days * 86400
+    gone = [g for g in generations(cache_dir) if not g.current and g.last_used < limit]
+    for g in gone:
+        remove(g)
+    return gone
+
+
+def clear(cache_dir: str, root: str) -> int:
+    """Delete every generation, the build manifest and the modules ``compile_model`` kept
+    (``model_files``); the number of files deleted. The explanations stay: they say why each
+    output was last written, which stays true."""
+    from tribuild.driver.noop.manifest import NAME
+    files = [f for g in generations(cache_dir) for f in g.files]
+    files += [os.path.join(cache_dir, NAME)] + model_files(cache_dir, root)
+    gone = [f for f in files if os.path.lexists(f)]
+    for path in gone:
+        unlink(path)
+    return len(gone)
+
+
+def model_files(cache_dir: str, root: str) -> list[str]:
+    """The files ``compile_model`` keeps in the cache (``api``): each model manifest
+    (``model-*.json``) and the outputs it lists (paths relative to ``root``) that lie in
+    the cache's ``models`` folder, so a cache folder set to a folder of the project's own
+    never loses a file it did not get from ``compile_model``."""
+    folder = os.path.join(os.path.realpath(cache_dir), "models") + os.sep
+    found = []
+    for name in listdir(cache_dir):
+        if name.startswith("model-") and name.endswith(".json"):
+            path = os.path.join(cache_dir, name)
+            try:
+                outputs = [row[0] for row in json.loads(read_bytes(path))["outputs"]]
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                outputs = []
+            found.append(path)
+            found += [p for rel in outputs if type(rel) is str
+                      and os.path.realpath(p := os.path.join(root, rel)).startswith(folder)]
+    return sorted(set(found))
+
+
+def validate(cache_dir: str) -> list[tuple[str, str]]:
+    """(generation id, problem) for every generation found corrupt, which is deleted."""
+    bad = []
+    for g in generations(cache_dir):
+        problem = _problem(g)
+        if problem is not None:
+            remove(g)
+            bad.append((g.id, problem))
+    return bad
+
+
+def _problem(g: Generation) -> str | None:
+    try:
+        graph = g.files[0]
+        body = store.read_graph(read_bytes(graph))
+        names = [name for name, _, _ in store.pack_list(body, g.id)]
+        data = [read_bytes(os.path.join(os.path.dirname(graph), name)) for name in names]
+        entries = zip(body["entry_pack"], body["entry_offset"], body["entry_length"],
+                      body["entry_checksum"], strict=True)
+        for index, (pack, offset, length, expected) in enumerate(entries):
+            if store.checksum(data[pack][offset:offset + length]) != expected:
+                return f"entry {index} of {names[pack]} fails its checksum"
+    except FileNotFoundError as err:
+        return f"missing {os.path.basename(err.filename)}"
+    except (ValueError, KeyError, TypeError, IndexError) as err:
+        return f"unreadable graph file: {err}"
+    return None
+
+
+def describe(cache_dir: str, max_bytes: int | None) -> str:
+    """The ``cache stats`` text."""
+    gens = generations(cache_dir)
+    total = sum(g.bytes for g in gens)
+    limit = f" of {max_bytes / 2**20:.0f} MiB" if max_bytes else ""
+    lines = [f"{cache_dir}: {len(gens)} generation{'s' * (len(gens) != 1)}, "
+             f"{total / 2**20:.1f} MiB{limit}"]
+    for g in reversed(gens):
+        age = (time.time() - g.last_used) / 86400
+        mark = "current" if g.current else f"last used {age:.1f} days ago"
+        lines.append(f"  {g.id}  {g.bytes / 2**20:8.1f} MiB  {len(g.files)} files  {mark}")
+    if max_bytes and any(g.current and g.bytes > max_bytes for g in gens):
+        lines.append("  the current generation alone is over the limit: raise max_size_mb")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""`tribuild explain OUTPUT` and `tribuild graph`: why an output was last written, and the
+file or query graph.
+
+Terms:
+- *explanation record*: ``<cache dir>/explain.json``, output path (relative to the project
+  root) -> the lines saying why the build that last wrote it did so (the engine's why-chain,
+  computed while that build's database was in memory: the persistent store does not keep
+  causes). Each build replaces the entries of the outputs it wrote. The file holds each
+  distinct explanation once (``{"why": [lines, ...], "outputs": {path: index}}``): the
+  outputs of one target share theirs, and writing it per output made the record of the
+  50-file benchmark project 1 MB, 8 ms to write after every clean build.
+- *file graph*: every .tri file the targets are made from, an edge from each file to each
+  file it imports, and an edge from each target to its entry file.
+- *query graph*: every key of the persistent database (``Database.graph()``), edges from a
+  dependency to its dependent.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from tribuild.base.files import read_text
+from tribuild.base.tempname import replace
+
+NAME = "explain.json"
+
+
+def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list[str]]) -> None:
+    """Merge the explanations of this build's written outputs (out-relative) into the record
+    (compact JSON, not synced: after a crash of the machine it may be lost, and ``load``
+    then finds nothing)."""
+    if not explanations:
+        return
+    data = load(cache_dir)
+    prefix = os.path.relpath(out_dir, root)
+    for rel, lines in explanations.items():
+        data[os.path.normpath(os.path.join(prefix, rel))] = lines
+    index: dict[tuple[str, ...], int] = {}     # an explanation -> its place in "why"
+    outputs = {path: index.setdefault(tuple(lines), len(index)) for path, lines in
+               sorted(data.items())}
+    replace(os.path.join(cache_dir, NAME),
+            json.dumps({"why": list(index), "outputs": outputs}).encode(), sync=False)
+
+
+def load(cache_dir: str) -> dict[str, list[str]]:
+    """The record as output path -> lines; empty when missing or damaged."""
+    try:
+        data = json.loads(read_text(os.path.join(cache_dir, NAME)))
+        why, outputs = data["why"], data["outputs"]
+        good = [type(lines) is list and all(type(line) is str for line in lines)
+                for lines in why]
+        return {path: why[i] for path, i in outputs.items()
+                if type(path) is str and type(i) is int and 0 <= i < len(why) and good[i]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def why(cache_dir: str, root: str, output: str) -> list[str] | None:
+    """The explanation of ``output`` (a path as the user typed it), None if unknown."""
+    return load(cache_dir).get(os.path.relpath(os.path.abspath(output), root))
+
+
+def unknown(root: str, out_dir: str, output: str) -> str:
+    """Why ``explain`` has nothing to say about ``output`` (a path as the user typed it):
+    it is no output of this project, or no build recorded since the cache was made has
+    written it (its bytes were up to date)."""
+    from tribuild.driver.outputs import Record
+    rel = os.path.relpath(os.path.abspath(output), out_dir)
+    for target, files in sorted(Record.load(out_dir).targets.items()):
+        if rel in files:
+            return (f"{output} (target {target}) has not been written since the cache was "
+                    "made: every build since found its bytes up to date")
+    return (f"{output} is not an output of this project (its outputs are written under "
+            f"{os.path.relpath(out_dir, root)}{os.sep})")
+
+
+def file_graph(db, targets) -> dict:
+    """``{"nodes": [...], "edges": [[from, to], ...]}`` of the file graph."""
+    from tribuild.driver.depfile import import_closure
+    from tribuild.queries.names import import_targets
+    files = sorted({p for t in targets for p in import_closure(db, t.entry_path)})
+    edges = [[f"target:{t.name}", t.entry_path] for t in targets]
+    edges += [[path, dep] for path in files for dep in import_targets(db, path)]
+    return {"nodes": [f"target:{t.name}" for t in targets] + files, "edges": edges}
+
+
+def query_graph(db) -> dict:
+    g = db.graph()
+    label = {node: f"{node[0]}{node[1]!r}" for node in g.nodes}
+    return {"nodes": sorted(label.values()),
+            "edges": sorted([label[a], label[b]] for a, b in g.edges)}
+
+
+def dot(graph: dict) -> str:
+    lines = ["digraph tribuild {"]
+    lines += [f"  {json.dumps(node)};" for node in graph["nodes"]]
+    lines += [f"  {json.dumps(a)} -> {json.dumps(b)};" for a, b in graph["edges"]]
+    return "\n".join(lines + ["}"]) + "\n"

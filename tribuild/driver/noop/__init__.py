@@ -1,0 +1,1 @@
+"""The no-op path: "no work to do" from the manifest, without the engine or the compiler."""

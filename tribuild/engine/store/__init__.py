@@ -1,0 +1,1 @@
+"""Persistence: the on-disk store, its packs and columns, the codec, and worker merges."""

@@ -1,0 +1,1 @@
+"""Built-in layers and functions: their parameters and typing and shape rules."""

@@ -1,0 +1,1 @@
+"""The type and shape checker: construction-time values, abstract tensors, diagnostics."""

@@ -1,0 +1,1 @@
+"""The syntax of .tri: tokens, the lexer, items, the parser and its tree."""

@@ -1,0 +1,1 @@
+"""`tribuild watch`: file events, the rebuild loop and its screens."""
