@@ -17,6 +17,7 @@ the median of the rounds' ratios (``round_speedups``).
 
     python benchmarks/bench_build.py [--repeats N] [--synthetic-repeats N] [--frozen DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,15 +35,17 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 TRIBUILD = [str(Path(sys.executable).parent / "tribuild")]
 # --frozen DIR: run a copy of the tribuild package instead of the (editable, shared) tree
-FROZEN = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
-          "str(getattr(f, '__module__', type(f).__module__))]; sys.path.insert(0, {dir!r}); "
-          "from tribuild.cli import entry; entry()")
+FROZEN = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+    "str(getattr(f, '__module__', type(f).__module__))]; sys.path.insert(0, {dir!r}); "
+    "from tribuild.cli import entry; entry()"
+)
 BLOCKS = "models/blocks/resnet_blocks.tri"
 GOALS = {"zoo no-op": 0.060, "zoo body edit": 0.150}
 
 
-CPU: dict[str, list[float]] = {}     # case -> CPU seconds (user + system, workers included)
-LOAD: dict[str, list[float]] = {}    # case -> 1-minute load average as each run started
+CPU: dict[str, list[float]] = {}  # case -> CPU seconds (user + system, workers included)
+LOAD: dict[str, list[float]] = {}  # case -> 1-minute load average as each run started
 # Children run with bytecode caching on, as an installed tool does (pip compiles .pyc files
 # at install time); this machine's environment sets PYTHONDONTWRITEBYTECODE, which would
 # make every process compile tribuild from source (~90 ms more per process).
@@ -56,8 +59,13 @@ def run_build(cwd: Path, *args: str, case: str | None = None) -> float:
         LOAD.setdefault(case, []).append(os.getloadavg()[0])
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(TRIBUILD + ["build", "-q", *args], cwd=cwd, env=CHILD_ENV,
-                                stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            TRIBUILD + ["build", "-q", *args],
+            cwd=cwd,
+            env=CHILD_ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -136,10 +144,12 @@ def synthetic_file(i: int, blocks: int = 28) -> str:
     chain = "x"
     for j in range(blocks):
         chain = f"b{j}({chain})"
-    parts.append(f"layer Net{i}(classes: int = 10) {{\n{lets}\n"
-                 f"    let head = Linear({width}, classes)\n\n"
-                 f"    fn forward(x: Tensor<float32, [N, {width}]>) -> Tensor<float32, [N, classes]> {{\n"
-                 f"        return head({chain})\n    }}\n}}\n")
+    parts.append(
+        f"layer Net{i}(classes: int = 10) {{\n{lets}\n"
+        f"    let head = Linear({width}, classes)\n\n"
+        f"    fn forward(x: Tensor<float32, [N, {width}]>) -> Tensor<float32, [N, classes]> {{\n"
+        f"        return head({chain})\n    }}\n}}\n"
+    )
     return "".join(parts)
 
 
@@ -173,8 +183,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--synthetic-repeats", type=int, default=5)
-    parser.add_argument("--frozen", metavar="DIR", help="run the tribuild package under DIR "
-                        "(a snapshot: others may be editing the working tree)")
+    parser.add_argument(
+        "--frozen",
+        metavar="DIR",
+        help="run the tribuild package under DIR "
+        "(a snapshot: others may be editing the working tree)",
+    )
     args = parser.parse_args()
     if args.frozen:
         TRIBUILD[:] = [sys.executable, "-c", FROZEN.format(dir=os.path.abspath(args.frozen))]
@@ -187,17 +201,31 @@ def main() -> None:
     cpu_medians = {name: statistics.median(values) for name, values in CPU.items()}
     rounds = round_speedups(times)
     speedup = statistics.median(rounds)
-    report = {"machine": {"cpus": os.cpu_count(), "load_before": load_before,
-                          "load_after": os.getloadavg(), "python": sys.version.split()[0],
-                          "bytecode_cache": "PYTHONDONTWRITEBYTECODE" not in CHILD_ENV},
-              "synthetic_lines": lines, "seconds": times, "median_seconds": medians,
-              "cpu_seconds": CPU, "median_cpu_seconds": cpu_medians, "load_at_start": LOAD,
-              "jobs2_speedup": speedup, "jobs2_round_speedups": rounds,
-              "jobs2_speedup_of_medians": (medians["synthetic clean --jobs 1"]
-                                           / medians["synthetic clean --jobs 2"]),
-              "goals": {"zoo no-op <= 60 ms": medians["zoo no-op"] <= 0.060,
-                        "zoo body edit <= 150 ms": medians["zoo body edit"] <= 0.150,
-                        "--jobs 2 >= 1.6x": speedup >= 1.6}}
+    report = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+            "python": sys.version.split()[0],
+            "bytecode_cache": "PYTHONDONTWRITEBYTECODE" not in CHILD_ENV,
+        },
+        "synthetic_lines": lines,
+        "seconds": times,
+        "median_seconds": medians,
+        "cpu_seconds": CPU,
+        "median_cpu_seconds": cpu_medians,
+        "load_at_start": LOAD,
+        "jobs2_speedup": speedup,
+        "jobs2_round_speedups": rounds,
+        "jobs2_speedup_of_medians": (
+            medians["synthetic clean --jobs 1"] / medians["synthetic clean --jobs 2"]
+        ),
+        "goals": {
+            "zoo no-op <= 60 ms": medians["zoo no-op"] <= 0.060,
+            "zoo body edit <= 150 ms": medians["zoo body edit"] <= 0.150,
+            "--jobs 2 >= 1.6x": speedup >= 1.6,
+        },
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "build.json").write_text(json.dumps(report, indent=1) + "\n")
     (RESULTS / "build.md").write_text(markdown(report))
@@ -211,30 +239,43 @@ def round_speedups(times: dict[str, list[float]]) -> list[float]:
     during the run (this VM's file system creates files 5-10 times slower for minutes at a
     time, which moves ``--jobs 1`` from 3.4 to 4.8 s: one run had 1.35x as the ratio of its
     medians and 1.57-1.68x in six of its seven rounds)."""
-    return [one / two for one, two in zip(times["synthetic clean --jobs 1"],
-                                          times["synthetic clean --jobs 2"])]
+    return [
+        one / two
+        for one, two in zip(times["synthetic clean --jobs 1"], times["synthetic clean --jobs 2"])
+    ]
 
 
 def markdown(report: dict) -> str:
     m = report["machine"]
-    lines = ["# tribuild build: whole-process wall times", "",
-             f"{m['cpus']} CPUs, Python {m['python']}, load average before "
-             f"{m['load_before'][0]:.2f}, after {m['load_after'][0]:.2f}. "
-             f"Medians of the repeats; synthetic project: 50 files, {report['synthetic_lines']} lines.",
-             f"Bytecode caching {'on' if m['bytecode_cache'] else 'off (PYTHONDONTWRITEBYTECODE)'} in the build processes. "
-             "CPU: user + system of the process and its workers.",
-             "", "| case | median wall | median CPU | wall runs (ms) | load at start |",
-             "|---|---:|---:|---|---|"]
+    lines = [
+        "# tribuild build: whole-process wall times",
+        "",
+        f"{m['cpus']} CPUs, Python {m['python']}, load average before "
+        f"{m['load_before'][0]:.2f}, after {m['load_after'][0]:.2f}. "
+        f"Medians of the repeats; synthetic project: 50 files, {report['synthetic_lines']} lines.",
+        f"Bytecode caching {'on' if m['bytecode_cache'] else 'off (PYTHONDONTWRITEBYTECODE)'} in the build processes. "
+        "CPU: user + system of the process and its workers.",
+        "",
+        "| case | median wall | median CPU | wall runs (ms) | load at start |",
+        "|---|---:|---:|---|---|",
+    ]
     for name, values in report["seconds"].items():
         runs = ", ".join(f"{v * 1000:.0f}" for v in values)
         loads = ", ".join(f"{v:.1f}" for v in report["load_at_start"][name])
-        lines.append(f"| {name} | {report['median_seconds'][name] * 1000:.0f} ms | "
-                     f"{report['median_cpu_seconds'][name] * 1000:.0f} ms | {runs} | {loads} |")
-    lines += ["", f"`--jobs 2` speedup on the synthetic clean build: "
-              f"{report['jobs2_speedup']:.2f}x (the median of the rounds' ratios: "
-              + ", ".join(f"{r:.2f}" for r in report["jobs2_round_speedups"])
-              + f"; the ratio of the medians is {report['jobs2_speedup_of_medians']:.2f}x)",
-              "", "| goal | met |", "|---|---|"]
+        lines.append(
+            f"| {name} | {report['median_seconds'][name] * 1000:.0f} ms | "
+            f"{report['median_cpu_seconds'][name] * 1000:.0f} ms | {runs} | {loads} |"
+        )
+    lines += [
+        "",
+        f"`--jobs 2` speedup on the synthetic clean build: "
+        f"{report['jobs2_speedup']:.2f}x (the median of the rounds' ratios: "
+        + ", ".join(f"{r:.2f}" for r in report["jobs2_round_speedups"])
+        + f"; the ratio of the medians is {report['jobs2_speedup_of_medians']:.2f}x)",
+        "",
+        "| goal | met |",
+        "|---|---|",
+    ]
     lines += [f"| {goal} | {'yes' if met else 'no'} |" for goal, met in report["goals"].items()]
     return "\n".join(lines) + "\n"
 

@@ -16,6 +16,7 @@ Figures, each the median of ``--repeats`` runs in this process, in CPU time of t
 Writes ``benchmarks/results/engine.json`` and ``engine.md``; ``--quick`` runs a small graph
 for a few seconds and writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -137,7 +138,8 @@ def measure(leaves: int, repeats: int, hits: int) -> dict:
             figures["first_query_after_load_ms"] = (process_time() - start) * 1e3
         assert log.executed == [], "a load with unchanged inputs must execute nothing"
         figures["revalidate_after_load_ms"] = statistics.median(
-            revalidate_ms(_loaded(store), root, 1) for _ in range(repeats))
+            revalidate_ms(_loaded(store), root, 1) for _ in range(repeats)
+        )
     del db, loaded
     high, root = build(leaves, Durability.HIGH)
     figures["revalidate_durability_ms"] = revalidate_ms(high, root, repeats)
@@ -145,8 +147,16 @@ def measure(leaves: int, repeats: int, hits: int) -> dict:
 
 
 def goal_rows(figures: dict) -> list[dict]:
-    return [{"figure": name, "goal": goal, "unit": unit, "measured": figures[name],
-             "met": figures[name] <= goal} for name, (goal, unit) in GOALS.items()]
+    return [
+        {
+            "figure": name,
+            "goal": goal,
+            "unit": unit,
+            "measured": figures[name],
+            "met": figures[name] <= goal,
+        }
+        for name, (goal, unit) in GOALS.items()
+    ]
 
 
 def markdown(report: dict) -> str:
@@ -163,8 +173,10 @@ def markdown(report: dict) -> str:
         "|---|---|---|---|",
     ]
     for row in report["goals"]:
-        lines.append(f"| {row['figure']} | <= {row['goal']:g} {row['unit']} | "
-                     f"{row['measured']:.3g} {row['unit']} | {'yes' if row['met'] else 'NO'} |")
+        lines.append(
+            f"| {row['figure']} | <= {row['goal']:g} {row['unit']} | "
+            f"{row['measured']:.3g} {row['unit']} | {'yes' if row['met'] else 'NO'} |"
+        )
     lines += [
         "",
         "| other figure | measured |",
@@ -182,18 +194,24 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small graph, a few seconds; writes nothing")
+    p.add_argument(
+        "--quick", action="store_true", help="small graph, a few seconds; writes nothing"
+    )
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args(argv)
     leaves, repeats, hits = (5_000, 3, 20_000) if args.quick else (50_000, args.repeats, 200_000)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
     load_average = os.getloadavg()[0]
     figures = measure(leaves, repeats, hits)
-    report = {"figures": figures, "goals": goal_rows(figures), "repeats": repeats,
-              "load_average": load_average,
-              "python": platform.python_version(),
-              "machine": f"{platform.machine()} {platform.processor() or ''} "
-                         f"{os.cpu_count()} CPUs, {platform.platform()}".replace("  ", " ")}
+    report = {
+        "figures": figures,
+        "goals": goal_rows(figures),
+        "repeats": repeats,
+        "load_average": load_average,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()} {platform.processor() or ''} "
+        f"{os.cpu_count()} CPUs, {platform.platform()}".replace("  ", " "),
+    }
     text = markdown(report)
     print(text)
     if not args.quick:

@@ -23,6 +23,7 @@ Figures are medians of ``--repeats`` runs: wall time (``total_ms``, what the goa
 on) and this process's CPU time (``cpu_ms``, less disturbed by other work on a shared machine). Writes ``results/frontend.json`` and
 ``frontend.md``; ``--quick`` (a few seconds, two targets, writes nothing) is the CI smoke run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,8 @@ from time import perf_counter, process_time
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tribuild.driver.sources import load_sources, scan  # noqa: E402
 from tribuild.config.load import load_config  # noqa: E402
+from tribuild.driver.sources import load_sources, scan  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
 from tribuild.queries.inputs import SourceText, source_text  # noqa: E402
 from tribuild.queries.report import file_diagnostics  # noqa: E402
@@ -49,12 +50,29 @@ from tribuild.queries.targets import target_report  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STAGES = {
-    "lex": ("read_error", "lexed", "chunks", "chunk_text", "chunk_lexed", "item_places", "item_index",
-            "item_tokens"),
+    "lex": (
+        "read_error",
+        "lexed",
+        "chunks",
+        "chunk_text",
+        "chunk_lexed",
+        "item_places",
+        "item_index",
+        "item_tokens",
+    ),
     "parse": ("item_ast", "item_construction"),
     "names": ("item_names", "item_head", "imports", "exports", "scope", "import_cycle"),
-    "check": ("signature", "const_value", "item_diagnostics", "generic_members", "instance_members", "checked_instance",
-              "instance_children", "instance_diagnostics", "layer_instance"),
+    "check": (
+        "signature",
+        "const_value",
+        "item_diagnostics",
+        "generic_members",
+        "instance_members",
+        "checked_instance",
+        "instance_children",
+        "instance_diagnostics",
+        "layer_instance",
+    ),
     "instances": ("reached_instances", "instance_report", "target_report"),
 }
 BLOCKS = "models/blocks/"
@@ -86,15 +104,17 @@ def body_edit(text: str, layer: str) -> str:
     start = text.index(f"layer {layer}(")
     forward = text.index("fn forward", start)
     ret = re.compile(r"\n([ \t]+)return ").search(text, forward)
-    return text[:ret.start()] + f"\n{ret.group(1)}let unused_k = 0" + text[ret.start():]
+    return text[: ret.start()] + f"\n{ret.group(1)}let unused_k = 0" + text[ret.start() :]
 
 
 def stage_seconds(before: dict, after: dict, stages: dict = STAGES) -> dict[str, float]:
     """Per-stage own time (ms) executed between two ``db.stats()`` snapshots; ``stages``
     maps a stage to its queries (benchmarks/report groups the whole pipeline's)."""
+
     def own(name: str) -> float:
         old = before.get(name)
         return after[name].seconds - (old.seconds if old else 0.0) if name in after else 0.0
+
     out = {stage: sum(own(q) for q in queries) * 1e3 for stage, queries in stages.items()}
     staged = {q for queries in stages.values() for q in queries}
     out["other queries"] = sum(own(q) for q in after if q not in staged) * 1e3
@@ -118,10 +138,14 @@ def timed(db, action) -> dict:
 
 def median_run(runs: list[dict]) -> dict:
     """Medians of every figure across runs."""
-    return {"total_ms": statistics.median(r["total_ms"] for r in runs),
-            "cpu_ms": statistics.median(r["cpu_ms"] for r in runs),
-            "stages_ms": {s: statistics.median(r["stages_ms"][s] for r in runs) for s in runs[0]["stages_ms"]},
-            "executed": statistics.median(r["executed"] for r in runs)}
+    return {
+        "total_ms": statistics.median(r["total_ms"] for r in runs),
+        "cpu_ms": statistics.median(r["cpu_ms"] for r in runs),
+        "stages_ms": {
+            s: statistics.median(r["stages_ms"][s] for r in runs) for s in runs[0]["stages_ms"]
+        },
+        "executed": statistics.median(r["executed"] for r in runs),
+    }
 
 
 def check(db, target) -> None:
@@ -156,8 +180,16 @@ def measure(root: str, targets: list, repeats: int) -> dict[str, dict]:
         for i in range(repeats * 2):
             for t in targets:
                 db, (path, text) = dbs[t.name], edit_text(dbs[t.name], t.name, figure, i)
-                record(figure, db, t, lambda: (db.set(source_text, path, SourceText(text)), check(db, t)))
-    out = {name: {figure: median_run(rs) for figure, rs in figures.items()} for name, figures in runs.items()}
+                record(
+                    figure,
+                    db,
+                    t,
+                    lambda: (db.set(source_text, path, SourceText(text)), check(db, t)),
+                )
+    out = {
+        name: {figure: median_run(rs) for figure, rs in figures.items()}
+        for name, figures in runs.items()
+    }
     for name, figures in out.items():
         figures["edit"] = ":".join(EDIT_LAYER[name])
     return out
@@ -165,8 +197,9 @@ def measure(root: str, targets: list, repeats: int) -> dict[str, dict]:
 
 def cold_in_fresh_process(name: str) -> dict:
     """The cold run of target ``name`` in a new Python process (``--cold``)."""
-    out = subprocess.run([sys.executable, __file__, "--cold", name], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--cold", name], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out)
 
 
@@ -187,7 +220,9 @@ def edit_text(db, target: str, figure: str, i: int) -> tuple[str, str]:
     original = _ORIGINALS.setdefault(path, source_text(db, path).text)
     if i % 2:
         return path, original
-    return path, "# an edit\n" + original if figure == "comment_edit" else body_edit(original, layer)
+    return path, "# an edit\n" + original if figure == "comment_edit" else body_edit(
+        original, layer
+    )
 
 
 def whole_zoo(config, repeats: int) -> float:
@@ -208,11 +243,13 @@ def whole_zoo(config, repeats: int) -> float:
 
 def reference_ms(repeats: int) -> float:
     """Median ms of a fixed pure-Python workload (dict and tuple traffic, like the checker's)."""
+
     def work():
         table: dict = {}
         for i in range(100_000):
             key = (i % 977, "x")
             table[key] = table.get(key, 0) + i
+
     times = []
     for _ in range(repeats):
         start = perf_counter()
@@ -226,52 +263,89 @@ def goal_rows(models: dict) -> list[dict]:
     for name, (target, run, bound) in GOALS.items():
         if target in models:
             wall, cpu = models[target][run]["total_ms"], models[target][run]["cpu_ms"]
-            rows.append({"goal": name, "bound_ms": bound, "wall_ms": wall, "cpu_ms": cpu, "met": wall <= bound})
+            rows.append(
+                {
+                    "goal": name,
+                    "bound_ms": bound,
+                    "wall_ms": wall,
+                    "cpu_ms": cpu,
+                    "met": wall <= bound,
+                }
+            )
     return rows
 
 
 def markdown(report: dict) -> str:
-    lines = ["# Front-end benchmark", "",
-             f"Medians of {report['repeats']} runs (edits: {2 * report['repeats']} toggles); Python "
-             f"{report['python']} on {report['machine']}; load average {report['load_average'][0]:.2f} "
-             f"when it started, {report['load_average'][1]:.2f} when it ended (a shared machine: with "
-             "the load above the CPU count, wall times stretch; CPU time is the steadier figure). "
-             f"Reference workload: {report['reference_ms'][0]:.1f} ms before, {report['reference_ms'][1]:.1f} ms "
-             "after (see the module docstring).", "",
-             "| goal | bound | wall | CPU | met (wall) |", "|---|---|---|---|---|"]
-    lines += [f"| {r['goal']} | <= {r['bound_ms']:g} ms | {r['wall_ms']:.2f} ms | {r['cpu_ms']:.2f} ms | "
-              f"{'yes' if r['met'] else 'NO'} |" for r in report["goals"]]
+    lines = [
+        "# Front-end benchmark",
+        "",
+        f"Medians of {report['repeats']} runs (edits: {2 * report['repeats']} toggles); Python "
+        f"{report['python']} on {report['machine']}; load average {report['load_average'][0]:.2f} "
+        f"when it started, {report['load_average'][1]:.2f} when it ended (a shared machine: with "
+        "the load above the CPU count, wall times stretch; CPU time is the steadier figure). "
+        f"Reference workload: {report['reference_ms'][0]:.1f} ms before, {report['reference_ms'][1]:.1f} ms "
+        "after (see the module docstring).",
+        "",
+        "| goal | bound | wall | CPU | met (wall) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['goal']} | <= {r['bound_ms']:g} ms | {r['wall_ms']:.2f} ms | {r['cpu_ms']:.2f} ms | "
+        f"{'yes' if r['met'] else 'NO'} |"
+        for r in report["goals"]
+    ]
     if report.get("whole_zoo_cold_ms") is not None:
-        lines += ["", f"Whole zoo, cold (every file's diagnostics and every target, one fresh "
-                      f"database): {report['whole_zoo_cold_ms']:.0f} ms."]
+        lines += [
+            "",
+            f"Whole zoo, cold (every file's diagnostics and every target, one fresh "
+            f"database): {report['whole_zoo_cold_ms']:.0f} ms.",
+        ]
     models = report["models"]
     resnets = [n for n in models if n.startswith("resnet")]
     if resnets:
         edits = [models[n]["body_edit"] for n in resnets]
-        lines += ["", "Body edit of one block across the ResNets (the goal: flat with model size; 18/34 "
-                      "edit BasicBlock, 50/101/152 Bottleneck):", "",
-                  "| | " + " | ".join(resnets) + " |", "|---" * (1 + len(resnets)) + "|",
-                  "| total (wall) | " + " | ".join(f"{e['total_ms']:.2f} ms" for e in edits) + " |",
-                  "| total (CPU) | " + " | ".join(f"{e['cpu_ms']:.2f} ms" for e in edits) + " |",
-                  "| queries executed | " + " | ".join(f"{e['executed']:g}" for e in edits) + " |"]
-        lines += [f"| {s} | " + " | ".join(f"{e['stages_ms'][s]:.2f} ms" for e in edits) + " |"
-                  for s in edits[0]["stages_ms"]]
+        lines += [
+            "",
+            "Body edit of one block across the ResNets (the goal: flat with model size; 18/34 "
+            "edit BasicBlock, 50/101/152 Bottleneck):",
+            "",
+            "| | " + " | ".join(resnets) + " |",
+            "|---" * (1 + len(resnets)) + "|",
+            "| total (wall) | " + " | ".join(f"{e['total_ms']:.2f} ms" for e in edits) + " |",
+            "| total (CPU) | " + " | ".join(f"{e['cpu_ms']:.2f} ms" for e in edits) + " |",
+            "| queries executed | " + " | ".join(f"{e['executed']:g}" for e in edits) + " |",
+        ]
+        lines += [
+            f"| {s} | " + " | ".join(f"{e['stages_ms'][s]:.2f} ms" for e in edits) + " |"
+            for s in edits[0]["stages_ms"]
+        ]
     stages = list(STAGES) + ["other queries", "engine + I/O"]
     for name, figures in models.items():
         edit = figures["edit"]
-        lines += ["", f"## {name}", "", f"Edits in `{edit}`.", "",
-                  "| run | wall | CPU | executed | " + " | ".join(stages) + " |",
-                  "|---" * (4 + len(stages)) + "|"]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            f"Edits in `{edit}`.",
+            "",
+            "| run | wall | CPU | executed | " + " | ".join(stages) + " |",
+            "|---" * (4 + len(stages)) + "|",
+        ]
         for run in ("cold", "noop", "comment_edit", "body_edit"):
             f = figures[run]
-            lines.append(f"| {run.replace('_', ' ')} | {f['total_ms']:.2f} ms | {f['cpu_ms']:.2f} ms | {f['executed']:g} | "
-                         + " | ".join(f"{f['stages_ms'][s]:.2f}" for s in stages) + " |")
+            lines.append(
+                f"| {run.replace('_', ' ')} | {f['total_ms']:.2f} ms | {f['cpu_ms']:.2f} ms | {f['executed']:g} | "
+                + " | ".join(f"{f['stages_ms'][s]:.2f}" for s in stages)
+                + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="two targets, a few seconds; writes nothing")
+    p.add_argument(
+        "--quick", action="store_true", help="two targets, a few seconds; writes nothing"
+    )
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--cold", metavar="TARGET", help="print one cold run of TARGET as JSON")
     args = p.parse_args(argv)
@@ -282,11 +356,16 @@ def main(argv: list[str] | None = None) -> None:
     load_start, reference_start = os.getloadavg()[0], reference_ms(repeats)
     targets = [t for t in config.targets if not args.quick or t.name in QUICK_TARGETS]
     models = measure(config.root, targets, repeats)
-    report = {"models": models, "goals": goal_rows(models), "repeats": repeats,
-              "whole_zoo_cold_ms": None if args.quick else whole_zoo(config, repeats),
-              "load_average": (load_start, os.getloadavg()[0]),
-              "reference_ms": (reference_start, reference_ms(repeats)), "python": platform.python_version(),
-              "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}"}
+    report = {
+        "models": models,
+        "goals": goal_rows(models),
+        "repeats": repeats,
+        "whole_zoo_cold_ms": None if args.quick else whole_zoo(config, repeats),
+        "load_average": (load_start, os.getloadavg()[0]),
+        "reference_ms": (reference_start, reference_ms(repeats)),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+    }
     text = markdown(report)
     print(text)
     if not args.quick:

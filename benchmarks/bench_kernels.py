@@ -37,9 +37,22 @@ ROWS = (1, 16, 2048)
 QUICK_SIZES = ((1, 24, 40), (8, 24, 40))
 REPLAYS = 200
 # HBM bandwidth in GB/s by a substring of torch.cuda.get_device_name(); first match wins.
-PEAK_GBPS = [("H200", 4800), ("H100 NVL", 3900), ("H100 PCIe", 2000), ("H100", 3350),
-             ("A100-SXM4-80GB", 2039), ("A100 80GB PCIe", 1935), ("A100", 1555), ("L40S", 864),
-             ("L4", 300), ("A10", 600), ("RTX 4090", 1008), ("RTX 3090", 936), ("V100", 900), ("T4", 320)]
+PEAK_GBPS = [
+    ("H200", 4800),
+    ("H100 NVL", 3900),
+    ("H100 PCIe", 2000),
+    ("H100", 3350),
+    ("A100-SXM4-80GB", 2039),
+    ("A100 80GB PCIe", 1935),
+    ("A100", 1555),
+    ("L40S", 864),
+    ("L4", 300),
+    ("A10", 600),
+    ("RTX 4090", 1008),
+    ("RTX 3090", 936),
+    ("V100", 900),
+    ("T4", 320),
+]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,25 +79,34 @@ def moved_bytes(m: int, n: int, k: int, ternary: bool) -> int:
 def operands(m: int, n: int, k: int, device: str):
     """``x`` [m, k] float16, the packed weight and scale of a random [n, k] layer, its dense float16."""
     import torch
+
     from tribuild.gpu.packing import pack
     from tribuild.gpu.ternarize import dequantize, ternarize
 
     gen = torch.Generator().manual_seed(0)
     codes, g = ternarize(torch.randn(n, k, generator=gen), "channel")
     x = torch.randn(m, k, generator=gen).half()
-    return x.to(device), pack(codes).to(device), g.to(device), dequantize(codes, g).half().to(device)
+    return (
+        x.to(device),
+        pack(codes).to(device),
+        g.to(device),
+        dequantize(codes, g).half().to(device),
+    )
 
 
 def check(out, ref) -> float:
     """Relative error of ``out`` against ``ref``; raises when it is not float16 noise."""
     err = ((out.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-12)).item()
     if err > 1e-2:
-        raise SystemExit(f"ternary kernel disagrees with the dense reference: relative error {err:.2e}")
+        raise SystemExit(
+            f"ternary kernel disagrees with the dense reference: relative error {err:.2e}"
+        )
     return err
 
 
 def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
     from triton.testing import do_bench
+
     from tribuild.gpu import ternary_linear
     from tribuild.gpu.autotune import gpu_ms
 
@@ -97,14 +119,28 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
         return x @ dense.T
 
     err = check(ternary(), fp16())  # also tunes the ternary kernel at -O3, before any timing
-    rounds = [(gpu_ms(ternary, x.device, REPLAYS), gpu_ms(fp16, x.device, REPLAYS),
-               do_bench(ternary, return_mode="median"), do_bench(fp16, return_mode="median"))
-              for _ in range(args.repeats)]
+    rounds = [
+        (
+            gpu_ms(ternary, x.device, REPLAYS),
+            gpu_ms(fp16, x.device, REPLAYS),
+            do_bench(ternary, return_mode="median"),
+            do_bench(fp16, return_mode="median"),
+        )
+        for _ in range(args.repeats)
+    ]
     t_ms, d_ms, t_eager, d_eager = (statistics.median(r[i] for r in rounds) for i in range(4))
-    row = {"M": m, "N": n, "K": k, "ternary_ms": t_ms, "fp16_ms": d_ms,
-           "speedup_vs_fp16": statistics.median(r[1] / r[0] for r in rounds),
-           "ternary_eager_ms": t_eager, "fp16_eager_ms": d_eager,
-           "eager_speedup_vs_fp16": statistics.median(r[3] / r[2] for r in rounds), "rel_error": err}
+    row = {
+        "M": m,
+        "N": n,
+        "K": k,
+        "ternary_ms": t_ms,
+        "fp16_ms": d_ms,
+        "speedup_vs_fp16": statistics.median(r[1] / r[0] for r in rounds),
+        "ternary_eager_ms": t_eager,
+        "fp16_eager_ms": d_eager,
+        "eager_speedup_vs_fp16": statistics.median(r[3] / r[2] for r in rounds),
+        "rel_error": err,
+    }
     for name, ms, is_ternary in (("ternary", t_ms, True), ("fp16", d_ms, False)):
         gbps = moved_bytes(m, n, k, is_ternary) / ms / 1e6
         row[f"{name}_gbps"] = gbps
@@ -120,18 +156,32 @@ def _gbps_cell(row: dict, name: str) -> str:
 
 def markdown(report: dict) -> str:
     peak = report["peak_gbps"]
-    lines = [f"# Ternary kernels on {report['device']}", "",
-             f"Peak bandwidth {peak} GB/s; torch {report['torch']}, triton {report['triton']}; "
-             f"-O{report['opt_level']}; medians of {report['repeats']} side-by-side rounds. Kernel: GPU time "
-             f"of a CUDA-graph replay after an L2 flush (median of {REPLAYS}); eager: do_bench of plain "
-             "calls, launch cost included. Speedup = fp16 / ternary; GB/s from kernel time.", "",
-             "| M | N | K | ternary ms | fp16 ms | speedup | ternary GB/s (peak) | fp16 GB/s (peak) "
-             "| eager ternary ms | eager fp16 ms | eager speedup |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Ternary kernels on {report['device']}",
+        "",
+        f"Peak bandwidth {peak} GB/s; torch {report['torch']}, triton {report['triton']}; "
+        f"-O{report['opt_level']}; medians of {report['repeats']} side-by-side rounds. Kernel: GPU time "
+        f"of a CUDA-graph replay after an L2 flush (median of {REPLAYS}); eager: do_bench of plain "
+        "calls, launch cost included. Speedup = fp16 / ternary; GB/s from kernel time.",
+        "",
+        "| M | N | K | ternary ms | fp16 ms | speedup | ternary GB/s (peak) | fp16 GB/s (peak) "
+        "| eager ternary ms | eager fp16 ms | eager speedup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in report["results"]:
-        cells = [r["M"], r["N"], r["K"], f"{r['ternary_ms']:.4f}", f"{r['fp16_ms']:.4f}",
-                 f"{r['speedup_vs_fp16']:.2f}x", _gbps_cell(r, "ternary"), _gbps_cell(r, "fp16"),
-                 f"{r['ternary_eager_ms']:.4f}", f"{r['fp16_eager_ms']:.4f}", f"{r['eager_speedup_vs_fp16']:.2f}x"]
+        cells = [
+            r["M"],
+            r["N"],
+            r["K"],
+            f"{r['ternary_ms']:.4f}",
+            f"{r['fp16_ms']:.4f}",
+            f"{r['speedup_vs_fp16']:.2f}x",
+            _gbps_cell(r, "ternary"),
+            _gbps_cell(r, "fp16"),
+            f"{r['ternary_eager_ms']:.4f}",
+            f"{r['fp16_eager_ms']:.4f}",
+            f"{r['eager_speedup_vs_fp16']:.2f}x",
+        ]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -149,11 +199,20 @@ def run_gpu(args) -> None:
         for n, k in SIZES:
             results.append(measure(m, n, k, args, peak))
             r = results[-1]
-            print(f"M={m:5d} N={n:6d} K={k:6d}  ternary {r['ternary_ms']:.4f} ms  fp16 {r['fp16_ms']:.4f} ms"
-                  f"  x{r['speedup_vs_fp16']:.2f}  {r['ternary_gbps']:.0f} GB/s"
-                  f"  (eager {r['ternary_eager_ms']:.4f} / {r['fp16_eager_ms']:.4f} ms)")
-    report = {"device": device, "peak_gbps": peak, "torch": torch.__version__, "triton": triton.__version__,
-              "opt_level": args.opt_level, "repeats": args.repeats, "results": results}
+            print(
+                f"M={m:5d} N={n:6d} K={k:6d}  ternary {r['ternary_ms']:.4f} ms  fp16 {r['fp16_ms']:.4f} ms"
+                f"  x{r['speedup_vs_fp16']:.2f}  {r['ternary_gbps']:.0f} GB/s"
+                f"  (eager {r['ternary_eager_ms']:.4f} / {r['fp16_eager_ms']:.4f} ms)"
+            )
+    report = {
+        "device": device,
+        "peak_gbps": peak,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "opt_level": args.opt_level,
+        "repeats": args.repeats,
+        "results": results,
+    }
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"kernels_{slug}.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -174,7 +233,9 @@ def run_quick(on_gpu: bool) -> None:
             err = check(ternary_linear(x, packed, g), x.float() @ dense.float().T)
         print(f"smoke M={m} N={n} K={k}: triton path ok (relative error {err:.1e})")
     if not on_gpu:
-        print("GPU figures need a GPU: this was only a smoke check under the Triton CPU interpreter.")
+        print(
+            "GPU figures need a GPU: this was only a smoke check under the Triton CPU interpreter."
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,6 +9,7 @@ channels-last *including* the conversion at its entry and back at its exit, inte
 (ABAB...), one thread, median of ``--repeats`` rounds; ``speedup = nchw / channels_last``.
 Writes ``benchmarks/results/layout.{json,md}``; ``tribuild.ir.passes.layout`` cites them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,17 @@ def chain(op: str, c: int, depth: int):
     k, depthwise = CLASSES[op]
     gen = torch.Generator().manual_seed(0)
     ws = [torch.randn(c, 1 if depthwise else c, k, k, generator=gen) * 0.1 for _ in range(depth)]
-    stats = [(torch.randn(c, generator=gen), torch.rand(c, generator=gen) + 0.5) for _ in range(depth)]
+    stats = [
+        (torch.randn(c, generator=gen), torch.rand(c, generator=gen) + 0.5) for _ in range(depth)
+    ]
 
     def run(x: torch.Tensor) -> torch.Tensor:
         for w, (mean, var) in zip(ws, stats):
-            x = F.relu(F.batch_norm(F.conv2d(x, w, None, 1, k // 2, 1, c if depthwise else 1), mean, var))
+            x = F.relu(
+                F.batch_norm(F.conv2d(x, w, None, 1, k // 2, 1, c if depthwise else 1), mean, var)
+            )
         return x
+
     return run
 
 
@@ -68,19 +74,34 @@ def measure(op: str, c: int, size: int, repeats: int) -> dict:
             a.append(timed(nchw, x, iters))
             b.append(timed(channels_last, x, iters))
     ma, mb = statistics.median(a), statistics.median(b)
-    return {"op": op, "channels": c, "size": size, "nchw_ms": ma, "channels_last_ms": mb, "speedup": ma / mb,
-            "spread": [min(x / y for x, y in zip(a, b)), max(x / y for x, y in zip(a, b))]}
+    return {
+        "op": op,
+        "channels": c,
+        "size": size,
+        "nchw_ms": ma,
+        "channels_last_ms": mb,
+        "speedup": ma / mb,
+        "spread": [min(x / y for x, y in zip(a, b)), max(x / y for x, y in zip(a, b))],
+    }
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    out = ["# Conv chains: channels-last vs NCHW (CPU, one thread)", "",
-           f"torch {meta['torch']}, {meta['machine']}, load average {meta['load']}; {DEPTH} blocks of "
-           f"conv -> BatchNorm -> ReLU, batch 1, median of {meta['repeats']} interleaved rounds; channels-last "
-           "time includes the conversion at the chain's entry and back at its exit. speedup = NCHW / "
-           "channels-last (> 1: channels-last wins); spread = min..max of the per-round ratios.", ""]
+    out = [
+        "# Conv chains: channels-last vs NCHW (CPU, one thread)",
+        "",
+        f"torch {meta['torch']}, {meta['machine']}, load average {meta['load']}; {DEPTH} blocks of "
+        f"conv -> BatchNorm -> ReLU, batch 1, median of {meta['repeats']} interleaved rounds; channels-last "
+        "time includes the conversion at the chain's entry and back at its exit. speedup = NCHW / "
+        "channels-last (> 1: channels-last wins); spread = min..max of the per-round ratios.",
+        "",
+    ]
     for op in CLASSES:
-        out += [f"## {op}", "", "| channels | " + " | ".join(f"{s}x{s}" for s in SIZES) + " |",
-                "|---|" + "---|" * len(SIZES)]
+        out += [
+            f"## {op}",
+            "",
+            "| channels | " + " | ".join(f"{s}x{s}" for s in SIZES) + " |",
+            "|---|" + "---|" * len(SIZES),
+        ]
         for c in CHANNELS:
             cells = []
             for s in SIZES:
@@ -96,13 +117,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=9)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    meta = {"torch": torch.__version__, "machine": platform.machine(), "threads": 1,
-            "load": [round(x, 2) for x in os.getloadavg()], "repeats": a.repeats}
+    meta = {
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "threads": 1,
+        "load": [round(x, 2) for x in os.getloadavg()],
+        "repeats": a.repeats,
+    }
     rows = [measure(op, c, s, a.repeats) for op in CLASSES for c in CHANNELS for s in SIZES]
     text = markdown(rows, meta)
     print(text)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "layout.json").write_text(json.dumps({"meta": meta, "chains": rows}, indent=1) + "\n")
+    (RESULTS / "layout.json").write_text(
+        json.dumps({"meta": meta, "chains": rows}, indent=1) + "\n"
+    )
     (RESULTS / "layout.md").write_text(text)
     return 0
 

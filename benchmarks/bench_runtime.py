@@ -18,6 +18,7 @@ weights alone (float32 ``4 · numel`` vs packed codes plus scales). Writes
 ``benchmarks/results/runtime.json`` and ``runtime.md``; ``--quick`` runs one tiny model and
 writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,7 +50,12 @@ MODELS = [
     ("lenet5", "lenet", {}, (64, 1, 32, 32)),
     ("resnet18", "resnet", {"blocks": [2, 2, 2, 2], "num_classes": 1000}, (1, 3, 112, 112)),
     ("mobilenet_v2", "mobilenet_v2", {"num_classes": 1000}, (1, 3, 112, 112)),
-    ("vit_tiny", "vit", {"patch": 4, "dim": 192, "depth": 12, "heads": 3, "num_classes": 10}, (1, 3, 32, 32)),
+    (
+        "vit_tiny",
+        "vit",
+        {"patch": 4, "dim": 192, "depth": 12, "heads": 3, "num_classes": 10},
+        (1, 3, 32, 32),
+    ),
     ("bitnet_block", "bitnet", {}, (1, 16, 64)),
 ]
 QUICK = [("mnist_mlp", "mlp", {"hidden1": 32, "hidden2": 16}, (2, 1, 28, 28))]
@@ -94,14 +100,14 @@ def calibrate(fn, x: torch.Tensor, sample_ms: float) -> int:
 def time_interleaved(fns: dict, x: torch.Tensor, repeats: int, sample_ms: float) -> dict:
     names = list(fns)
     with torch.no_grad():
-        for fn in fns.values():   # warm-up: caches, allocator, one-time unpacking
+        for fn in fns.values():  # warm-up: caches, allocator, one-time unpacking
             fn(x)
             fn(x)
         iters = min(calibrate(fn, x, sample_ms) for fn in fns.values())
         wall: dict[str, list[float]] = {k: [] for k in names}
         cpu: dict[str, list[float]] = {k: [] for k in names}
         for r in range(repeats):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 fn = fns[name]
                 start, start_cpu = time.perf_counter(), time.thread_time()
                 for _ in range(iters):
@@ -113,13 +119,21 @@ def time_interleaved(fns: dict, x: torch.Tensor, repeats: int, sample_ms: float)
 
 def summary(samples: dict[str, list[float]], prefix: str) -> dict:
     """Median times, median per-round ratios to the reference and their min..max."""
-    ratios = {k: [a / b for a, b in zip(v, samples["reference"])] for k, v in samples.items() if k != "reference"}
-    return {f"{prefix}ms": {k: statistics.median(v) for k, v in samples.items()},
-            f"{prefix}ratio": {k: statistics.median(v) for k, v in ratios.items()},
-            f"{prefix}spread": {k: [min(v), max(v)] for k, v in ratios.items()}}
+    ratios = {
+        k: [a / b for a, b in zip(v, samples["reference"])]
+        for k, v in samples.items()
+        if k != "reference"
+    }
+    return {
+        f"{prefix}ms": {k: statistics.median(v) for k, v in samples.items()},
+        f"{prefix}ratio": {k: statistics.median(v) for k, v in ratios.items()},
+        f"{prefix}spread": {k: [min(v), max(v)] for k, v in ratios.items()},
+    }
 
 
-def run_model(name: str, stem: str, args: dict, shape: tuple, repeats: int, sample_ms: float, folder: Path) -> dict:
+def run_model(
+    name: str, stem: str, args: dict, shape: tuple, repeats: int, sample_ms: float, folder: Path
+) -> dict:
     torch.manual_seed(0)
     ref = frozen_reference(stem, args)
     entry = importlib.import_module(f"tests.codegen.references.{stem}").ENTRY
@@ -132,13 +146,25 @@ def run_model(name: str, stem: str, args: dict, shape: tuple, repeats: int, samp
         raise SystemExit("unset TRITON_INTERPRET: the benchmark times the CPU path")
     with torch.no_grad():
         timing = time_interleaved(fns, x, repeats, sample_ms)
-        err = max(float((fns[f"O{lv}"](x) - ref(x)).abs().max() / ref(x).abs().max()) for lv in LEVELS)
+        err = max(
+            float((fns[f"O{lv}"](x) - ref(x)).abs().max() / ref(x).abs().max()) for lv in LEVELS
+        )
     float_bytes, packed_bytes = size_bytes(ref.state_dict()), size_bytes(fns["O2"].state_dict())
     t_float, t_packed = ternary_bytes(fns["O2"])
-    return {"model": name, "args": args, "input": list(shape), **timing, "max_rel_error": err,
-            "float32_bytes": float_bytes, "packed_bytes": packed_bytes, "size_ratio": float_bytes / packed_bytes,
-            "ternary_float32_bytes": t_float, "ternary_packed_bytes": t_packed,
-            "ternary_size_ratio": t_float / t_packed, "float_share": 1 - t_float / float_bytes}
+    return {
+        "model": name,
+        "args": args,
+        "input": list(shape),
+        **timing,
+        "max_rel_error": err,
+        "float32_bytes": float_bytes,
+        "packed_bytes": packed_bytes,
+        "size_ratio": float_bytes / packed_bytes,
+        "ternary_float32_bytes": t_float,
+        "ternary_packed_bytes": t_packed,
+        "ternary_size_ratio": t_float / t_packed,
+        "float_share": 1 - t_float / float_bytes,
+    }
 
 
 def verdict(ratio: dict) -> str:
@@ -148,39 +174,55 @@ def verdict(ratio: dict) -> str:
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    out = ["# Generated modules vs hand-written PyTorch (CPU inference)", "",
-           f"Machine: {meta['machine']}, torch {meta['torch']}, {meta['threads']} thread, load average "
-           f"{meta['load_before']} before and {meta['load_after']} after. {meta['repeats']} interleaved rounds "
-           "(order rotating); times are medians over rounds; ratio = generated / reference, the median of the "
-           "per-round ratios (< 1 is faster), spread = their min..max. Each sample is timed twice: wall-clock, "
-           "and the CPU time of the one thread that computes (without the time it waited for a core on the "
-           "shared machine).", ""]
+    out = [
+        "# Generated modules vs hand-written PyTorch (CPU inference)",
+        "",
+        f"Machine: {meta['machine']}, torch {meta['torch']}, {meta['threads']} thread, load average "
+        f"{meta['load_before']} before and {meta['load_after']} after. {meta['repeats']} interleaved rounds "
+        "(order rotating); times are medians over rounds; ratio = generated / reference, the median of the "
+        "per-round ratios (< 1 is faster), spread = their min..max. Each sample is timed twice: wall-clock, "
+        "and the CPU time of the one thread that computes (without the time it waited for a core on the "
+        "shared machine).",
+        "",
+    ]
     for title, prefix in (("Wall-clock", ""), ("CPU time", "cpu_")):
-        out += [f"### {title}", "",
-                "| model | input | reference ms | -O0 ms | -O0 ratio (spread) | -O2 ms | -O2 ratio (spread) | goals |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            f"### {title}",
+            "",
+            "| model | input | reference ms | -O0 ms | -O0 ratio (spread) | -O2 ms | -O2 ratio (spread) | goals |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             t, q, sp = r[f"{prefix}ms"], r[f"{prefix}ratio"], r[f"{prefix}spread"]
-            out.append(f"| {r['model']} | {r['input']} | {t['reference']:.3f} | {t['O0']:.3f} | {q['O0']:.3f} "
-                       f"({sp['O0'][0]:.2f}..{sp['O0'][1]:.2f}) | {t['O2']:.3f} | {q['O2']:.3f} "
-                       f"({sp['O2'][0]:.2f}..{sp['O2'][1]:.2f}) | {verdict(q)} |")
+            out.append(
+                f"| {r['model']} | {r['input']} | {t['reference']:.3f} | {t['O0']:.3f} | {q['O0']:.3f} "
+                f"({sp['O0'][0]:.2f}..{sp['O0'][1]:.2f}) | {t['O2']:.3f} | {q['O2']:.3f} "
+                f"({sp['O2'][0]:.2f}..{sp['O2'][1]:.2f}) | {verdict(q)} |"
+            )
         out.append("")
-    out += ["## Size", "",
-            "The whole state_dict is 9-14x smaller, not 16x: only ternary weights are packed (2 bits for 32); "
-            "the float layers the models keep (stems, classifiers, embeddings), biases, BatchNorm and norm "
-            "parameters and statistics stay float32, each packed weight carries its float32 scale, and "
-            "torch.save adds a fixed cost per tensor (a few hundred bytes of pickle and zip entry), which "
-            "weighs most in small models. What stays float32 is 1-5% of a float32 model (39% of MobileNetV2, "
-            "whose stem, classifier and many BatchNorms are float) but, after the 16x cut of the rest, up to "
-            "half of the packed one (ResNet-18: the float 512x1000 classifier and stem are 2.2 of its 5.0 MB). "
-            "The ternary weights alone shrink by almost 16x (the scales and the "
-            "padding of K to a multiple of 4 are the rest).", "",
-            "| model | float32 MB | packed MB | smaller | float share of the float32 model | ternary weights "
-            "float32 MB | packed MB | smaller |", "|---|---|---|---|---|---|---|---|"]
+    out += [
+        "## Size",
+        "",
+        "The whole state_dict is 9-14x smaller, not 16x: only ternary weights are packed (2 bits for 32); "
+        "the float layers the models keep (stems, classifiers, embeddings), biases, BatchNorm and norm "
+        "parameters and statistics stay float32, each packed weight carries its float32 scale, and "
+        "torch.save adds a fixed cost per tensor (a few hundred bytes of pickle and zip entry), which "
+        "weighs most in small models. What stays float32 is 1-5% of a float32 model (39% of MobileNetV2, "
+        "whose stem, classifier and many BatchNorms are float) but, after the 16x cut of the rest, up to "
+        "half of the packed one (ResNet-18: the float 512x1000 classifier and stem are 2.2 of its 5.0 MB). "
+        "The ternary weights alone shrink by almost 16x (the scales and the "
+        "padding of K to a multiple of 4 are the rest).",
+        "",
+        "| model | float32 MB | packed MB | smaller | float share of the float32 model | ternary weights "
+        "float32 MB | packed MB | smaller |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['model']} | {r['float32_bytes'] / 1e6:.2f} | {r['packed_bytes'] / 1e6:.2f} | "
-                   f"{r['size_ratio']:.1f}x | {r['float_share']:.1%} | {r['ternary_float32_bytes'] / 1e6:.2f} | "
-                   f"{r['ternary_packed_bytes'] / 1e6:.3f} | {r['ternary_size_ratio']:.1f}x |")
+        out.append(
+            f"| {r['model']} | {r['float32_bytes'] / 1e6:.2f} | {r['packed_bytes'] / 1e6:.2f} | "
+            f"{r['size_ratio']:.1f}x | {r['float_share']:.1%} | {r['ternary_float32_bytes'] / 1e6:.2f} | "
+            f"{r['ternary_packed_bytes'] / 1e6:.3f} | {r['ternary_size_ratio']:.1f}x |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -192,17 +234,26 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     repeats, sample_ms = (2, 1.0) if a.quick else (a.repeats, a.sample_ms)
-    meta = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "load_before": [round(x, 2) for x in os.getloadavg()],
-            "repeats": repeats, "sample_ms": sample_ms}
+    meta = {
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+        "repeats": repeats,
+        "sample_ms": sample_ms,
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [run_model(*m, repeats, sample_ms, Path(tmp)) for m in (QUICK if a.quick else MODELS)]
+        rows = [
+            run_model(*m, repeats, sample_ms, Path(tmp)) for m in (QUICK if a.quick else MODELS)
+        ]
     meta["load_after"] = [round(x, 2) for x in os.getloadavg()]
     text = markdown(rows, meta)
     print(text)
     if not a.quick:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "runtime.json").write_text(json.dumps({"meta": meta, "models": rows}, indent=1) + "\n")
+        (RESULTS / "runtime.json").write_text(
+            json.dumps({"meta": meta, "models": rows}, indent=1) + "\n"
+        )
         (RESULTS / "runtime.md").write_text(text)
     return 0
 

@@ -25,6 +25,7 @@ on, as installed.
 
     python benchmarks/bench_watch.py [--repeats N] [--before DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,9 @@ BLOCKS = "models/blocks/resnet_blocks.tri"
 DEBOUNCE_MS = 50
 GOAL_MS = 30
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-POLL = 0.0005      # seconds between two reads of the module: a busy loop would take a core
-SETTLE_MS = DEBOUNCE_MS / 2   # the watch starts a rebuild after half the debounce
-PHASES = ("late", "read sources", "build units", "collect outputs", "debounce",
-          "write outputs")
+POLL = 0.0005  # seconds between two reads of the module: a busy loop would take a core
+SETTLE_MS = DEBOUNCE_MS / 2  # the watch starts a rebuild after half the debounce
+PHASES = ("late", "read sources", "build units", "collect outputs", "debounce", "write outputs")
 TIMELINE = ("event delivery", "settle", *PHASES[:-1], "write until visible")
 CASES = {
     # name: (target, (old, new) in BLOCKS, the module changes)
@@ -72,7 +72,8 @@ def project(base: Path, target: str) -> Path:
     (dest / "Tribuild.toml").write_text(
         f'[project]\nname = "bench"\nsources = ["models"]\nout = "out"\n\n'
         f'[targets.{target}]\nentry = "{table["entry"]}"\nargs = {{ {args} }}\n'
-        f'input = {json.dumps(table["input"])}\n')
+        f'input = {json.dumps(table["input"])}\n'
+    )
     return dest
 
 
@@ -84,7 +85,12 @@ class Watch:
         env = CHILD_ENV | ({"PYTHONPATH": str(package)} if package else {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tribuild", "watch", "--json", "--debounce", str(DEBOUNCE_MS)],
-            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self.events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -111,8 +117,14 @@ class Watch:
 class Case:
     """One case on one tribuild: a project copy and its running watch."""
 
-    def __init__(self, base: Path, target: str, edit: tuple[str, str], changes_output: bool,
-                 package: Path | None):
+    def __init__(
+        self,
+        base: Path,
+        target: str,
+        edit: tuple[str, str],
+        changes_output: bool,
+        package: Path | None,
+    ):
         self.root = project(base, target)
         self.target, self.edit, self.changes_output = target, edit, changes_output
         self.watch = Watch(self.root, package)
@@ -139,11 +151,16 @@ class Case:
                 time.sleep(POLL)
         at, event = self.watch.rebuild(60)
         assert event["ok"], event
-        self.runs.append({"latency_ms": 1e3 * ((seen or at) - start), "event_ms": event["ms"],
-                          "reported_after_ms": 1e3 * (at - (seen or at)),
-                          "phases_ms": event.get("phases", {}),
-                          "reran": sum(event["executed"].values()),
-                          "written": len(event["written"])})
+        self.runs.append(
+            {
+                "latency_ms": 1e3 * ((seen or at) - start),
+                "event_ms": event["ms"],
+                "reported_after_ms": 1e3 * (at - (seen or at)),
+                "phases_ms": event.get("phases", {}),
+                "reran": sum(event["executed"].values()),
+                "written": len(event["written"]),
+            }
+        )
 
     def finish(self) -> dict:
         cpu = self.watch.cpu_seconds() - self.cpu
@@ -151,8 +168,9 @@ class Case:
         return summarize(self.runs, cpu)
 
 
-def measure(base: Path, name: str, packages: dict[str, Path | None], repeats: int
-            ) -> dict[str, dict]:
+def measure(
+    base: Path, name: str, packages: dict[str, Path | None], repeats: int
+) -> dict[str, dict]:
     """Each variant of ``packages`` (label -> package folder) on case ``name``, their runs
     alternating; label -> summary."""
     target, edit, changes_output = CASES[name]
@@ -160,7 +178,7 @@ def measure(base: Path, name: str, packages: dict[str, Path | None], repeats: in
     try:
         for label, package in packages.items():
             cases[label] = Case(base / label, target, edit, changes_output, package)
-        for _ in range(repeats * 2):                      # forward and back: 2 per repeat
+        for _ in range(repeats * 2):  # forward and back: 2 per repeat
             for case in cases.values():
                 case.once()
                 time.sleep(0.3)
@@ -179,63 +197,91 @@ def timeline(run: dict) -> dict[str, float] | None:
     phases = run["phases_ms"]
     if not set(PHASES) <= set(phases):
         return None
-    parts = {"settle": SETTLE_MS, **{p: phases[p] for p in PHASES[:-1]},
-             "write until visible": phases["write outputs"] - run["reported_after_ms"]}
+    parts = {
+        "settle": SETTLE_MS,
+        **{p: phases[p] for p in PHASES[:-1]},
+        "write until visible": phases["write outputs"] - run["reported_after_ms"],
+    }
     return {"event delivery": run["latency_ms"] - sum(parts.values()), **parts}
 
 
 def summarize(runs: list[dict], cpu_seconds: float) -> dict:
     latency = statistics.median(r["latency_ms"] for r in runs)
-    phases = {p: round(statistics.median(r["phases_ms"].get(p, 0.0) for r in runs), 1)
-              for p in PHASES if any(p in r["phases_ms"] for r in runs)}
+    phases = {
+        p: round(statistics.median(r["phases_ms"].get(p, 0.0) for r in runs), 1)
+        for p in PHASES
+        if any(p in r["phases_ms"] for r in runs)
+    }
     parts = [t for t in map(timeline, runs) if t is not None]
-    return {"latency_ms": round(latency, 1),
-            "timeline_ms": {k: round(statistics.median(t[k] for t in parts), 1)
-                            for k in parts[0]} if parts else {},
-            "beyond_debounce_ms": round(latency - DEBOUNCE_MS, 1),
-            "watch_ms": round(statistics.median(r["event_ms"] for r in runs), 1),
-            "phases_ms": phases,
-            "cpu_ms_per_rebuild": round(1e3 * cpu_seconds / len(runs), 1),
-            "reran": statistics.median(r["reran"] for r in runs),
-            "written": statistics.median(r["written"] for r in runs),
-            "runs_ms": [round(r["latency_ms"], 1) for r in runs]}
+    return {
+        "latency_ms": round(latency, 1),
+        "timeline_ms": {k: round(statistics.median(t[k] for t in parts), 1) for k in parts[0]}
+        if parts
+        else {},
+        "beyond_debounce_ms": round(latency - DEBOUNCE_MS, 1),
+        "watch_ms": round(statistics.median(r["event_ms"] for r in runs), 1),
+        "phases_ms": phases,
+        "cpu_ms_per_rebuild": round(1e3 * cpu_seconds / len(runs), 1),
+        "reran": statistics.median(r["reran"] for r in runs),
+        "written": statistics.median(r["written"] for r in runs),
+        "runs_ms": [round(r["latency_ms"], 1) for r in runs],
+    }
 
 
 def report(results: dict, before: dict, load: tuple) -> str:
-    lines = ["# tribuild watch: latency from a file write to the outputs on disk", "",
-             f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, debounce {DEBOUNCE_MS} ms, "
-             f"load average before {load[0]:.2f}, after {load[1]:.2f}. Medians of the repeats "
-             "(each edit applied and reverted). Body edits: observed by polling the module's "
-             "bytes; comment edits change no output: observed at the `rebuild` event.", "",
-             "| case | latency | beyond debounce | watch's own time | CPU per rebuild | queries re-run | outputs written | runs |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "# tribuild watch: latency from a file write to the outputs on disk",
+        "",
+        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, debounce {DEBOUNCE_MS} ms, "
+        f"load average before {load[0]:.2f}, after {load[1]:.2f}. Medians of the repeats "
+        "(each edit applied and reverted). Body edits: observed by polling the module's "
+        "bytes; comment edits change no output: observed at the `rebuild` event.",
+        "",
+        "| case | latency | beyond debounce | watch's own time | CPU per rebuild | queries re-run | outputs written | runs |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for name, r in results.items():
-        lines.append(f"| {name} | {r['latency_ms']} ms | {r['beyond_debounce_ms']} ms | "
-                     f"{r['watch_ms']} ms | {r['cpu_ms_per_rebuild']} ms | {r['reran']:g} | "
-                     f"{r['written']:g} | {', '.join(f'{x:.0f}' for x in r['runs_ms'])} |")
-    lines += ["", "Where the latency goes, part by part (ms, medians of each part, so they need "
-              "not add up to the median latency). *event delivery*: the rest: from the write "
-              "to the watch's last event (the write itself included) and the report's way "
-              "back to the observer; *settle*: the half of the "
-              "debounce before a rebuild starts; *late*: how much later it started; *debounce*: "
-              "waiting for the rest of the debounce once computed; *write until visible*: "
-              "until the module's new bytes could be read (for a comment edit, the whole "
-              "write phase):", "",
-              "| case | latency | " + " | ".join(TIMELINE) + " |",
-              "|---|---:|" + "---:|" * len(TIMELINE)]
+        lines.append(
+            f"| {name} | {r['latency_ms']} ms | {r['beyond_debounce_ms']} ms | "
+            f"{r['watch_ms']} ms | {r['cpu_ms_per_rebuild']} ms | {r['reran']:g} | "
+            f"{r['written']:g} | {', '.join(f'{x:.0f}' for x in r['runs_ms'])} |"
+        )
+    lines += [
+        "",
+        "Where the latency goes, part by part (ms, medians of each part, so they need "
+        "not add up to the median latency). *event delivery*: the rest: from the write "
+        "to the watch's last event (the write itself included) and the report's way "
+        "back to the observer; *settle*: the half of the "
+        "debounce before a rebuild starts; *late*: how much later it started; *debounce*: "
+        "waiting for the rest of the debounce once computed; *write until visible*: "
+        "until the module's new bytes could be read (for a comment edit, the whole "
+        "write phase):",
+        "",
+        "| case | latency | " + " | ".join(TIMELINE) + " |",
+        "|---|---:|" + "---:|" * len(TIMELINE),
+    ]
     for name, r in results.items():
         if r["timeline_ms"]:
-            lines.append(f"| {name} | {r['latency_ms']} | "
-                         + " | ".join(f"{r['timeline_ms'][k]:.1f}" for k in TIMELINE) + " |")
+            lines.append(
+                f"| {name} | {r['latency_ms']} | "
+                + " | ".join(f"{r['timeline_ms'][k]:.1f}" for k in TIMELINE)
+                + " |"
+            )
     if before:
-        lines += ["", "Before and after, measured in alternation in this run (`--before`):", "",
-                  "| case | latency before | after | watch's own time before | after | CPU per rebuild before | after |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Before and after, measured in alternation in this run (`--before`):",
+            "",
+            "| case | latency before | after | watch's own time before | after | CPU per rebuild before | after |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for name, r in results.items():
             b = before[name]
-            lines.append(f"| {name} | {b['latency_ms']} ms | {r['latency_ms']} ms | "
-                         f"{b['watch_ms']} ms | {r['watch_ms']} ms | "
-                         f"{b['cpu_ms_per_rebuild']} ms | {r['cpu_ms_per_rebuild']} ms |")
+            lines.append(
+                f"| {name} | {b['latency_ms']} ms | {r['latency_ms']} ms | "
+                f"{b['watch_ms']} ms | {r['watch_ms']} ms | "
+                f"{b['cpu_ms_per_rebuild']} ms | {r['cpu_ms_per_rebuild']} ms |"
+            )
     lines += ["", "| goal | met |", "|---|---|"]
     for name, r in results.items():
         met = "yes" if r["beyond_debounce_ms"] <= GOAL_MS else "no"
@@ -246,11 +292,18 @@ def report(results: dict, before: dict, load: tuple) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--tribuild", type=Path, metavar="DIR",
-                        help="the folder holding the tribuild package measured (default: the "
-                        "installed one)")
-    parser.add_argument("--before", type=Path, metavar="DIR",
-                        help="also measure the tribuild package in DIR, in alternation")
+    parser.add_argument(
+        "--tribuild",
+        type=Path,
+        metavar="DIR",
+        help="the folder holding the tribuild package measured (default: the installed one)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also measure the tribuild package in DIR, in alternation",
+    )
     args = parser.parse_args()
     packages = {"after": args.tribuild} | ({"before": args.before} if args.before else {})
     load_before = os.getloadavg()[0]
@@ -264,10 +317,22 @@ def main() -> None:
             print(name, got, file=sys.stderr)
     load = (load_before, os.getloadavg()[0])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "watch.json").write_text(json.dumps(
-        {"cpus": os.cpu_count(), "python": sys.version.split()[0], "debounce_ms": DEBOUNCE_MS,
-         "load_before": load[0], "load_after": load[1], "goal_beyond_debounce_ms": GOAL_MS,
-         "cases": results} | ({"before": before} if before else {}), indent=1) + "\n")
+    (RESULTS / "watch.json").write_text(
+        json.dumps(
+            {
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "debounce_ms": DEBOUNCE_MS,
+                "load_before": load[0],
+                "load_after": load[1],
+                "goal_beyond_debounce_ms": GOAL_MS,
+                "cases": results,
+            }
+            | ({"before": before} if before else {}),
+            indent=1,
+        )
+        + "\n"
+    )
     (RESULTS / "watch.md").write_text(report(results, before, load))
 
 

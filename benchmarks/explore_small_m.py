@@ -9,6 +9,7 @@ under ``$OUT`` (default /tmp). Writes ``$OUT/m16.json``; ``--dry`` runs tiny sha
 the Triton interpreter on a CPU, untimed. This is how the ``gemm_small`` family was chosen
 (``benchmarks/results/kernels.md``).
 """
+
 import contextlib
 import json
 import os
@@ -28,7 +29,9 @@ from tribuild.gpu.autotune import config  # noqa: E402
 DEV = "cpu" if DRY else "cuda"
 SIZES = ((24, 40),) if DRY else ((4096, 4096), (11008, 4096), (4096, 11008))
 ROWS = (8,) if DRY else (8, 16, 32)
-SMALL = [config(4, 3, BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk) for bn in (16, 32, 64) for bk in (64, 128, 256)]
+SMALL = [
+    config(4, 3, BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk) for bn in (16, 32, 64) for bk in (64, 128, 256)
+]
 OUT = os.environ.get("OUT", "/tmp")
 GEMV_ROWS = launch.GEMV_MAX_ROWS  # the launcher's own; the ``gemv`` way raises it for a while
 
@@ -46,6 +49,7 @@ def timed(fn) -> float:
         fn()
         return 0.0
     from tribuild.gpu.autotune import gpu_ms
+
     return statistics.median(gpu_ms(fn, torch.device("cuda"), 100) for _ in range(3))
 
 
@@ -68,8 +72,13 @@ def main() -> None:
         for m in ROWS:
             for n, k in SIZES:
                 rows.append(measure(m, n, k))
-                print(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
-                               for key, value in rows[-1].items()), flush=True)
+                print(
+                    " ".join(
+                        f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
+                        for key, value in rows[-1].items()
+                    ),
+                    flush=True,
+                )
     with open(os.path.join(OUT, "m16.json"), "w") as f:
         json.dump(rows, f, indent=1)
 

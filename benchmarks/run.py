@@ -12,6 +12,7 @@ stages, traced memory), ``incremental`` (cache scenarios in-process), ``process`
 module docstrings define what each measures. ``--quick`` runs every section on two or three
 small models with one repeat, and writes into a temporary folder unless ``--out`` is given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,10 +32,23 @@ from benchmarks.report import cold, edits, processes, results, runtime, scaling,
 from benchmarks.report.zoo import make_zoo  # noqa: E402
 
 SECTIONS = ("cold", "incremental", "process", "scaling", "runtime")
-FULL = {"levels": cold.LEVELS, "files": (1, 5, 25, 125), "blocks": (8, 16, 32, 64, 128),
-        "process_scenarios": ("resnet18",), "runtime": (7, 10), "jobs_synthetic": 50}
-QUICK = {"models": ["mnist_mlp", "resnet18"], "levels": ("0", "2"), "files": (1, 2), "blocks": (4, 8),
-         "process_scenarios": ("mnist_mlp",), "runtime": (1, 1), "jobs_synthetic": 2}
+FULL = {
+    "levels": cold.LEVELS,
+    "files": (1, 5, 25, 125),
+    "blocks": (8, 16, 32, 64, 128),
+    "process_scenarios": ("resnet18",),
+    "runtime": (7, 10),
+    "jobs_synthetic": 50,
+}
+QUICK = {
+    "models": ["mnist_mlp", "resnet18"],
+    "levels": ("0", "2"),
+    "files": (1, 2),
+    "blocks": (4, 8),
+    "process_scenarios": ("mnist_mlp",),
+    "runtime": (1, 1),
+    "jobs_synthetic": 2,
+}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -42,8 +56,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: small models, one repeat")
     p.add_argument("--repeats", type=int, default=5, help="repeats of each timed run (default 5)")
     p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    p.add_argument("--out", type=Path, help="folder for report.json, REPORT.md and plots/ "
-                   "(default: benchmarks/results, benchmarks/ and benchmarks/plots)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for report.json, REPORT.md and plots/ "
+        "(default: benchmarks/results, benchmarks/ and benchmarks/plots)",
+    )
     p.add_argument("--no-plots", action="store_true")
     return p.parse_args(argv)
 
@@ -53,9 +71,11 @@ def jobs_cases(zoo, scratch: Path, plan: dict, quick: bool) -> dict:
     lines = bench_build.write_synthetic(root, plan["jobs_synthetic"])
     cases = {f"synthetic, {plan['jobs_synthetic']} files ({lines} lines)": (str(root), ())}
     if not quick:
-        cases = {"resnet18 (one target)": (zoo.root, ("resnet18",)),
-                 "resnet152 (one target)": (zoo.root, ("resnet152",)),
-                 f"zoo ({len(zoo.targets)} targets)": (zoo.root, ())} | cases
+        cases = {
+            "resnet18 (one target)": (zoo.root, ("resnet18",)),
+            "resnet152 (one target)": (zoo.root, ("resnet152",)),
+            f"zoo ({len(zoo.targets)} targets)": (zoo.root, ()),
+        } | cases
     return cases
 
 
@@ -79,13 +99,25 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict:
     section("cold", lambda: cold.measure(zoo, names, repeats, str(scratch), plan["levels"]))
     section("incremental", lambda: edits.measure(zoo, names, repeats, str(scratch)))
     process_zoo = make_zoo(scratch / "process-zoo")
-    section("process", lambda: {
-        "cold": processes.cold(process_zoo, names, repeats),
-        "scenarios": {n: processes.scenarios(process_zoo, n, repeats) for n in plan["process_scenarios"]},
-        "jobs": processes.jobs(jobs_cases(process_zoo, scratch, plan, args.quick), max(1, repeats - 2))})
-    section("scaling", lambda: {
-        "files": scaling.measure("files", plan["files"], max(1, repeats - 2), str(scratch)),
-        "layers": scaling.measure("layers", plan["blocks"], repeats, str(scratch))})
+    section(
+        "process",
+        lambda: {
+            "cold": processes.cold(process_zoo, names, repeats),
+            "scenarios": {
+                n: processes.scenarios(process_zoo, n, repeats) for n in plan["process_scenarios"]
+            },
+            "jobs": processes.jobs(
+                jobs_cases(process_zoo, scratch, plan, args.quick), max(1, repeats - 2)
+            ),
+        },
+    )
+    section(
+        "scaling",
+        lambda: {
+            "files": scaling.measure("files", plan["files"], max(1, repeats - 2), str(scratch)),
+            "layers": scaling.measure("layers", plan["blocks"], repeats, str(scratch)),
+        },
+    )
     if "runtime" in args.sections:
         try:
             import torch  # noqa: F401
@@ -113,6 +145,7 @@ def write(report: dict, args: argparse.Namespace, command: str) -> Path:
     if not args.no_plots:
         try:
             from benchmarks.report import plots
+
             report["plots"] = plots.draw(report, plot_dir)
         except ImportError:
             print("plots skipped: matplotlib is not installed", file=sys.stderr)

@@ -9,6 +9,7 @@ Terms: the *device* is ``cpu`` or ``cuda``; the *module backend* is the launcher
 generated module's test pins: ``torch`` on the CPU (its arithmetic is what the CPU build runs),
 ``auto`` on CUDA, where it picks the Triton kernels.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,12 @@ def configure() -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     elif DEVICE == "cuda":
         import torch
+
         if not torch.cuda.is_available():
             raise SystemExit("TRIBUILD_TEST_DEVICE=cuda, but torch sees no CUDA device")
-        torch.backends.cuda.matmul.allow_tf32 = False  # the references' float32 ops: IEEE, as on the CPU
+        torch.backends.cuda.matmul.allow_tf32 = (
+            False  # the references' float32 ops: IEEE, as on the CPU
+        )
         torch.backends.cudnn.allow_tf32 = False
         os.environ.pop("TRITON_INTERPRET", None)
     else:

@@ -11,10 +11,11 @@ The Python API (imports nothing heavy until called):
 
 def compile_model(path, layer, opt_level=2, **args):
     from tribuild.driver.api import compile_model as run
+
     return run(path, layer, opt_level, **args)
 
 
-def build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None,
-          trace_memory=False):
+def build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None, trace_memory=False):
     from tribuild.driver.api import build as run
+
     return run(project_dir, jobs, timing, targets, opt_level, trace_memory)

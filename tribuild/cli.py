@@ -4,34 +4,50 @@ done in ``tribuild.driver``.
 Exit codes: 0 success, 1 errors in the user's program (diagnostics printed on stderr),
 2 usage or configuration errors.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
-EXIT_TERMINATED = 143       # 128 + SIGTERM
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 OPT_LEVELS = ("0", "1", "2", "3", "s")
-_GC_THRESHOLDS = (50_000, 20, 100)      # Python's defaults: (700, 10, 10)
+_GC_THRESHOLDS = (50_000, 20, 100)  # Python's defaults: (700, 10, 10)
 
 
 def _check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", help=".tri files or folders (default: the project's sources)")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="json: one object on stdout for editors and CI annotators")
-    p.add_argument("--stats", action="store_true", help="print the engine's work: queries run vs reused")
+    p.add_argument(
+        "paths", nargs="*", help=".tri files or folders (default: the project's sources)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object on stdout for editors and CI annotators",
+    )
+    p.add_argument(
+        "--stats", action="store_true", help="print the engine's work: queries run vs reused"
+    )
 
 
 def _check(args) -> int:
     import json
 
-    from tribuild.driver.check import check
     from tribuild.diagnostics_render import render_text, to_json
+    from tribuild.driver.check import check
 
     result = check(_project(), tuple(args.paths))
     if args.format == "json":
-        json.dump({"diagnostics": [to_json(d, result.sources) for d in result.diagnostics],
-                   "files": len(result.files), "errors": result.errors}, sys.stdout, indent=1)
+        json.dump(
+            {
+                "diagnostics": [to_json(d, result.sources) for d in result.diagnostics],
+                "files": len(result.files),
+                "errors": result.errors,
+            },
+            sys.stdout,
+            indent=1,
+        )
         print()
     else:
         color = sys.stderr.isatty()
@@ -39,8 +55,11 @@ def _check(args) -> int:
             print(render_text(diag, result.sources, color=color), file=sys.stderr)
         print(_summary(result), file=sys.stderr)
     if args.stats:
-        print(f"queries: {result.executed} executed, {result.validated} validated, "
-              f"{result.hits} reused (store: {result.store})", file=sys.stderr)
+        print(
+            f"queries: {result.executed} executed, {result.validated} validated, "
+            f"{result.hits} reused (store: {result.store})",
+            file=sys.stderr,
+        )
     return EXIT_USER if result.errors else EXIT_OK
 
 
@@ -55,36 +74,65 @@ def _summary(result) -> str:
 
 def _project():
     from tribuild.driver.session import Project
+
     return Project.discover(os.getcwd())
 
 
 def _build_args(p) -> None:
     p.add_argument("targets", nargs="*", help="targets of Tribuild.toml (default: all)")
-    p.add_argument("-j", "--jobs", type=_jobs,
-                   help="processes building at once; 0 = one per CPU (default: [project] jobs)")
-    p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL",
-                   help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level)")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        help="processes building at once; 0 = one per CPU (default: [project] jobs)",
+    )
+    p.add_argument(
+        "-O",
+        dest="opt_level",
+        choices=OPT_LEVELS,
+        metavar="LEVEL",
+        help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level)",
+    )
     p.add_argument("--timing", action="store_true", help="print time per stage, hit rates, memory")
-    p.add_argument("--trace-memory", action="store_true",
-                   help="--timing, with the peak of Python's allocations traced (slows the "
-                        "build several times)")
-    p.add_argument("--profile", metavar="FILE", nargs="?", const="tribuild.prof",
-                   help="run under cProfile, write FILE and print the top functions")
-    p.add_argument("--stop-after", choices=("parse", "check", "codegen"),
-                   help="stop after this stage; write nothing")
+    p.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="--timing, with the peak of Python's allocations traced (slows the "
+        "build several times)",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="FILE",
+        nargs="?",
+        const="tribuild.prof",
+        help="run under cProfile, write FILE and print the top functions",
+    )
+    p.add_argument(
+        "--stop-after",
+        choices=("parse", "check", "codegen"),
+        help="stop after this stage; write nothing",
+    )
     dump = p.add_mutually_exclusive_group()
     dump.add_argument("--dump-ast", action="store_true", help="print the AST of every input")
     dump.add_argument("--dump-code", action="store_true", help="print the generated files")
-    dump.add_argument("--dump-ir", action="store_true",
-                      help="print the optimised IR of every instance of the targets")
+    dump.add_argument(
+        "--dump-ir",
+        action="store_true",
+        help="print the optimised IR of every instance of the targets",
+    )
     p.add_argument("--explain", action="store_true", help="say why each output was rebuilt")
-    p.add_argument("-k", "--keep-going", action="store_true",
-                   help="report every failing target in full (default: the first)")
+    p.add_argument(
+        "-k",
+        "--keep-going",
+        action="store_true",
+        help="report every failing target in full (default: the first)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress, only problems")
 
 
 def _build(args) -> int:
     from tribuild.driver import buildcmd
+
     return buildcmd.run(_project(), args)
 
 
@@ -92,8 +140,14 @@ def _compile_args(p) -> None:
     p.add_argument("source", metavar="IN.tri")
     p.add_argument("-o", dest="output", metavar="OUT.py", required=True)
     p.add_argument("--target", metavar="LAYER", help="the layer to compile (default: the only one)")
-    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", type=_arg,
-                   help="a construction argument (a TOML value); others take their defaults")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_arg,
+        help="a construction argument (a TOML value); others take their defaults",
+    )
     p.add_argument("--depfile", metavar="OUT.d", help="write a Makefile-syntax depfile")
     p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL")
 
@@ -101,8 +155,10 @@ def _compile_args(p) -> None:
 def _compile(args) -> int:
     from tribuild.driver.buildcmd import show_target
     from tribuild.driver.compile import compile_file
-    result = compile_file(args.source, args.output, args.target, tuple(args.arg), args.depfile,
-                          args.opt_level)
+
+    result = compile_file(
+        args.source, args.output, args.target, tuple(args.arg), args.depfile, args.opt_level
+    )
     show_target(result.target, result.sources)
     return EXIT_USER if result.target.failed else EXIT_OK
 
@@ -114,6 +170,7 @@ def _init_args(p) -> None:
 
 def _init(args) -> int:
     from tribuild.driver.starter import init_project
+
     try:
         written = init_project(args.folder, args.name)
     except FileExistsError as err:
@@ -124,9 +181,10 @@ def _init(args) -> int:
 
 
 def _clean(args) -> int:
-    from tribuild.driver.noop import manifest
     from tribuild.driver.build import select
+    from tribuild.driver.noop import manifest
     from tribuild.driver.outputs import clean
+
     project = _project()
     select(project, ())
     manifest.forget(project.cache_dir)
@@ -139,12 +197,15 @@ def _clean(args) -> int:
 
 def _cache_args(p) -> None:
     p.add_argument("action", choices=("stats", "clear", "prune", "validate"))
-    p.add_argument("--days", type=_days, help="prune: delete what was not used for DAYS days (0 or more)")
+    p.add_argument(
+        "--days", type=_days, help="prune: delete what was not used for DAYS days (0 or more)"
+    )
 
 
 def _cache(args) -> int:
     from tribuild.driver import cache
     from tribuild.driver.lock import project_lock
+
     project = _project()
     if args.action == "prune" and args.days is None:
         print("tribuild cache prune: --days N is required", file=sys.stderr)
@@ -154,8 +215,7 @@ def _cache(args) -> int:
         if args.action == "stats":
             print(cache.describe(project.cache_dir, limit))
         elif args.action == "clear":
-            print(f"deleted {cache.clear(project.cache_dir, project.root)} files",
-                  file=sys.stderr)
+            print(f"deleted {cache.clear(project.cache_dir, project.root)} files", file=sys.stderr)
         elif args.action == "prune":
             gone = cache.prune(project.cache_dir, args.days)
             print(f"pruned {len(gone)} generations", file=sys.stderr)
@@ -170,8 +230,11 @@ def _cache(args) -> int:
 
 def _graph_args(p) -> None:
     p.add_argument("--format", choices=("dot", "json"), default="dot")
-    p.add_argument("--queries", action="store_true",
-                   help="the query graph of the last build instead of the file graph")
+    p.add_argument(
+        "--queries",
+        action="store_true",
+        help="the query graph of the last build instead of the file graph",
+    )
 
 
 def _graph(args) -> int:
@@ -181,14 +244,17 @@ def _graph(args) -> int:
     from tribuild.driver.build import select
     from tribuild.driver.session import open_database
     from tribuild.driver.sources import load_sources
+
     project = _project()
     targets = select(project, ())
     db = open_database(project)
     if args.queries:
         graph = explain.query_graph(db)
         if not graph["nodes"]:
-            print("tribuild graph: the cache holds no queries yet: run `tribuild build` first",
-                  file=sys.stderr)
+            print(
+                "tribuild graph: the cache holds no queries yet: run `tribuild build` first",
+                file=sys.stderr,
+            )
     else:
         load_sources(db, project.root, tuple(t.entry_path for t in targets))
         graph = explain.file_graph(db, targets)
@@ -202,11 +268,14 @@ def _explain_args(p) -> None:
 
 def _explain(args) -> int:
     from tribuild.driver import explain
+
     project = _project()
     lines = explain.why(project.cache_dir, project.root, args.output)
     if lines is None:
-        print(f"tribuild explain: {explain.unknown(project.root, project.out_dir, args.output)}",
-              file=sys.stderr)
+        print(
+            f"tribuild explain: {explain.unknown(project.root, project.out_dir, args.output)}",
+            file=sys.stderr,
+        )
         return EXIT_USER
     print("\n".join([f"{args.output}: last written because"] + ["  " + l for l in lines]))
     return EXIT_OK
@@ -214,28 +283,42 @@ def _explain(args) -> int:
 
 def _watch_args(p) -> None:
     from tribuild.watch.command import add_args
+
     add_args(p)
 
 
 def _watch(args) -> int:
     from tribuild.watch.command import run
+
     return run(_project(), args)
 
 
 COMMANDS = {
     "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
-    "compile": ("compile one layer of one file into a module (a make or ninja rule)",
-                _compile_args, _compile),
+    "compile": (
+        "compile one layer of one file into a module (a make or ninja rule)",
+        _compile_args,
+        _compile,
+    ),
     "check": ("report diagnostics for .tri files; exit 1 if any error", _check_args, _check),
     "clean": ("delete the outputs tribuild wrote (not the cache)", lambda p: None, _clean),
     "init": ("write a starter Tribuild.toml and models/mlp.tri", _init_args, _init),
-    "graph": ("print the file graph (or --queries: the query graph) as dot or JSON",
-              _graph_args, _graph),
-    "explain": ("why an output was last written: the chain back to the changed input",
-                _explain_args, _explain),
+    "graph": (
+        "print the file graph (or --queries: the query graph) as dot or JSON",
+        _graph_args,
+        _graph,
+    ),
+    "explain": (
+        "why an output was last written: the chain back to the changed input",
+        _explain_args,
+        _explain,
+    ),
     "cache": ("the persistent cache: stats, clear, prune --days N, validate", _cache_args, _cache),
-    "watch": ("build, then rebuild on every change of the sources or Tribuild.toml",
-              _watch_args, _watch),
+    "watch": (
+        "build, then rebuild on every change of the sources or Tribuild.toml",
+        _watch_args,
+        _watch,
+    ),
 }
 
 
@@ -243,6 +326,7 @@ def _arg(text: str):
     import argparse
 
     from tribuild.driver.compile import parse_arg
+
     try:
         return parse_arg(text)
     except ValueError as err:
@@ -252,6 +336,7 @@ def _arg(text: str):
 def _days(text: str) -> float:
     import argparse
     import math
+
     try:
         days = float(text)
     except ValueError:
@@ -264,16 +349,20 @@ def _days(text: str) -> float:
 def _jobs(text: str) -> int:
     """``--jobs``: a number of processes, 0 for one per CPU (as ``jobs`` in Tribuild.toml)."""
     import argparse
+
     from tribuild.config.load import job_count
+
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a number of processes (0 = one per CPU), "
-                                         f"got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a number of processes (0 = one per CPU), got {text!r}"
+        )
     return job_count(int(text))
 
 
 def parser():
     """The argparse parser of every command."""
     import argparse
+
     parser = argparse.ArgumentParser(prog="tribuild", description=__doc__.splitlines()[0])
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
@@ -309,22 +398,24 @@ def entry() -> None:
     default thresholds run some sixty collections in a one-body-edit build of the zoo
     (~8 ms of CPU)."""
     argv = sys.argv[1:]
-    import _signal      # what ``signal`` wraps: importing ``signal`` costs ~1 ms of enums
+    import _signal  # what ``signal`` wraps: importing ``signal`` costs ~1 ms of enums
+
     _signal.signal(_signal.SIGTERM, _terminate)
     if argv[:1] != ["watch"]:
         import gc
 
         from tribuild.base.gcpause import hold_until_exit
+
         gc.set_threshold(*_GC_THRESHOLDS)
         hold_until_exit()
     try:
         code = main(argv)
         sys.stdout.flush()
-    except KeyboardInterrupt as stop:   # Ctrl-C, SIGTERM: every file is whole or not there
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM: every file is whole or not there
         terminated = isinstance(stop, Terminated)
         print(f"tribuild: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
         code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-    except BrokenPipeError:         # `tribuild graph | head`: the reader has what it wanted
+    except BrokenPipeError:  # `tribuild graph | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = EXIT_BROKEN_PIPE
     sys.stderr.flush()
@@ -338,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["build"]:
         from tribuild.driver.noop.up_to_date import quick_build, simple
+
         args = simple(argv[1:])
         if args is not None:
             code = quick_build(args)
@@ -349,13 +441,14 @@ def main(argv: list[str] | None = None) -> int:
 def _run(command, args) -> int:
     """``command(args)``; a configuration or file system problem is printed (exit 2)."""
     from tribuild.config.load import ConfigError
+
     try:
         return command(args)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        raise               # standard output closed by its reader (``entry``)
+        raise  # standard output closed by its reader (``entry``)
     except OSError as err:  # e.g. a cache or output folder that cannot be written
         where = f": {err.filename}" if err.filename else ""
         print(f"tribuild: error: {err.strerror or err}{where}", file=sys.stderr)

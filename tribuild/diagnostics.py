@@ -13,10 +13,10 @@ Diagnostics are plain values: stages return them, never raise them. Rendering (t
 source excerpts and carets, or JSON) happens at the edge, given a source map that turns
 Locs into line and column.
 """
+
 from __future__ import annotations
 
 from tribuild.base.record import record
-
 
 Span = tuple[int, int]
 
@@ -42,7 +42,7 @@ class Diagnostic:
     secondary: tuple[Label, ...] = ()
     help: str | None = None
     notes: tuple[str, ...] = ()  # e.g. the chain of instantiations that led here
-    severity: str = "error"      # "error" or "warning"
+    severity: str = "error"  # "error" or "warning"
 
 
 CODES: dict[str, str] = {}
@@ -60,6 +60,7 @@ def closest(word: str, candidates) -> str | None:
     """The candidate most like ``word`` by difflib's ratio (at least 0.6), if any. difflib is
     imported here, when a name is not found: not on every build (~1 ms)."""
     import difflib
+
     close = difflib.get_close_matches(word, candidates, n=1)
     return close[0] if close else None
 

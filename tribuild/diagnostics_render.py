@@ -11,13 +11,14 @@ Terms:
 The first line of a rendering is exactly ``path:line:col: severity[CODE]: message`` so
 editors and CI annotators can parse it. Colour (ANSI) is off unless asked for.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang.syntax.locate import SourceMap, line_col
-from tribuild.base.record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
@@ -26,8 +27,14 @@ else:
     Protocol = object  # at run time Source is only documentation: nothing subclasses it
 
 _MAX_LINES = 4  # a longer span shows its first two and last two lines
-_ANSI = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "gutter": "\x1b[1;34m",
-         "secondary": "\x1b[1;34m", "bold": "\x1b[1m", "reset": "\x1b[0m"}
+_ANSI = {
+    "error": "\x1b[1;31m",
+    "warning": "\x1b[1;33m",
+    "gutter": "\x1b[1;34m",
+    "secondary": "\x1b[1;34m",
+    "bold": "\x1b[1m",
+    "reset": "\x1b[0m",
+}
 
 
 class Source(Protocol):
@@ -38,6 +45,7 @@ class Source(Protocol):
 
 class TextSources:
     """A ``Source`` over file texts (a missing file reads as empty)."""
+
     __slots__ = ("texts", "_maps")
 
     def __init__(self, texts: Mapping[str, str]) -> None:
@@ -57,6 +65,7 @@ class TextSources:
 @record
 class _Place:
     """Where a label lands: its file's text and 1-based start and end (exclusive) positions."""
+
     text: str
     start: int
     end: int
@@ -79,10 +88,17 @@ def _place(loc: Loc, source: Source) -> _Place:
 
 def to_json(diag: Diagnostic, source: Source) -> dict:
     """The diagnostic as plain data; ``end_col`` is one past the span's last character."""
+
     def located(label: Label) -> dict:
         at = _place(label.loc, source)
-        return {"path": label.loc.path, "line": at.line, "col": at.col,
-                "end_line": at.end_line, "end_col": at.end_col, "label": label.message}
+        return {
+            "path": label.loc.path,
+            "line": at.line,
+            "col": at.col,
+            "end_line": at.end_line,
+            "end_col": at.end_col,
+            "label": label.message,
+        }
 
     out = {"code": diag.code, "severity": diag.severity, "message": diag.message}
     out.update(located(diag.primary))
@@ -101,8 +117,11 @@ def render_text(diag: Diagnostic, source: Source, color: bool = False) -> str:
     pad = " " * width
     first = labels[0][1]
     head = f"{diag.primary.loc.path}:{first.line}:{first.col}: "
-    lines = [head + paint(f"{diag.severity}[{diag.code}]", diag.severity)
-             + paint(f": {diag.message}", "bold")]
+    lines = [
+        head
+        + paint(f"{diag.severity}[{diag.code}]", diag.severity)
+        + paint(f": {diag.message}", "bold")
+    ]
     shown = None  # (path, line) of the last single-line snippet
     for label, at, primary in labels:
         here = (label.loc.path, at.line) if at.line == at.end_line else None

@@ -10,6 +10,7 @@ Terms:
 - *instances*: the distinct layer instances the target reaches (identical blocks share one;
   this, not the nominal depth, is what a cold compile's work grows with).
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -48,8 +49,10 @@ def shape(zoo: Zoo, name: str) -> dict:
     t, db = zoo.target(name), Database()
     load_sources(db, zoo.root, (t.entry_path,))
     report = target_report(db, t.entry_path, t.entry_layer, t.args, t.input)
-    return {"lines": lines_of(db, t.entry_path),
-            "instances": len(reached_instances(db, report.root).instances)}
+    return {
+        "lines": lines_of(db, t.entry_path),
+        "instances": len(reached_instances(db, report.root).instances),
+    }
 
 
 def measure(zoo: Zoo, names: list[str], repeats: int, scratch: str, levels=LEVELS) -> dict:

@@ -15,6 +15,7 @@ Terms:
   every timed run starts from the same state. A ``-O change`` run starts from a fresh cold
   compile at -O2 (once compiled at -O0, a database would answer -O0 from its memos).
 """
+
 from __future__ import annotations
 
 import re
@@ -30,11 +31,15 @@ SCENARIOS = ("no change", "comment edit", "body edit", "signature edit", "add a 
 EDIT_LAYER = bench_frontend.EDIT_LAYER | {"densenet201": bench_frontend.EDIT_LAYER["densenet121"]}
 RESNET = "models/resnet.tri"
 ADD_LAYER = (  # (old, new) in resnet.tri
-    ("    let fc = Linear(bottleneck ? 2048 : 512, num_classes)\n",
-     "    let fc = Linear(bottleneck ? 2048 : 512, num_classes)\n"
-     "    let extra = TernaryLinear(num_classes, num_classes)\n"),
-    ("return fc(flatten(adaptive_avg_pool2d(x, 1), 1))",
-     "return extra(fc(flatten(adaptive_avg_pool2d(x, 1), 1)))"),
+    (
+        "    let fc = Linear(bottleneck ? 2048 : 512, num_classes)\n",
+        "    let fc = Linear(bottleneck ? 2048 : 512, num_classes)\n"
+        "    let extra = TernaryLinear(num_classes, num_classes)\n",
+    ),
+    (
+        "return fc(flatten(adaptive_avg_pool2d(x, 1), 1))",
+        "return extra(fc(flatten(adaptive_avg_pool2d(x, 1), 1)))",
+    ),
 )
 
 
@@ -60,10 +65,12 @@ def applies(name: str, scenario: str) -> bool:
 def edit(scenario: str, name: str) -> tuple[str, callable] | None:
     """(file, text -> edited text) of a text scenario for model ``name``; None otherwise."""
     path, layer = EDIT_LAYER[name]
-    return {"comment edit": (path, lambda t: "# an edit\n" + t),
-            "body edit": (path, lambda t: bench_frontend.body_edit(t, layer)),
-            "signature edit": (path, lambda t: signature_edit(t, layer)),
-            "add a layer": (RESNET, add_layer)}.get(scenario)
+    return {
+        "comment edit": (path, lambda t: "# an edit\n" + t),
+        "body edit": (path, lambda t: bench_frontend.body_edit(t, layer)),
+        "signature edit": (path, lambda t: signature_edit(t, layer)),
+        "add a layer": (RESNET, add_layer),
+    }.get(scenario)
 
 
 def with_edit(root: str, scenario: str, name: str, action):
@@ -98,7 +105,9 @@ class Compiled:
         if scenario == "-O change":
             fresh = Compiled(self.zoo, self.target.name, str(Path(self.out).parent))
             return timed(lambda: fresh.rebuild("0"))
-        result = with_edit(self.zoo.root, scenario, self.target.name, lambda: timed(lambda: self.rebuild("2")))
+        result = with_edit(
+            self.zoo.root, scenario, self.target.name, lambda: timed(lambda: self.rebuild("2"))
+        )
         self.rebuild("2")
         return result
 

@@ -14,6 +14,7 @@ Terms:
 - *synthetic project*: bench_build's generated project, ``files`` files of ~400 lines, one
   target per file.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -38,11 +39,13 @@ def clear(root: str) -> None:
 
 def cold(zoo: Zoo, names: list[str], repeats: int) -> dict:
     """Per model, the summary of its cold processes (wall, CPU, peak RSS); and the start-up."""
+
     def one(name, _):
         if name == "start-up":
             return run_process(STARTUP, zoo.root)
         clear(zoo.root)
         return build(zoo.root, name, "-j", "1")
+
     runs = round_robin(repeats, ["start-up"] + names, one)
     return {name: summary(samples) for name, samples in runs.items()}
 
@@ -59,6 +62,7 @@ def scenarios(zoo: Zoo, name: str, repeats: int) -> dict:
             run = with_edit(zoo.root, scenario, name, lambda: build(zoo.root, name))
         build(zoo.root, name)
         return run
+
     names = [s for s in SCENARIOS if applies(name, s)]
     return {s: summary(samples) for s, samples in round_robin(repeats, names, one).items()}
 
@@ -75,7 +79,9 @@ def jobs(cases: dict[str, tuple[str, tuple[str, ...]]], repeats: int) -> dict:
     out = {}
     for label in cases:
         one_job, two = summary(runs[(label, 1)]), summary(runs[(label, 2)])
-        out[label] = {"jobs1": one_job, "jobs2": two,
-                      "speedup": one_job["wall"]["median"] / two["wall"]["median"]}
+        out[label] = {
+            "jobs1": one_job,
+            "jobs2": two,
+            "speedup": one_job["wall"]["median"] / two["wall"]["median"],
+        }
     return out
-

@@ -10,6 +10,7 @@ Terms:
 - *goal row*: ``{goal, bound, unit, how, measured, met}``; ``measured`` is None (and ``met``
   None) when the run did not measure it (a ``--quick`` run measures few models).
 """
+
 from __future__ import annotations
 
 import os
@@ -38,14 +39,29 @@ def _version(package: str) -> str | None:
 
 
 def meta() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor()) if os.path.exists("/proc/cpuinfo") \
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if os.path.exists("/proc/cpuinfo")
         else platform.processor()
-    return {"started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": platform.platform(),
-            "cpu": cpu, "cpus": os.cpu_count(), "python": sys.version.split()[0],
-            "commit": _git("rev-parse", "--short", "HEAD"),
-            "dirty_paths": len(_git("status", "--porcelain", "--", "tribuild").splitlines()),
-            "versions": {p: _version(p) for p in PACKAGES}, "load_average_start": os.getloadavg()}
+    )
+    return {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "machine": platform.platform(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        "dirty_paths": len(_git("status", "--porcelain", "--", "tribuild").splitlines()),
+        "versions": {p: _version(p) for p in PACKAGES},
+        "load_average_start": os.getloadavg(),
+    }
 
 
 def _clock(prefix: str, s: dict, out: dict) -> None:
@@ -101,7 +117,11 @@ def _worst(report: dict, scenario: str) -> tuple | None:
 def _per_line(report: dict) -> tuple | None:
     files = report.get("scaling", {}).get("files")
     row = files and files[-1]
-    return tuple(row["in_process"][c]["median"] * 1e3 / row["lines"] for c in ("wall", "cpu")) if row else None
+    return (
+        tuple(row["in_process"][c]["median"] * 1e3 / row["lines"] for c in ("wall", "cpu"))
+        if row
+        else None
+    )
 
 
 def measured_goals(report: dict) -> dict[str, tuple | None]:
@@ -127,7 +147,16 @@ def goals(report: dict) -> list[dict]:
     for name, value in measured_goals(report).items():
         bound, unit, how = seed.GOALS[name]
         wall, cpu = value or (None, None)
-        rows.append({"goal": name, "bound": bound, "unit": unit, "how": how, "measured": wall,
-                     "measured_cpu": cpu, "met": None if wall is None else wall <= bound,
-                     "met_cpu": None if cpu is None else cpu <= bound})
+        rows.append(
+            {
+                "goal": name,
+                "bound": bound,
+                "unit": unit,
+                "how": how,
+                "measured": wall,
+                "measured_cpu": cpu,
+                "met": None if wall is None else wall <= bound,
+                "met_cpu": None if cpu is None else cpu <= bound,
+            }
+        )
     return rows

@@ -6,6 +6,7 @@ Terms:
   timed round-robin with the same weights). Negative: the generated module is faster.
 Needs torch (the ``runtime`` extra); without it the section is left out.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -14,13 +15,20 @@ from pathlib import Path
 
 def measure(quick: bool, repeats: int, sample_ms: float) -> dict:
     """``{"models": bench_runtime rows, "threads": torch threads, "torch": version}``."""
-    from benchmarks import bench_runtime
     import torch
+
+    from benchmarks import bench_runtime
+
     models = bench_runtime.QUICK if quick else bench_runtime.MODELS
     with tempfile.TemporaryDirectory() as tmp:
         rows = [bench_runtime.run_model(*m, repeats, sample_ms, Path(tmp)) for m in models]
-    return {"models": rows, "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "repeats": repeats, "sample_ms": sample_ms}
+    return {
+        "models": rows,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "repeats": repeats,
+        "sample_ms": sample_ms,
+    }
 
 
 def worst_overhead(section: dict, level: str) -> float:

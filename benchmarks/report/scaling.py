@@ -12,6 +12,7 @@ Terms:
   (files shared by targets are compiled once), the sizes taking turns in each repeat.
 - *ms per line*: the median wall time of a project compile over its lines.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,14 +26,16 @@ from benchmarks.report.zoo import compile_target
 from tribuild.config.load import Target, load_config
 from tribuild.engine import Database
 
-SYNTHETIC_BLOCKS = 28   # blocks per file of bench_build.synthetic_file (its default)
+SYNTHETIC_BLOCKS = 28  # blocks per file of bench_build.synthetic_file (its default)
 DEEP_TOML = '[project]\nname = "deep"\nsources = ["src"]\nout = "out"\n\n[targets.net00]\nentry = "src/net00.tri:Net0"\n'
 
 
 def write_deep(dest: Path, blocks: int) -> int:
     """A one-file project at ``dest`` whose network chains ``blocks`` blocks; its lines."""
     chain = "".join(f"        x = b{j}(x)\n" for j in range(blocks)) + "        return head(x)\n"
-    text = re.sub(r"        return head\(.*\)\n", lambda _: chain, bench_build.synthetic_file(0, blocks))
+    text = re.sub(
+        r"        return head\(.*\)\n", lambda _: chain, bench_build.synthetic_file(0, blocks)
+    )
     (dest / "src").mkdir(parents=True)
     (dest / "src" / "net00.tri").write_text(text)
     (dest / "Tribuild.toml").write_text(DEEP_TOML)
@@ -52,17 +55,26 @@ def measure(kind: str, sizes: tuple[int, ...], repeats: int, scratch: str) -> li
     projects = {}
     for size in sizes:
         dest = Path(scratch) / f"{kind}-{size}"
-        lines = bench_build.write_synthetic(dest, size) if kind == "files" else write_deep(dest, size)
+        lines = (
+            bench_build.write_synthetic(dest, size) if kind == "files" else write_deep(dest, size)
+        )
         targets = load_config(dest / "Tribuild.toml").targets
         projects[size] = (str(dest), targets, lines)
-    runs = round_robin(repeats, list(sizes), lambda size, _: compile_project(*projects[size][:2], scratch))
+    runs = round_robin(
+        repeats, list(sizes), lambda size, _: compile_project(*projects[size][:2], scratch)
+    )
     rows = []
     for size in sizes:
         root, targets, lines = projects[size]
         clear(root)
         files, blocks = (size, SYNTHETIC_BLOCKS) if kind == "files" else (1, size)
-        row = {"files": files, "lines": lines, "layers": files * (3 * blocks + 1),
-               "in_process": summary(runs[size]), "process": summary([build(root, "-j", "1")])}
+        row = {
+            "files": files,
+            "lines": lines,
+            "layers": files * (3 * blocks + 1),
+            "in_process": summary(runs[size]),
+            "process": summary([build(root, "-j", "1")]),
+        }
         row["ms_per_line"] = row["in_process"]["wall"]["median"] * 1e3 / lines
         rows.append(row)
     return rows

@@ -14,6 +14,7 @@ Terms:
   the parent's high-water mark across fork and exec into it, so every child of a large
   benchmark process would report the benchmark's own peak.
 """
+
 from __future__ import annotations
 
 import gc
@@ -70,8 +71,10 @@ def summary(samples: list) -> dict:
 
 # `python -c HWM code...`: runs ``code`` with ``sys.argv[1:]`` = the rest, then writes the
 # process's VmHWM line to the file named by $BENCH_HWM.
-HWM = ("import os, sys\ntry:\n    exec(sys.argv.pop(1))\nfinally:\n    open(os.environ['BENCH_HWM'], 'w')"
-       ".write(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')))")
+HWM = (
+    "import os, sys\ntry:\n    exec(sys.argv.pop(1))\nfinally:\n    open(os.environ['BENCH_HWM'], 'w')"
+    ".write(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')))"
+)
 TRIBUILD = [sys.executable, "-c", HWM, "from tribuild.cli import main; sys.exit(main())"]
 
 
@@ -80,15 +83,22 @@ def run_process(argv: list[str], cwd) -> ProcessRun:
     completion; raise with its stderr if it fails."""
     with tempfile.NamedTemporaryFile("r") as hwm:
         start = time.perf_counter()
-        child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 env=os.environ | {"BENCH_HWM": hwm.name})
+        child = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=os.environ | {"BENCH_HWM": hwm.name},
+        )
         err = child.stderr.read()
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
         child.stderr.close()
         if child.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed in {cwd} ({child.returncode}):\n{err.decode()}")
+            raise RuntimeError(
+                f"{' '.join(argv)} failed in {cwd} ({child.returncode}):\n{err.decode()}"
+            )
         rss = int(hwm.read().split()[1]) * 1024
     return ProcessRun(wall, usage.ru_utime + usage.ru_stime, rss)
 

@@ -15,6 +15,7 @@ Terms:
   the wall time (reading files, memo lookups, dependency validation).
 - *lines*: the lines of every file of a target's import closure.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -25,10 +26,10 @@ from pathlib import Path
 
 from benchmarks import bench_frontend
 from benchmarks.report.timing import summary
+from tribuild.config.load import Target, load_config
 from tribuild.driver.depfile import import_closure
 from tribuild.driver.outputs import resolve, write_changed
 from tribuild.driver.sources import load_sources
-from tribuild.config.load import Target, load_config
 from tribuild.engine import Database
 from tribuild.queries.codegen import target_build
 from tribuild.queries.inputs import source_text
@@ -78,8 +79,10 @@ def densenet201_text(densenet121: str) -> str:
         if text.count(old) != 1:
             raise ValueError(f"densenet.tri changed: `{old}` is not there exactly once")
         text = text.replace(old, new)
-    return ("# Written by benchmarks/report from densenet.tri: blocks of 6, 12, 48 and 32 layers\n"
-            "# (k = 32: 64, 256, 128, 512, 256, 1792, 896, 1920 channels).\n" + text)
+    return (
+        "# Written by benchmarks/report from densenet.tri: blocks of 6, 12, 48 and 32 layers\n"
+        "# (k = 32: 64, 256, 128, 512, 256, 1792, 896, 1920 channels).\n" + text
+    )
 
 
 def make_zoo(dest: Path) -> Zoo:
@@ -102,7 +105,9 @@ def compile_target(db: Database, root: str, t: Target, opt: str, out_dir: str) -
         load_sources(db, root, (t.entry_path,))
         built = target_build(db, t.name, t.entry_path, t.entry_layer, t.args, t.input, opt)
         if not built.files:
-            raise RuntimeError(f"{t.name} -O{opt} built nothing: {built.problem} {built.diagnostics[:3]}")
+            raise RuntimeError(
+                f"{t.name} -O{opt} built nothing: {built.problem} {built.diagnostics[:3]}"
+            )
         compiled = time.perf_counter()
         written = write_changed({resolve(out_dir, f.relpath): f.text.encode() for f in built.files})
         end = time.perf_counter()
@@ -122,5 +127,10 @@ def summarize(runs: list[tuple]) -> dict:
     queries executed, and the files written by the first run."""
     figures = [f for _, f in runs]
     return summary([s for s, _ in runs]) | {
-        "stages_ms": {k: statistics.median(f["stages_ms"][k] for f in figures) for k in figures[0]["stages_ms"]},
-        "executed": statistics.median(f["executed"] for f in figures), "written": figures[0]["written"]}
+        "stages_ms": {
+            k: statistics.median(f["stages_ms"][k] for f in figures)
+            for k in figures[0]["stages_ms"]
+        },
+        "executed": statistics.median(f["executed"] for f in figures),
+        "written": figures[0]["written"],
+    }

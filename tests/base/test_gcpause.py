@@ -1,11 +1,12 @@
 """gcpause: collections paused (what was made joins the oldest generation); units settled
 out of reach; databases held until the process ends only where it ends with ``os._exit``."""
+
 import gc
 import weakref
 
 from tribuild.base import gcpause
-from tribuild.driver.session import Project, open_database
 from tribuild.base.gcpause import paused, unit_by_unit
+from tribuild.driver.session import Project, open_database
 
 
 def test_objects_made_while_paused_are_not_left_in_the_young_generations():
@@ -52,7 +53,7 @@ def test_a_process_ending_with_exit_holds_its_databases(tmp_path, monkeypatch):
     monkeypatch.setattr(gcpause, "_HELD", None)
     gcpause.hold_until_exit()
     first = _opened_and_dropped(tmp_path)
-    gcpause.hold_until_exit()       # a second call keeps what the first held
+    gcpause.hold_until_exit()  # a second call keeps what the first held
     second = _opened_and_dropped(tmp_path)
     assert first() is not None and second() is not None
     assert gcpause._HELD == [first(), second()]

@@ -1,5 +1,6 @@
 """``tribuild.base.record``: the value classes' semantics, checked against the dataclass they
 replace (equality, hashing, defaults, immutability, repr, pattern matching, copies)."""
+
 import copy
 import pickle
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from tribuild.base.record import FrozenInstanceError, fields, is_record, record,
 @record
 class Pair:
     """Two values."""
+
     left: int
     right: tuple = ()
 
@@ -28,6 +30,7 @@ class Twin:
 @record
 class Loose:
     """Writes its own equality: records keep it."""
+
     value: int
 
     def __eq__(self, other):

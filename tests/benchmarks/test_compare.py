@@ -1,4 +1,5 @@
 """benchmarks/compare.py: which figures regress, and its exit codes, on crafted reports."""
+
 import json
 
 import pytest
@@ -30,8 +31,11 @@ def test_threshold(baseline, new, threshold, floor, regressed):
 
 
 def test_only_common_figures_matching_the_filter_are_compared():
-    rows = compare.compare({"a.cpu_s": 3.0, "a.wall_s": 3.0, "new_only.cpu_s": 1.0},
-                           {"a.cpu_s": 1.0, "a.wall_s": 1.0, "old_only.cpu_s": 1.0}, only=r"\.cpu_s$")
+    rows = compare.compare(
+        {"a.cpu_s": 3.0, "a.wall_s": 3.0, "new_only.cpu_s": 1.0},
+        {"a.cpu_s": 1.0, "a.wall_s": 1.0, "old_only.cpu_s": 1.0},
+        only=r"\.cpu_s$",
+    )
     assert [(r.name, r.regressed) for r in rows] == [("a.cpu_s", True)]
 
 
@@ -40,7 +44,9 @@ def _write(path, figures):
     return str(path)
 
 
-@pytest.mark.parametrize("new, expected", [({"a.wall_s": 1.0}, 0), ({"a.wall_s": 2.0}, 1), ({"b.wall_s": 2.0}, 2)])
+@pytest.mark.parametrize(
+    "new, expected", [({"a.wall_s": 1.0}, 0), ({"a.wall_s": 2.0}, 1), ({"b.wall_s": 2.0}, 2)]
+)
 def test_exit_codes(tmp_path, capsys, new, expected):
     base = _write(tmp_path / "base.json", {"a.wall_s": 1.0})
     assert compare.main([_write(tmp_path / "new.json", new), base]) == expected

@@ -1,5 +1,6 @@
 """The suite's inputs stay valid as the zoo changes: every edit applies to every model it is
 meant for and keeps the program valid, and DenseNet-201 checks clean."""
+
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ NAMES = ("mnist_mlp", "resnet18", "resnet152", "mobilenet_v2", "densenet201", "v
 TEXT_EDITS = ("comment edit", "body edit", "signature edit", "add a layer")
 
 
-@pytest.mark.parametrize("name, scenario", [(n, s) for n in NAMES for s in TEXT_EDITS if edits.applies(n, s)])
+@pytest.mark.parametrize(
+    "name, scenario", [(n, s) for n in NAMES for s in TEXT_EDITS if edits.applies(n, s)]
+)
 def test_edit_applies_and_keeps_the_program_valid(zoo, name, scenario):
     path, change = edits.edit(scenario, name)
     file = Path(zoo.root) / path

@@ -1,6 +1,7 @@
 """The whole suite's --quick run (marked bench_smoke: `pytest -m bench_smoke tests/benchmarks`),
 so that it cannot rot: every section runs, the JSON, REPORT.md and plots are written, and
 compare.py accepts the run against itself."""
+
 import json
 import subprocess
 import sys
@@ -18,7 +19,9 @@ RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "run.py"
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    done = subprocess.run([sys.executable, str(RUN), "--quick", "--out", str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--quick", "--out", str(out)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     return out, json.loads((out / "report.json").read_text())
 
@@ -32,7 +35,14 @@ def test_every_section_and_goal_is_reported(quick_run):
     assert set(report["incremental"]["resnet18"]) == set(SCENARIOS)
     assert report["meta"]["load_average_end"] and report["meta"]["commit"]
     text = (out / "REPORT.md").read_text()
-    for heading in ("## Goals", "## Cold compile", "## Peak memory", "## Cache scenarios", "## Runtime", "## --jobs"):
+    for heading in (
+        "## Goals",
+        "## Cold compile",
+        "## Peak memory",
+        "## Cache scenarios",
+        "## Runtime",
+        "## --jobs",
+    ):
         assert heading in text
 
 

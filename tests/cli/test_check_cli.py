@@ -1,5 +1,6 @@
 """`tribuild check` end to end, in-process: exit codes, the first line of every diagnostic,
 JSON output, and configuration errors."""
+
 from __future__ import annotations
 
 import json
@@ -38,14 +39,18 @@ def project(tmp_path):
         dest = tmp_path / name
         shutil.copytree(FIXTURES / "zoo_broken" / name, dest)
         return dest
+
     return copy
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_broken_copy_gives_exactly_its_errors(case, project, monkeypatch, capsys):
     code, _, err = _run(["check"], project(case), monkeypatch, capsys)
-    heads = [line.split(": ", 2)[0] + ": " + line.split(": ", 2)[1]
-             for line in err.splitlines() if ": error[" in line and not line.startswith(" ")]
+    heads = [
+        line.split(": ", 2)[0] + ": " + line.split(": ", 2)[1]
+        for line in err.splitlines()
+        if ": error[" in line and not line.startswith(" ")
+    ]
     assert code == 1
     assert heads == BROKEN[case]
 
@@ -78,7 +83,9 @@ def test_json_output_has_positions_and_the_instantiation_chain(tmp_path, monkeyp
 
 
 def test_an_error_found_generically_is_reported_once(project, monkeypatch, capsys):
-    code, out, _ = _run(["check", "--format", "json"], project("wrong_channels"), monkeypatch, capsys)
+    code, out, _ = _run(
+        ["check", "--format", "json"], project("wrong_channels"), monkeypatch, capsys
+    )
     (diag,) = json.loads(out)["diagnostics"]
     assert diag["code"] == "E0401" and diag["notes"] == []
 
@@ -102,7 +109,8 @@ def test_a_bad_config_exits_2_naming_the_line(tmp_path, monkeypatch, capsys):
 def test_a_target_naming_a_missing_layer_exits_2(tmp_path, monkeypatch, capsys):
     (tmp_path / "m.tri").write_text("layer A(c: int = 2) -> Tensor<float32, [c]> {\n}\n")
     (tmp_path / "Tribuild.toml").write_text(
-        '[project]\nname = "x"\n\n[targets.t]\nentry = "m.tri:Missing"\n')
+        '[project]\nname = "x"\n\n[targets.t]\nentry = "m.tri:Missing"\n'
+    )
     code, _, err = _run(["check"], tmp_path, monkeypatch, capsys)
     assert code == 2
     assert "Tribuild.toml:5:9: error: target `t` cannot be built" in err
@@ -115,12 +123,17 @@ def test_paths_that_cannot_be_checked_exit_2_naming_each(tmp_path, monkeypatch, 
     (project / "m.tri").write_text("let C: int = 2\n")
     (project / "Tribuild.toml").write_text('[project]\nname = "x"\n')
     (tmp_path / "elsewhere.tri").write_text("let D: int = 3\n")
-    code, _, err = _run(["check", "nope.tri", "Tribuild.toml", "../elsewhere.tri", "m.tri"],
-                        project, monkeypatch, capsys)
+    code, _, err = _run(
+        ["check", "nope.tri", "Tribuild.toml", "../elsewhere.tri", "m.tri"],
+        project,
+        monkeypatch,
+        capsys,
+    )
     assert code == 2 and err.splitlines() == [
         "nope.tri: error: no such file or folder",
         "Tribuild.toml: error: is not a .tri file or a folder",
-        f"../elsewhere.tri: error: is outside the project, whose root is {project}"]
+        f"../elsewhere.tri: error: is outside the project, whose root is {project}",
+    ]
     code, _, err = _run(["check", "m.tri", "."], project, monkeypatch, capsys)
     assert code == 0 and "checked 1 file: no errors" in err
 
@@ -128,12 +141,18 @@ def test_paths_that_cannot_be_checked_exit_2_naming_each(tmp_path, monkeypatch, 
 def test_arguments_that_do_not_fit_exit_2_at_the_args_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "m.tri").write_text(
         "layer A(c: int = 2) {\n    let fc = Linear(c, 2)\n    fn forward(x: Tensor<float32, "
-        "[N, c]>) -> Tensor<float32, [N, 2]> {\n        return fc(x)\n    }\n}\n")
-    (tmp_path / "Tribuild.toml").write_text('[project]\nname = "x"\n\n[targets.t]\n'
-                                            'entry = "m.tri:A"\nargs = { d = 3 }\n')
+        "[N, c]>) -> Tensor<float32, [N, 2]> {\n        return fc(x)\n    }\n}\n"
+    )
+    (tmp_path / "Tribuild.toml").write_text(
+        '[project]\nname = "x"\n\n[targets.t]\nentry = "m.tri:A"\nargs = { d = 3 }\n'
+    )
     code, _, err = _run(["check"], tmp_path, monkeypatch, capsys)
-    assert code == 2 and "Tribuild.toml:6:8: error: target `t` cannot be built: cannot " \
-        "instantiate A: keyword `d` is not a parameter of `A`" in err
+    assert (
+        code == 2
+        and "Tribuild.toml:6:8: error: target `t` cannot be built: cannot "
+        "instantiate A: keyword `d` is not a parameter of `A`"
+        in err
+    )
 
 
 def test_usage_error_exits_2(monkeypatch, capsys, tmp_path):

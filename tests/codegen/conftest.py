@@ -2,6 +2,7 @@
 the CPU (or on CUDA with TRIBUILD_TEST_DEVICE=cuda), so ``TRITON_INTERPRET`` is set here,
 before any kernel is defined (as in tests/gpu; see tests/device.py). Module tests pin the
 torch backend on the CPU. Without torch the runtime tests skip."""
+
 import pytest
 
 from tests.device import configure

@@ -5,6 +5,7 @@ Terms: a *build* is ``(entry, args, level)`` with ``entry = "models/<file>.tri:<
 ``write_and_import`` writes a TargetBuild's files under a folder and imports ``<name>.py``
 under a module name unique to that folder.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,7 +31,9 @@ def target_args(args: dict) -> tuple:
     return tuple(sorted((k, normalise(v)) for k, v in args.items()))
 
 
-def build(entry: str, args: dict, level: str, name: str = "model", db: Database | None = None) -> TargetBuild:
+def build(
+    entry: str, args: dict, level: str, name: str = "model", db: Database | None = None
+) -> TargetBuild:
     path, layer = entry.split(":")
     return target_build(db or zoo_db(), name, path, layer, target_args(args), None, level)
 

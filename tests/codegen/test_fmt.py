@@ -1,9 +1,11 @@
 """The line wrapper's scanner against the plain definition: brackets and commas outside string
 literals, a literal running from a quote to the first same quote not preceded by a backslash
 (to the end of the text if there is none), depth counting the brackets open after each."""
+
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tribuild.codegen.fmt import _unquoted, wrap
 

@@ -1,6 +1,7 @@
 """A functional layer as a target's entry (examples/seed_style): its weights are module state
 named as the `.tri` parameters (trit tensors packed, float tensors parameters), the data input
 is ``forward``'s one argument, and the module computes the program written out in PyTorch."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,12 +32,17 @@ def conv_classifier(s, x):
     y = F.max_pool2d(leaky_relu(F.conv2d(x, s["w"], None, 1, 1) * s["gain"]), 2, 2)
     t = torch.flatten(y, 1) @ s["head"]
     centered = t - t.mean(-1, keepdim=True)
-    return centered / torch.sqrt((centered * centered).mean(-1, keepdim=True) + 1e-5) * s["gamma"] + s["beta"]
+    return (
+        centered / torch.sqrt((centered * centered).mean(-1, keepdim=True) + 1e-5) * s["gamma"]
+        + s["beta"]
+    )
 
 
 # (file, layer, reference, input shape)
-CASES = [("mnist_fc.tri", "MnistNet", mnist, (3, 784)),
-         ("conv_block.tri", "ConvClassifier", conv_classifier, (2, 1, 28, 28))]
+CASES = [
+    ("mnist_fc.tri", "MnistNet", mnist, (3, 784)),
+    ("conv_block.tri", "ConvClassifier", conv_classifier, (2, 1, 28, 28)),
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +58,9 @@ def modules(db, tmp_path_factory):
     for path, layer, _, _ in CASES:
         for level in "02":
             result = target_build(db, "model", path, layer, (), None, level)
-            out[layer, level] = write_and_import(result, tmp_path_factory.mktemp(f"{layer}-O{level}"))
+            out[layer, level] = write_and_import(
+                result, tmp_path_factory.mktemp(f"{layer}-O{level}")
+            )
     return out
 
 
@@ -61,8 +69,11 @@ def float_state(gen) -> dict:
     state = {}
     for key, value in gen.build().state_dict().items():
         shape = gen.build().trit_shapes.get(key)
-        state[key] = torch.randint(-1, 2, shape).float() + torch.rand(shape) * 0.8 - 0.4 if shape \
+        state[key] = (
+            torch.randint(-1, 2, shape).float() + torch.rand(shape) * 0.8 - 0.4
+            if shape
             else torch.randn(value.shape)
+        )
     return state
 
 
@@ -70,8 +81,10 @@ def float_state(gen) -> dict:
 def test_functional_entry_computes_the_program(case, modules):
     _, layer, reference, shape = case
     state = float_state(modules[layer, "0"])
-    trits = {k: v.round().clamp(-1, 1) if k in modules[layer, "0"].build().trit_shapes else v
-             for k, v in state.items()}
+    trits = {
+        k: v.round().clamp(-1, 1) if k in modules[layer, "0"].build().trit_shapes else v
+        for k, v in state.items()
+    }
     x = torch.randn(shape)
     want = reference(trits, x)
     for level in "02":

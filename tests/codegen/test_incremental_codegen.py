@@ -2,6 +2,7 @@
 tests/queries/incremental_case.py): each case's project has ``model.tri`` with a layer ``Net``
 (default arguments), built as target ``net`` at -O2. After each edit, the exact set of
 queries that re-ran, and files byte-identical to a clean build's."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Channels-last at run time: a generated module whose conv chain the layout pass converts
 computes what -O0 computes, its convolutions see channels-last inputs on the torch backend
 and NCHW ones on the Triton backend (the interpreter), and it returns NCHW."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,9 +40,13 @@ def modules(tmp_path_factory):
 
 def loaded(gen, seed: int = 0):
     torch.manual_seed(seed)
-    state = {k: (torch.randn(v.shape[0], 1, 3, 3) if k.startswith("dw") else torch.randn(3, 8))
-             if v.dtype == torch.uint8 else torch.rand(v.shape) + 0.5
-             for k, v in gen.build().state_dict().items() if not k.endswith("_scale")}
+    state = {
+        k: (torch.randn(v.shape[0], 1, 3, 3) if k.startswith("dw") else torch.randn(3, 8))
+        if v.dtype == torch.uint8
+        else torch.rand(v.shape) + 0.5
+        for k, v in gen.build().state_dict().items()
+        if not k.endswith("_scale")
+    }
     return gen.Model.from_float(state).eval()
 
 
@@ -71,7 +76,10 @@ def test_conv_inputs_are_channels_last_on_torch_and_nchw_on_triton(modules):
             seen[backend] = (model(x), calls)
     (y_torch, torch_inputs), (y_triton, triton_inputs) = seen["torch"], seen["triton"]
     assert len(torch_inputs) == len(triton_inputs) == 2
-    assert all(t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() for t in torch_inputs)
+    assert all(
+        t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+        for t in torch_inputs
+    )
     assert all(t.is_contiguous() for t in triton_inputs)
     torch.testing.assert_close(y_triton, y_torch, rtol=1e-4, atol=1e-4)
 

@@ -1,6 +1,7 @@
 """Names in generated modules: members named like ``nn.Module`` attributes are renamed
 (``m_<name>``) and keep working; locals, parameters, classes and fns named like what the
 module uses are quoted; no layer, file or target name can inject code."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,14 +9,25 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
-from tribuild.driver.sources import load_sources  # noqa: E402
 from tribuild.codegen.pyname import MODULE_ATTRS, docstring, member_names  # noqa: E402
+from tribuild.driver.sources import load_sources  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
 from tribuild.gpu import model as gpu_model  # noqa: E402
 from tribuild.gpu.launch import force_backend  # noqa: E402
 
-CLASHING = ("training", "forward", "eval", "state_dict", "to", "cuda", "modules", "__init__", "_parameters",
-            "from_float", "ARGS")
+CLASHING = (
+    "training",
+    "forward",
+    "eval",
+    "state_dict",
+    "to",
+    "cuda",
+    "modules",
+    "__init__",
+    "_parameters",
+    "from_float",
+    "ARGS",
+)
 SRC = """
 fn nn(x: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {
     let F = relu(x)
@@ -69,9 +81,18 @@ def test_module_attrs_cover_the_installed_torch():
 
 
 def test_member_names_rule():
-    names = member_names(("training", "m_training", "conv", "__x", "forward", "m_forward", "m_m_forward"))
-    assert names == {"training": "m_m_training", "m_training": "m_training", "conv": "conv", "__x": "m___x",
-                     "forward": "m_m_m_forward", "m_forward": "m_forward", "m_m_forward": "m_m_forward"}
+    names = member_names(
+        ("training", "m_training", "conv", "__x", "forward", "m_forward", "m_m_forward")
+    )
+    assert names == {
+        "training": "m_m_training",
+        "m_training": "m_training",
+        "conv": "conv",
+        "__x": "m___x",
+        "forward": "m_m_m_forward",
+        "m_forward": "m_forward",
+        "m_m_forward": "m_m_forward",
+    }
 
 
 @pytest.mark.parametrize("level", "02")
@@ -80,13 +101,32 @@ def test_clashing_names_build_a_working_module(project, level, tmp_path):
     gen = write_and_import(build("m.tri:F", {}, level, db=db), tmp_path)
     m = gen.build()
     keys = {k.split(".")[0] for k in m.state_dict()}
-    assert {"m_m_training", "m_training", "m_forward", "m_eval", "m_state_dict", "m_to", "m_cuda", "m_modules",
-            "m___init__", "m__parameters", "m_from_float", "m_ARGS", "self", "lambda"} == keys
+    assert {
+        "m_m_training",
+        "m_training",
+        "m_forward",
+        "m_eval",
+        "m_state_dict",
+        "m_to",
+        "m_cuda",
+        "m_modules",
+        "m___init__",
+        "m__parameters",
+        "m_from_float",
+        "m_ARGS",
+        "self",
+        "lambda",
+    } == keys
     torch.manual_seed(0)
-    state = {k: torch.randn(v.shape[0], 4) if k.endswith("weight") and v.dtype == torch.uint8 else v.float()
-             for k, v in m.state_dict().items() if not k.endswith("_scale")}
+    state = {
+        k: torch.randn(v.shape[0], 4)
+        if k.endswith("weight") and v.dtype == torch.uint8
+        else v.float()
+        for k, v in m.state_dict().items()
+        if not k.endswith("_scale")
+    }
     model = gen.Model.from_float(state)
-    assert model.train() is model and model.training and not model.eval().training   # not hijacked
+    assert model.train() is model and model.training and not model.eval().training  # not hijacked
     assert isinstance(model.m_training, torch.nn.Module) and len(list(model.modules())) > 10
     x = torch.randn(3, 4)
     with torch.no_grad(), force_backend("torch"):
@@ -99,15 +139,23 @@ def test_levels_agree_on_clashing_names(project, tmp_path):
     root, db = project
     mods = [write_and_import(build("m.tri:F", {}, lv, db=db), tmp_path / f"O{lv}") for lv in "02"]
     torch.manual_seed(1)
-    state = {k: torch.randn(v.shape[0], 4) if v.dtype == torch.uint8 else v.float() + 0.1
-             for k, v in mods[0].build().state_dict().items() if not k.endswith("_scale")}
+    state = {
+        k: torch.randn(v.shape[0], 4) if v.dtype == torch.uint8 else v.float() + 0.1
+        for k, v in mods[0].build().state_dict().items()
+        if not k.endswith("_scale")
+    }
     x = torch.randn(2, 4)
     with torch.no_grad(), force_backend("torch"):
         a, b = (m.Model.from_float(state).eval()(x) for m in mods)
     torch.testing.assert_close(a, b)
 
 
-INJECTIONS = ['x"""; import os; os.system("echo pwned") #', "a\\", 'b"', "c\\\"\"\"\nraise SystemExit(3)\n#"]
+INJECTIONS = [
+    'x"""; import os; os.system("echo pwned") #',
+    "a\\",
+    'b"',
+    "c\\\"\"\"\nraise SystemExit(3)\n#",
+]
 
 
 @pytest.mark.parametrize("text", INJECTIONS)
@@ -123,10 +171,16 @@ def test_a_crafted_file_name_and_target_name_stay_inside_the_docstrings(tmp_path
     name = 'evil\\"""; import sys; sys.exit(7); """'
     folder = tmp_path / "src"
     folder.mkdir()
-    (folder / f"{name}.tri").write_text("layer L() { let fc = TernaryLinear(2, 2)\n"
-                                        "fn forward(x: Tensor<float32, [N, 2]>) -> Tensor<float32, [N, 2]> "
-                                        "{ return fc(x) } }\n")
+    (folder / f"{name}.tri").write_text(
+        "layer L() { let fc = TernaryLinear(2, 2)\n"
+        "fn forward(x: Tensor<float32, [N, 2]>) -> Tensor<float32, [N, 2]> "
+        "{ return fc(x) } }\n"
+    )
     db = Database()
     load_sources(db, str(folder), (f"{name}.tri",))
-    gen = write_and_import(build(f"{name}.tri:L", {}, "2", db=db), tmp_path / "out")   # exits if injected
-    assert "sys.exit(7)" in gen.__doc__ and "sys.exit(7)" in gen.Model.__doc__ and callable(gen.build)
+    gen = write_and_import(
+        build(f"{name}.tri:L", {}, "2", db=db), tmp_path / "out"
+    )  # exits if injected
+    assert (
+        "sys.exit(7)" in gen.__doc__ and "sys.exit(7)" in gen.Model.__doc__ and callable(gen.build)
+    )

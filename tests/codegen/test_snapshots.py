@@ -1,6 +1,7 @@
 """Snapshots of generated sources (tests/fixtures/snapshots/<case>/<file>.txt, rewritten with
 ``TRIBUILD_UPDATE_GOLDEN=1``), determinism (fresh databases, other build orders: same bytes),
 the quoting helper, and the compile path never importing torch or triton."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ import pytest
 
 from tests.codegen.harness import REPO, build
 from tribuild.codegen.pyname import attr, ident, literal, member
-from tribuild.engine import Database
 from tribuild.driver.sources import load_sources, scan
+from tribuild.engine import Database
 
 SNAPSHOTS = REPO / "tests" / "fixtures" / "snapshots"
 UPDATE = os.environ.get("TRIBUILD_UPDATE_GOLDEN") == "1"
@@ -83,8 +84,12 @@ layer Block(c: int = 4) {
 
 
 def test_the_compile_path_imports_neither_torch_nor_triton():
-    code = ("import sys; from tests.codegen.harness import build; "
-            "build('models/resnet.tri:ResNet', {}, '3'); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    code = (
+        "import sys; from tests.codegen.harness import build; "
+        "build('models/resnet.tri:ResNet', {}, '3'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"

@@ -5,6 +5,7 @@ files it imports, and ``expected``, one ``CODE path`` line per diagnostic, in or
 Before, a file error the instances never see (too deep nesting read as an error expression,
 an unknown name in a fn the target does not call, a missing import) came back as a
 confusing E0601 or as no error at all."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Training with generated modules: quantization-aware training (latent float weights,
 ternarized on the fly with the straight-through estimator), folded BatchNorm falling back to
 batch statistics in training mode, and ``freeze`` packing the trained weights."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,8 +33,11 @@ def float_state(gen) -> dict:
     for key, value in gen.build().state_dict().items():
         if key.endswith("_scale"):
             continue
-        state[key] = torch.randn(value.shape[0], *([4] if key == "fc.weight" else [3, 3, 3])) \
-            if key in ("conv.weight", "fc.weight") else value.float()
+        state[key] = (
+            torch.randn(value.shape[0], *([4] if key == "fc.weight" else [3, 3, 3]))
+            if key in ("conv.weight", "fc.weight")
+            else value.float()
+        )
     return state
 
 
@@ -43,7 +47,10 @@ def modules(tmp_path_factory):
     (root / "m.tri").write_text(SRC)
     db = Database()
     load_sources(db, str(root), ("m.tri",))
-    return {lv: write_and_import(build("m.tri:Net", {}, lv, db=db), root / "out" / f"O{lv}") for lv in "02"}
+    return {
+        lv: write_and_import(build("m.tri:Net", {}, lv, db=db), root / "out" / f"O{lv}")
+        for lv in "02"
+    }
 
 
 def test_training_mode_matches_across_levels_and_gradients_reach_latent_weights(modules):
@@ -55,7 +62,10 @@ def test_training_mode_matches_across_levels_and_gradients_reach_latent_weights(
             model = gen.Model.from_float(state).qat(state).train()
             y = model(x)
             y.sum().backward()
-            assert model.conv.latent_weight.grad is not None and model.fc.latent_weight.grad.abs().sum() > 0
+            assert (
+                model.conv.latent_weight.grad is not None
+                and model.fc.latent_weight.grad.abs().sum() > 0
+            )
             outs[level] = y.detach()
     torch.testing.assert_close(outs["0"], outs["2"])
 

@@ -5,6 +5,7 @@ exercised), ``from_float`` on the generated side, eval mode, small arguments and
 outputs agree to 1e-4 relative error at every optimization level (the levels share one
 state_dict, packed once), state_dict keys are the reference's (plus the packed scales), and
 ``state_dict`` / ``load_state_dict`` round-trip."""
+
 from __future__ import annotations
 
 import importlib
@@ -21,14 +22,37 @@ from tribuild.gpu.launch import force_backend  # noqa: E402
 CASES = [
     ("mlp", {"hidden1": 32, "hidden2": 16, "num_classes": 5}, (3, 1, 28, 28), "0123s"),
     ("lenet", {"num_classes": 3}, (2, 1, 32, 32), "0123s"),
-    ("vgg", {"depths": [1, 1, 2, 1, 1], "widths": [8, 16, 16, 32, 32], "num_classes": 10}, (1, 3, 32, 32), "02"),
+    (
+        "vgg",
+        {"depths": [1, 1, 2, 1, 1], "widths": [8, 16, 16, 32, 32], "num_classes": 10},
+        (1, 3, 32, 32),
+        "02",
+    ),
     ("resnet", {"blocks": [1, 1, 1, 1], "num_classes": 10}, (2, 3, 32, 32), "0123s"),
-    ("resnet", {"blocks": [1, 2, 1, 1], "bottleneck": True, "num_classes": 10}, (1, 3, 32, 32), "02"),
+    (
+        "resnet",
+        {"blocks": [1, 2, 1, 1], "bottleneck": True, "num_classes": 10},
+        (1, 3, 32, 32),
+        "02",
+    ),
     ("mobilenet_v2", {"num_classes": 10, "repeats": [1, 2, 1, 1, 1, 1, 1]}, (2, 3, 32, 32), "02"),
-    ("efficientnet", {"num_classes": 10, "repeats": [1, 2, 1, 1, 1, 1, 1],
-                      "channels": [8, 16, 24, 32, 48, 64, 96]}, (2, 3, 32, 32), "02"),
+    (
+        "efficientnet",
+        {
+            "num_classes": 10,
+            "repeats": [1, 2, 1, 1, 1, 1, 1],
+            "channels": [8, 16, 24, 32, 48, 64, 96],
+        },
+        (2, 3, 32, 32),
+        "02",
+    ),
     ("densenet", {"growth": 8, "num_classes": 10}, (1, 3, 32, 32), "02"),
-    ("vit", {"patch": 4, "dim": 32, "depth": 2, "heads": 2, "num_classes": 10}, (2, 3, 16, 16), "02s"),
+    (
+        "vit",
+        {"patch": 4, "dim": 32, "depth": 2, "heads": 2, "num_classes": 10},
+        (2, 3, 16, 16),
+        "02s",
+    ),
     ("bitnet", {"dim": 32, "heads": 2, "hidden": 48}, (2, 8, 32), "0123s"),
 ]
 IDS = [c[0] + ("-bottleneck" if c[1].get("bottleneck") else "") for c in CASES]
@@ -64,6 +88,7 @@ def built(tmp_path_factory):
             folder = tmp_path_factory.mktemp(f"{stem}{i}-O{level}")
             cache[i, level] = write_and_import(build(reference(stem).ENTRY, args, level), folder)
         return cache[i, level]
+
     return get
 
 
@@ -82,7 +107,7 @@ def test_generated_module_matches_reference(i, built):
     outputs = {}
     with torch.no_grad(), force_backend(MODULE_BACKEND):
         for level in levels:
-            model = built(i, level).build()   # every level has the same state_dict
+            model = built(i, level).build()  # every level has the same state_dict
             model.load_state_dict(packed)
             outputs[level] = model.to(DEVICE).eval()(on_device(x)).cpu()
             assert relative_error(expected, outputs[level]) < 1e-4, f"-O{level}"

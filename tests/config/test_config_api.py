@@ -1,4 +1,5 @@
 """load_config edge cases, ConfigError's fields, find_project_root and the starter file."""
+
 from __future__ import annotations
 
 import os
@@ -56,9 +57,10 @@ def test_problem_fields() -> None:
     assert lines == sorted(lines) and len(lines) == 7
 
 
-@pytest.mark.parametrize(("cpu_count", "jobs_line", "jobs"),
-                         [(5, "jobs = 0", 5), (None, "jobs = 0", 1), (5, "jobs = 3", 3),
-                          (7, "", 7)])
+@pytest.mark.parametrize(
+    ("cpu_count", "jobs_line", "jobs"),
+    [(5, "jobs = 0", 5), (None, "jobs = 0", 1), (5, "jobs = 3", 3), (7, "", 7)],
+)
 def test_jobs_resolution(tmp_path, monkeypatch, cpu_count, jobs_line, jobs) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: cpu_count)
     path = project(tmp_path, f'[project]\nname = "p"\n{jobs_line}\n')
@@ -127,7 +129,8 @@ def test_starter_loads(tmp_path: Path) -> None:
     config = load_config(project(tmp_path, STARTER_TOML))
     assert config.name == "my-project"
     assert [(t.name, t.entry_path, t.entry_layer, t.input) for t in config.targets] == [
-        ("mlp", "models/mlp.tri", "MLP", (1, 784))]
+        ("mlp", "models/mlp.tri", "MLP", (1, 784))
+    ]
 
 
 @pytest.mark.parametrize("name", [None, 'odd "name" \\ with\ttab'])
@@ -153,15 +156,17 @@ def test_config_is_frozen(tmp_path: Path) -> None:
         config.name = "q"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.toml")
-                                           if p.name.startswith("ok")))
+@pytest.mark.parametrize(
+    "fixture", sorted(p.name for p in FIXTURES.glob("*.toml") if p.name.startswith("ok"))
+)
 def test_a_known_table_is_validated_as_a_parsed_one(fixture, monkeypatch) -> None:
     """read_config with the table of the file's bytes: the same Config, no TOML parse."""
     import json
     import tomllib
+
     path = FIXTURES / fixture
     expected, data, table = read_config(path)
-    known = json.loads(json.dumps(table))                # as the manifest keeps it
+    known = json.loads(json.dumps(table))  # as the manifest keeps it
     monkeypatch.setattr(tomllib, "loads", lambda _: pytest.fail("parsed"))
     assert read_config(path, lambda d: known if d == data else None) == (expected, data, known)
 
@@ -179,10 +184,12 @@ def test_a_known_table_gives_the_same_located_problems(tmp_path) -> None:
     assert str(known.value) == str(fresh.value) and fresh.value.problems[0].line == 5
 
 
-@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("error_*.toml")
-                                           if "syntax" not in p.name))
+@pytest.mark.parametrize(
+    "fixture", sorted(p.name for p in FIXTURES.glob("error_*.toml") if "syntax" not in p.name)
+)
 def test_every_problem_of_a_known_table_is_placed_as_in_a_fresh_load(fixture) -> None:
     import tomllib
+
     path = FIXTURES / fixture
     table = tomllib.loads(path.read_text(encoding="utf-8"))
     with pytest.raises(ConfigError) as fresh:

@@ -4,6 +4,7 @@
 ``ok_*`` cases must load; their expected file lists the Config's fields, one per line, with
 the fixture folder shown as ``<root>``. Regenerate with ``TRIBUILD_UPDATE_GOLDEN=1``.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tribuild.config.load import Config, ConfigError, load_config
 from tribuild.base.record import fields
+from tribuild.config.load import Config, ConfigError, load_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
 CASES = sorted(path.stem for path in FIXTURES.glob("*.toml"))

@@ -1,4 +1,5 @@
 """The TOML locator: positions of keys and values, on a tricky fixture and on generated TOML."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ TRICKY = Path(__file__).resolve().parents[1] / "fixtures" / "config" / "locator"
 
 def text_at(text: str, position: tuple[int, int]) -> str:
     line, column = position
-    return text.splitlines()[line - 1][column - 1:]
+    return text.splitlines()[line - 1][column - 1 :]
 
 
 # (key path, "key" or "value", what the text at that position starts with)
@@ -65,13 +66,16 @@ def test_tricky_positions(path: tuple, kind: str, start: str) -> None:
 
 KEYS = st.text(alphabet="abZ09_- .'\"#é", min_size=1, max_size=5)
 SCALARS = st.one_of(
-    st.integers(-10**6, 10**6), st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.booleans(),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(alphabet="ab \"'#,]}[{\\\n=.", max_size=6),
 )
 VALUES = st.recursive(
-    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
-    max_leaves=8)
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
 
 
 class Emitter:
@@ -80,7 +84,7 @@ class Emitter:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.out = ""
-        self.keys: dict[tuple, int] = {}    # first mention, as the locator promises
+        self.keys: dict[tuple, int] = {}  # first mention, as the locator promises
         self.values: dict[tuple, int] = {}
 
     def write(self, text: str, path: tuple | None = None, marks: dict | None = None) -> None:
@@ -93,8 +97,11 @@ class Emitter:
             if i:
                 self.write(self.rng.choice([".", " . "]))
             bare = re.fullmatch(r"[A-Za-z0-9_-]+", part)
-            self.write(part if bare else json.dumps(part, ensure_ascii=False),
-                       base + parts[:i + 1], self.keys)
+            self.write(
+                part if bare else json.dumps(part, ensure_ascii=False),
+                base + parts[: i + 1],
+                self.keys,
+            )
 
     def table_body(self, path: tuple, table: dict) -> None:
         headers = []

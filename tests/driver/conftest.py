@@ -1,5 +1,6 @@
 """Fixtures of the driver tests: a copy of the mini project or of the zoo, and the CLI run
 in-process."""
+
 from __future__ import annotations
 
 import shutil
@@ -29,23 +30,31 @@ def zoo(tmp_path) -> Path:
 @pytest.fixture
 def cli(monkeypatch, capsys):
     """``cli(args, cwd) -> (exit code, stdout, stderr)``."""
+
     def run(args, cwd):
         monkeypatch.chdir(cwd)
         try:
             code = main(list(args))
-        except SystemExit as exit:          # argparse's usage errors
+        except SystemExit as exit:  # argparse's usage errors
             code = exit.code
         out, err = capsys.readouterr()
         return code, out, err
+
     return run
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative POSIX path -> bytes)."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def mtimes(folder: Path) -> dict[str, int]:
-    return {p.relative_to(folder).as_posix(): p.stat().st_mtime_ns
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.stat().st_mtime_ns
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }

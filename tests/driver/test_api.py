@@ -1,6 +1,7 @@
 """The Python API: `import tribuild` stays cheap, compile_model goes through the persistent
 cache (a fresh process with nothing changed imports the module without the engine), build
 returns outputs, diagnostics and timing."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ print(json.dumps([Model.__name__, hasattr(Model, "from_float"),
 
 
 def _probe(cwd) -> list:
-    run = subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.splitlines()[-1])
 
@@ -45,7 +47,7 @@ def test_compile_model_reports_errors(mini):
     mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(q)"))
     try:
         tribuild.compile_model(str(mlp), "MLP")
-    except Exception as err:                 # tribuild.driver.api.BuildError
+    except Exception as err:  # tribuild.driver.api.BuildError
         assert "error[" in str(err) and "`q`" in str(err)
     else:
         raise AssertionError("no error")
@@ -54,35 +56,39 @@ def test_compile_model_reports_errors(mini):
 def test_build_returns_outputs_diagnostics_and_timing(mini):
     result = tribuild.build(str(mini), jobs=2, timing=True)
     assert not result.failed and result.diagnostics == []
-    assert sorted(p.rsplit("/", 1)[1] for p in result.outputs if p.endswith(".py")
-                  and "/kernels/" not in p) == ["mlp.py", "net.py", "twin.py", "wide.py"]
+    assert sorted(
+        p.rsplit("/", 1)[1] for p in result.outputs if p.endswith(".py") and "/kernels/" not in p
+    ) == ["mlp.py", "net.py", "twin.py", "wide.py"]
     assert "query stages" in result.timing.text()
 
 
 def test_timing_traces_allocations_only_when_asked(mini, monkeypatch):
     """``timing`` reads the resident peaks from the system at the end; tracing Python's
     allocations (which slows a build several times) is ``trace_memory``'s alone."""
-    from tribuild.driver import timing
     import tracemalloc
+
+    from tribuild.driver import timing
+
     seen = []
     stage = timing.Clock.stage
 
     def spy(self, name):
         seen.append(tracemalloc.is_tracing())
         return stage(self, name)
+
     monkeypatch.setattr(timing.Clock, "stage", spy)
     plain = tribuild.build(str(mini), jobs=2, timing=True).timing
     assert seen and not any(seen) and plain.traced_bytes is None
-    assert plain.peak_bytes > 2**20 and plain.child_peak_bytes > 2**20    # a worker ran
+    assert plain.peak_bytes > 2**20 and plain.child_peak_bytes > 2**20  # a worker ran
     seen.clear()
     traced = tribuild.build(str(mini), jobs=1, trace_memory=True).timing
     assert seen and all(seen) and not tracemalloc.is_tracing()
     assert traced.traced_bytes > 0 and "traced peak" in traced.text()
-    toml = mini / "Tribuild.toml"           # a build that raises midway stops tracing too
+    toml = mini / "Tribuild.toml"  # a build that raises midway stops tracing too
     toml.write_text(toml.read_text().replace("models/mlp.tri:MLP", "models/mlp.tri:Nope"))
     try:
         tribuild.build(str(mini), trace_memory=True)
-    except Exception as err:                # ConfigError, raised once the entry is read
+    except Exception as err:  # ConfigError, raised once the entry is read
         assert "defines no layer `Nope`" in str(err)
     else:
         raise AssertionError("no error")
@@ -90,7 +96,7 @@ def test_timing_traces_allocations_only_when_asked(mini, monkeypatch):
 
 
 def test_arguments_are_checked_before_any_work(mini):
-    result = tribuild.build(str(mini), opt_level=2, targets="mlp")      # as Tribuild.toml has it
+    result = tribuild.build(str(mini), opt_level=2, targets="mlp")  # as Tribuild.toml has it
     assert not result.failed and [t.name for t in result.targets] == ["mlp"]
     assert "at -O2" in (mini / "out" / "mlp.py").read_text()
     for bad in ({"opt_level": 7}, {"opt_level": "O3"}, {"jobs": -1}, {"jobs": "2"}):

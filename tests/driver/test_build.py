@@ -1,5 +1,6 @@
 """`tribuild build` against the stand-in code generator: outputs, depfiles, the record of
 what was written, stale outputs, failures and exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -23,12 +24,15 @@ def test_clean_build_writes_modules_kernels_and_depfiles(mini, cli):
     assert code == 0, err
     files = snapshot(mini / "out")
     assert {"net.py", "wide.py", "mlp.py", "twin.py", "net.d", "mlp.d"} <= set(files)
-    assert files["net.d"].decode() == ("out/net.py: \\\n models/lib/blocks.tri \\\n"
-                                       " models/net.tri \\\n Tribuild.toml\n")
+    assert files["net.d"].decode() == (
+        "out/net.py: \\\n models/lib/blocks.tri \\\n models/net.tri \\\n Tribuild.toml\n"
+    )
     assert files["mlp.d"].decode() == "out/mlp.py: \\\n models/mlp.tri \\\n Tribuild.toml\n"
     kernels = {Path(f).stem for f in files if f.startswith("kernels/")}
-    used = {t: set(re.findall(r'"(linear_\w+)"', files[f"{t}.py"].decode()))
-            for t in ("net", "wide", "mlp", "twin")}
+    used = {
+        t: set(re.findall(r'"(linear_\w+)"', files[f"{t}.py"].decode()))
+        for t in ("net", "wide", "mlp", "twin")
+    }
     assert set.union(*used.values()) == kernels and len(kernels) == 5
     assert used["net"] == used["twin"] and not used["net"] & used["wide"]
     assert "built 4 targets: 13 written, 0 unchanged" in err
@@ -46,7 +50,7 @@ def test_second_build_is_a_no_op_and_touch_rebuilds_nothing(mini, cli):
     before = mtimes(mini / "out")
     code, _, err = cli(["build"], mini)
     assert (code, err) == (0, "tribuild: no work to do\n")
-    os.utime(mini / "models" / "net.tri", ns=(1, 1))         # a branch switch: same bytes
+    os.utime(mini / "models" / "net.tri", ns=(1, 1))  # a branch switch: same bytes
     code, _, err = cli(["build"], mini)
     assert (code, err) == (0, "tribuild: no work to do\n")
     assert mtimes(mini / "out") == before
@@ -75,8 +79,10 @@ def test_comment_edit_writes_nothing_body_edit_rewrites_its_users(mini, cli):
     toml.write_text(toml.read_text().replace("args = { width = 48 }", "args = { width = 40 }"))
     code, _, err = cli(["build", "--explain"], mini)
     assert code == 0 and "wide.py: written\n  target wide:\n    target_build('wide'" in err
-    assert "because it had never run\n    (no build this cache remembers made this target " \
-           "with this entry, args, input shape and -O level" in err
+    assert (
+        "because it had never run\n    (no build this cache remembers made this target "
+        "with this entry, args, input shape and -O level" in err
+    )
 
 
 def test_signature_edit_rewrites_only_the_targets_that_use_it(mini, cli):
@@ -89,14 +95,14 @@ def test_signature_edit_rewrites_only_the_targets_that_use_it(mini, cli):
     changed = {f for f in after if after[f] != before.get(f)}
     assert code == 0
     assert "net.py" in changed and "net.d" not in changed
-    assert not {"twin.py", "mlp.py", "wide.py"} & changed    # twin pins width=32
+    assert not {"twin.py", "mlp.py", "wide.py"} & changed  # twin pins width=32
 
 
 def test_removed_target_outputs_are_deleted_but_edited_ones_kept(mini, cli):
     cli(["build"], mini)
     toml = mini / "Tribuild.toml"
     text = toml.read_text()
-    toml.write_text(text[:text.index("[targets.mlp]")] + text[text.index("# The same"):])
+    toml.write_text(text[: text.index("[targets.mlp]")] + text[text.index("# The same") :])
     (mini / "out" / "wide.py").write_text("# edited by hand\n")
     mine = mini / "out" / "notes.txt"
     mine.write_text("not tribuild's")
@@ -122,7 +128,7 @@ def test_a_failing_target_keeps_its_outputs_and_others_build(mini, cli):
     assert "mlp.tri:" in err and "build failed: 1 of 4 targets failed (mlp)" in err
     assert (mini / "out" / "mlp.py").read_bytes() == old
     assert b"width=20" in (mini / "out" / "net.py").read_bytes()
-    code, _, err = cli(["build"], mini)                 # no manifest after a failure
+    code, _, err = cli(["build"], mini)  # no manifest after a failure
     assert code == 1 and "no work to do" not in err
 
 
@@ -183,6 +189,7 @@ def test_query_stage_shares_are_of_their_summed_time():
     """With workers the stages' own time, summed over the processes, exceeds the wall
     time; each stage's share is of that sum, so the shares add up to 100%."""
     from tribuild.driver.timing import Report
+
     stages = {"check": (3.0, 10, 0, 5), "parse": (1.0, 4, 0, 0)}
     report = Report(1.0, {"build units": 0.9}, stages, [], None, None)
     text = report.text()
@@ -231,7 +238,7 @@ def test_a_forked_child_writes_with_its_own_fsync_threads(tmp_path):
     outputs.write_changed({str(tmp_path / f"p{i}"): b"parent" for i in range(3)})
     pid = os.fork()
     if pid == 0:
-        signal.alarm(60)                     # a child waiting on no thread would hang
+        signal.alarm(60)  # a child waiting on no thread would hang
         try:
             written = outputs.write_changed({str(tmp_path / f"c{i}"): b"c" for i in range(3)})
             os._exit(0 if len(written) == 3 else 1)
@@ -247,25 +254,35 @@ def test_write_syncs_each_file_before_its_rename_and_each_folder_after(tmp_path,
     every folder that received a file is fsynced after its last rename; nothing else is."""
     events = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
-        ("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))[1])
-    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(
-        ("replace", src, dst)), real_replace(src, dst))[1])
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))[
+            1
+        ],
+    )
+    monkeypatch.setattr(
+        os,
+        "replace",
+        lambda src, dst: (events.append(("replace", src, dst)), real_replace(src, dst))[1],
+    )
     monkeypatch.setattr(os, "sync", lambda: events.append(("sync",)))
     outputs.write_changed({str(tmp_path / "same.py"): b"x"})
     events.clear()
-    files = {str(tmp_path / name): name.encode() for name in
-             ("same.py", "a.py", "k/b.py", "k/c.py", "k/d/e.py")}
+    files = {
+        str(tmp_path / name): name.encode()
+        for name in ("same.py", "a.py", "k/b.py", "k/c.py", "k/d/e.py")
+    }
     files[str(tmp_path / "same.py")] = b"x"
     assert outputs.write_changed(files) == sorted(set(files) - {str(tmp_path / "same.py")})
     synced = [e[1] for e in events if e[0] == "fsync"]
     renames = [e for e in events if e[0] == "replace"]
     first_rename = events.index(renames[0])
-    assert sorted(synced[:len(renames)]) == sorted(src for _, src, _ in renames)
+    assert sorted(synced[: len(renames)]) == sorted(src for _, src, _ in renames)
     assert all(e[0] == "fsync" for e in events[:first_rename])
     folders = {str(tmp_path), str(tmp_path / "k"), str(tmp_path / "k" / "d")}
-    assert sorted(synced[len(renames):]) == sorted(folders)
-    assert all(e[0] == "fsync" for e in events[events.index(renames[-1]) + 1:])
+    assert sorted(synced[len(renames) :]) == sorted(folders)
+    assert all(e[0] == "fsync" for e in events[events.index(renames[-1]) + 1 :])
     assert ("sync",) not in events and len(synced) == len(renames) + len(folders)
 
 
@@ -274,8 +291,13 @@ def test_the_record_is_written_with_the_outputs_and_renamed_last(tmp_path, monke
     which still holds its previous bytes (the next build would keep it as not tribuild's)."""
     renamed = []
     real_replace = os.replace
-    monkeypatch.setattr(os, "replace", lambda src, dst: (renamed.append(
-        os.path.relpath(dst, tmp_path)), real_replace(src, dst))[1])
+    monkeypatch.setattr(
+        os,
+        "replace",
+        lambda src, dst: (renamed.append(os.path.relpath(dst, tmp_path)), real_replace(src, dst))[
+            1
+        ],
+    )
     files = {".a.py": b"a", "b.py": b"b", "kernels/k.py": b"k"}
     record = outputs.Record()
     report = outputs.write_outputs(str(tmp_path), files, record, {"t": tuple(files)}, {"t"})
@@ -283,8 +305,9 @@ def test_the_record_is_written_with_the_outputs_and_renamed_last(tmp_path, monke
     assert sorted(report.written) == sorted(files)
     assert outputs.Record.load(str(tmp_path)).targets == record.targets
     renamed.clear()
-    outputs.write_outputs(str(tmp_path), files, outputs.Record.load(str(tmp_path)),
-                          {"t": tuple(files)}, {"t"})
+    outputs.write_outputs(
+        str(tmp_path), files, outputs.Record.load(str(tmp_path)), {"t": tuple(files)}, {"t"}
+    )
     assert renamed == []
 
 
@@ -292,13 +315,21 @@ def test_a_target_prints_its_diagnostics_in_the_order_check_does(tmp_path, cli):
     """By position: the instance's errors (line 2, found with args c = 3) come before the
     file's generic one (line 11), as `check` prints them."""
     shutil.copy(FIXTURES / "order.tri", tmp_path / "m.tri")
-    (tmp_path / "Tribuild.toml").write_text('[project]\nname = "o"\nsources = ["."]\n\n'
-                                            '[targets.t]\nentry = "m.tri:A"\nargs = { c = 3 }\n')
-    firsts = [line.split(": error")[0] for line in cli(["build", "-q"], tmp_path)[2].splitlines()
-              if line.startswith("m.tri:")]
+    (tmp_path / "Tribuild.toml").write_text(
+        '[project]\nname = "o"\nsources = ["."]\n\n'
+        '[targets.t]\nentry = "m.tri:A"\nargs = { c = 3 }\n'
+    )
+    firsts = [
+        line.split(": error")[0]
+        for line in cli(["build", "-q"], tmp_path)[2].splitlines()
+        if line.startswith("m.tri:")
+    ]
     assert firsts == ["m.tri:2:14", "m.tri:2:24", "m.tri:11:16"]
-    checked = [line.split(": error")[0] for line in cli(["check"], tmp_path)[2].splitlines()
-               if line.startswith("m.tri:")]
+    checked = [
+        line.split(": error")[0]
+        for line in cli(["check"], tmp_path)[2].splitlines()
+        if line.startswith("m.tri:")
+    ]
     assert checked == firsts
 
 
@@ -311,13 +342,18 @@ def test_an_output_or_cache_folder_that_is_a_file_is_named_with_what_to_do(mini,
     (mini / ".tribuild-cache").write_text("not a folder")
     for args in (["build"], ["cache", "stats"]):
         code, _, err = cli(args, mini)
-        assert code == 2 and "tribuild: error: the cache folder is a file (or a link to " \
-            "nothing): move it away, or set [cache] dir in Tribuild.toml" in err, args
+        assert (
+            code == 2
+            and "tribuild: error: the cache folder is a file (or a link to "
+            "nothing): move it away, or set [cache] dir in Tribuild.toml"
+            in err
+        ), args
 
 
 def test_jobs_0_means_one_process_per_cpu_as_in_tribuild_toml(mini):
     """``--jobs 0`` and ``jobs=0`` mean what ``jobs = 0`` in Tribuild.toml means."""
     from tribuild.cli import parser
+
     assert parser().parse_args(["build", "-j", "0"]).jobs == (os.cpu_count() or 1)
     assert parser().parse_args(["build", "--jobs", "3"]).jobs == 3
     result = tribuild.build(str(mini), jobs=0, timing=True)
@@ -333,10 +369,16 @@ def test_files_written_early_are_journaled_before_their_rename(tmp_path, monkeyp
     it), and writing that record deletes the journal."""
     events = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
-        ("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))[1])
-    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(
-        ("replace", dst)), real_replace(src, dst))[1])
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))[
+            1
+        ],
+    )
+    monkeypatch.setattr(
+        os, "replace", lambda src, dst: (events.append(("replace", dst)), real_replace(src, dst))[1]
+    )
     out = tmp_path / "out"
     files = {str(out / "t.py"): b"t", str(out / "kernels" / "k.py"): b"k"}
     outputs.write_changed(files, early=str(out))
@@ -345,7 +387,9 @@ def test_files_written_early_are_journaled_before_their_rename(tmp_path, monkeyp
     assert ("fsync", journal) in events[:first_rename]
     record = outputs.Record.load(str(out))
     assert record.targets == {} and record.early == {
-        "t.py": outputs.digest(b"t"), os.path.join("kernels", "k.py"): outputs.digest(b"k")}
+        "t.py": outputs.digest(b"t"),
+        os.path.join("kernels", "k.py"): outputs.digest(b"k"),
+    }
     (out / "t.py").write_text("edited by hand")
     report = outputs.write_outputs(str(out), {}, record, {}, set())
     assert report.removed == (os.path.join("kernels", "k.py"),) and report.kept == ("t.py",)
@@ -367,8 +411,7 @@ def test_an_early_journal_is_read_whole_or_line_by_line(tmp_path, damage):
 
 
 @pytest.mark.parametrize("out", ["out", "out/", "./out", "ABS"])
-def test_the_early_journal_names_files_relative_to_the_output_folder(tmp_path, monkeypatch,
-                                                                     out):
+def test_the_early_journal_names_files_relative_to_the_output_folder(tmp_path, monkeypatch, out):
     """However the output folder is spelled, the journal lists what ``os.path.relpath``
     would give (it takes the rest of each path instead of calling it)."""
     monkeypatch.chdir(tmp_path)
@@ -377,11 +420,11 @@ def test_the_early_journal_names_files_relative_to_the_output_folder(tmp_path, m
     files = {outputs.resolve(out, rel): rel.encode() for rel in rels}
     outputs.write_changed(files, early=out)
     assert outputs.Record.load(out).early == {
-        os.path.relpath(full, out): outputs.digest(data) for full, data in files.items()}
+        os.path.relpath(full, out): outputs.digest(data) for full, data in files.items()
+    }
 
 
-def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini, cli,
-                                                                          monkeypatch):
+def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini, cli, monkeypatch):
     """The workers and this process write their targets' files as they are built; killed
     before the record, the build leaves them journaled, so the next build deletes those of
     a target it no longer has, and ``clean`` deletes everything."""
@@ -389,13 +432,14 @@ def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini,
 
     def killed(project, result):
         raise KeyboardInterrupt
+
     with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
         patch.setattr(driver, "write_result", killed)
         cli(["build", "--jobs", "2"], mini)
     assert (mini / "out" / "mlp.py").exists() and not (mini / "out" / outputs.RECORD).exists()
     toml = mini / "Tribuild.toml"
     text = toml.read_text()
-    toml.write_text(text[:text.index("[targets.mlp]")] + text[text.index("# The same"):])
+    toml.write_text(text[: text.index("[targets.mlp]")] + text[text.index("# The same") :])
     code, _, err = cli(["build"], mini)
     files = snapshot(mini / "out")
     assert code == 0 and "mlp.py" not in files and "mlp.d" not in files

@@ -1,5 +1,6 @@
 """The cache folder: LRU eviction under the size limit, prune by age, clear, validate, and
 the project lock."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ def _generation(folder: Path, sid: str, size: int, age_days: float) -> None:
 @pytest.fixture
 def folder(tmp_path) -> Path:
     current = store.salt_id(salt())
-    _generation(tmp_path, current, 100, 30)          # current, however old
+    _generation(tmp_path, current, 100, 30)  # current, however old
     _generation(tmp_path, "old", 100, 20)
     _generation(tmp_path, "older", 100, 40)
     _generation(tmp_path, "recent", 100, 1)
@@ -58,18 +59,26 @@ def test_clear_deletes_what_compile_model_kept_and_only_that(tmp_path):
     """A model manifest lists the module and kernels it vouches for (relative to the
     project root); clear deletes those in the cache's models folder, never a file elsewhere,
     even with the cache folder set to the project's own root."""
-    kept = {"models/mlp_MLP_0123456789ab.py": "module", "models/kernels/k.py": "kernel",
-            "models/mlp.tri": "the user's source", "notes.txt": "the user's"}
+    kept = {
+        "models/mlp_MLP_0123456789ab.py": "module",
+        "models/kernels/k.py": "kernel",
+        "models/mlp.tri": "the user's source",
+        "notes.txt": "the user's",
+    }
     for rel, text in kept.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     listed = ["models/mlp_MLP_0123456789ab.py", "models/kernels/k.py", "notes.txt"]
-    (tmp_path / "model-mlp_MLP_0123456789ab.json").write_text(json.dumps(
-        {"outputs": [[rel, 1, 1] for rel in listed]}))     # notes.txt: not in models/
+    (tmp_path / "model-mlp_MLP_0123456789ab.json").write_text(
+        json.dumps({"outputs": [[rel, 1, 1] for rel in listed]})
+    )  # notes.txt: not in models/
     (tmp_path / "explain.json").write_text("{}")
     assert cache.clear(str(tmp_path), str(tmp_path)) == 3
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
-        "explain.json", "mlp.tri", "notes.txt"]
+        "explain.json",
+        "mlp.tri",
+        "notes.txt",
+    ]
 
 
 def test_validate_deletes_a_corrupt_generation_and_the_next_build_recovers(mini, cli):
@@ -110,8 +119,9 @@ def test_the_lock_is_exclusive_and_a_second_holder_waits(tmp_path):
         holder = threading.Thread(target=lambda: _hold(tmp_path, waited))
         holder.start()
         time.sleep(0.2)
-        assert waited == [f"waiting for another tribuild (pid {os.getpid()}) to finish "
-                          f"with {tmp_path}"]
+        assert waited == [
+            f"waiting for another tribuild (pid {os.getpid()}) to finish with {tmp_path}"
+        ]
     holder.join(10)
     assert waited[-1] == "got it"
 

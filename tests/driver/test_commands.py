@@ -1,4 +1,5 @@
 """The small commands: init, compile, clean, graph, explain, and their exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,24 @@ def test_init_writes_a_project_that_builds_and_refuses_to_overwrite(tmp_path, cl
 
 
 def test_compile_one_file_with_arguments_and_a_depfile(mini, cli):
-    code, _, err = cli(["compile", "models/net.tri", "-o", "gen/n.py", "--arg", "width=12",
-                        "--depfile", "gen/n.d"], mini)
+    code, _, err = cli(
+        [
+            "compile",
+            "models/net.tri",
+            "-o",
+            "gen/n.py",
+            "--arg",
+            "width=12",
+            "--depfile",
+            "gen/n.d",
+        ],
+        mini,
+    )
     assert code == 0, err
     assert "width=12" in (mini / "gen" / "n.py").read_text()
     assert (mini / "gen" / "n.d").read_text() == (
-        "gen/n.py: \\\n models/lib/blocks.tri \\\n models/net.tri \\\n Tribuild.toml\n")
+        "gen/n.py: \\\n models/lib/blocks.tri \\\n models/net.tri \\\n Tribuild.toml\n"
+    )
     assert list((mini / "gen" / "kernels").glob("linear_12x*.py"))
 
 
@@ -35,9 +48,11 @@ def test_compile_in_a_build_folder_outside_any_project(tmp_path, cli):
     it, the project is the one around the source (here none either: the source's folder)."""
     src = tmp_path / "src"
     src.mkdir()
-    (src / "m.tri").write_text("layer M(n: int = 4) {\n    let fc = Linear(n, 2)\n"
-                               "    fn forward(x: Tensor<float32, [N, n]>) -> "
-                               "Tensor<float32, [N, 2]> {\n        return fc(x)\n    }\n}\n")
+    (src / "m.tri").write_text(
+        "layer M(n: int = 4) {\n    let fc = Linear(n, 2)\n"
+        "    fn forward(x: Tensor<float32, [N, n]>) -> "
+        "Tensor<float32, [N, 2]> {\n        return fc(x)\n    }\n}\n"
+    )
     obj = tmp_path / "obj"
     obj.mkdir()
     code, _, err = cli(["compile", "../src/m.tri", "-o", "m.py", "--depfile", "m.d"], obj)
@@ -47,35 +62,46 @@ def test_compile_in_a_build_folder_outside_any_project(tmp_path, cli):
 
 
 def test_compile_removes_the_temporary_files_of_its_killed_runs_but_not_of_shared_kernels(
-        mini, cli):
+    mini, cli
+):
     gen, litter = mini / "gen", ".n.py.abcd1234.tmp"
     (gen / "kernels").mkdir(parents=True)
     for path in (gen / litter, gen / ".n.d.efgh5678.tmp", gen / "kernels" / ".k.py.abcd1234.tmp"):
         path.write_text("partial")
-    code, _, err = cli(["compile", "models/net.tri", "-o", "gen/n.py", "--depfile", "gen/n.d"],
-                       mini)
+    code, _, err = cli(
+        ["compile", "models/net.tri", "-o", "gen/n.py", "--depfile", "gen/n.d"], mini
+    )
     assert code == 0, err
     assert sorted(p.name for p in gen.glob(".*.tmp")) == []
     assert [p.name for p in (gen / "kernels").glob(".*.tmp")] == [".k.py.abcd1234.tmp"]
 
 
 def test_compile_usage_errors(mini, cli):
-    cases = [(["compile", "models/nope.tri", "-o", "x.py"], "no such file"),
-             (["compile", "models/lib/blocks.tri", "-o", "x.py"], "cannot build `Dense`"),
-             (["compile", "models/net.tri", "-o", "x.py", "--target", "Zed"], "no layer `Zed`"),
-             (["compile", "models/net.tri", "-o", "x.py", "--arg", "width"], "name=value"),
-             (["compile", "models/net.tri"], "-o"),
-             (["compile", "models/net.tri", "-o", "models/net.tri"],
-              "-o names the source, which it would overwrite"),
-             (["compile", "models/net.tri", "-o", "x.py", "--depfile", "./x.py"],
-              "--depfile names the -o output")]
+    cases = [
+        (["compile", "models/nope.tri", "-o", "x.py"], "no such file"),
+        (["compile", "models/lib/blocks.tri", "-o", "x.py"], "cannot build `Dense`"),
+        (["compile", "models/net.tri", "-o", "x.py", "--target", "Zed"], "no layer `Zed`"),
+        (["compile", "models/net.tri", "-o", "x.py", "--arg", "width"], "name=value"),
+        (["compile", "models/net.tri"], "-o"),
+        (
+            ["compile", "models/net.tri", "-o", "models/net.tri"],
+            "-o names the source, which it would overwrite",
+        ),
+        (
+            ["compile", "models/net.tri", "-o", "x.py", "--depfile", "./x.py"],
+            "--depfile names the -o output",
+        ),
+    ]
     for args, message in cases:
         code, _, err = cli(args, mini)
         assert code == 2 and message in err, (args, err)
     (mini.parent / "outside.tri").write_text((mini / "models" / "mlp.tri").read_text())
     code, _, err = cli(["compile", "../outside.tri", "-o", "x.py"], mini)
-    assert code == 2 and f"{mini.parent / 'outside.tri'}: error: is outside the project, " \
-        f"whose root is {mini}" in err
+    assert (
+        code == 2
+        and f"{mini.parent / 'outside.tri'}: error: is outside the project, whose root is {mini}"
+        in err
+    )
     mlp = mini / "models" / "mlp.tri"
     mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(w)"))
     code, _, err = cli(["compile", "models/mlp.tri", "-o", "x.py"], mini)
@@ -107,11 +133,10 @@ def test_graph_and_explain(mini, cli):
     code, _, err = cli(["explain", "out/nothing.py"], mini)
     assert code == 1 and "out/nothing.py is not an output of this project" in err
     assert f"written under out{os.sep}" in err
-    shutil.rmtree(mini / ".tribuild-cache")         # the record of why goes with the cache
-    cli(["build", "-q"], mini)                      # and the outputs are up to date
+    shutil.rmtree(mini / ".tribuild-cache")  # the record of why goes with the cache
+    cli(["build", "-q"], mini)  # and the outputs are up to date
     code, _, err = cli(["explain", "out/wide.py"], mini)
     assert code == 1 and "out/wide.py (target wide) has not been written since" in err
-
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly():
@@ -121,10 +146,13 @@ def test_a_reader_that_stops_early_ends_the_command_quietly():
 
     def writes_to_a_closed_pipe(args):
         raise BrokenPipeError(32, "Broken pipe")
+
     with pytest.raises(BrokenPipeError):
         cli._run(writes_to_a_closed_pipe, None)
-    probe = ("from tribuild import cli\n"
-             "def main(argv):\n    raise BrokenPipeError(32, 'Broken pipe')\n"
-             "cli.main = main\ncli.entry()\n")
+    probe = (
+        "from tribuild import cli\n"
+        "def main(argv):\n    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "cli.main = main\ncli.entry()\n"
+    )
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
     assert (run.returncode, run.stderr) == (141, b"")

@@ -1,12 +1,14 @@
 """Byte-identical outputs: whatever --jobs is, and incremental builds (in one process and
 across fresh processes) equal to a clean build of the same sources, under random edits."""
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.driver.conftest import HERE, snapshot
 from tribuild.driver.build import Request, build
@@ -30,7 +32,7 @@ def test_with_workers_the_workers_write_the_outputs_and_the_report_counts_them(m
     two = build(Project.discover(str(other)), Request(jobs=2))
     assert one.written_early == () and two.written_early == two.report.written
     assert (two.report.written, two.report.unchanged) == (one.report.written, one.report.unchanged)
-    assert two.explain == one.explain       # why each was written, wherever it was built
+    assert two.explain == one.explain  # why each was written, wherever it was built
 
 
 def test_with_workers_a_failing_target_keeps_its_previous_outputs(mini):
@@ -38,7 +40,7 @@ def test_with_workers_a_failing_target_keeps_its_previous_outputs(mini):
     before = snapshot(mini / "out")
     mlp = mini / "models" / "mlp.tri"
     mlp.write_text(mlp.read_text().replace("fc2(relu(fc1(x)))", "fc2(x)"))
-    shutil.rmtree(mini / ".tribuild-cache")          # a clean build: workers run
+    shutil.rmtree(mini / ".tribuild-cache")  # a clean build: workers run
     result = build(Project.discover(str(mini)), Request(jobs=2))
     assert [t.name for t in result.failed] == ["mlp"]
     assert not any(rel.startswith("mlp") for rel in result.written_early)
@@ -56,7 +58,11 @@ EDITS = [
     ("models/lib/blocks.tri", "return relu(fc(x))", "return fc(x)"),
     ("models/lib/blocks.tri", "# Blocks shared", "# Blocks, shared"),
     ("models/net.tri", "width: int = 32", "width: int = 40"),
-    ("models/net.tri", "let head = Linear(width, classes)", "let head = TernaryLinear(width, classes)"),
+    (
+        "models/net.tri",
+        "let head = Linear(width, classes)",
+        "let head = TernaryLinear(width, classes)",
+    ),
     ("models/mlp.tri", "hidden: int = 16", "hidden: int = 24"),
     ("models/mlp.tri", "fc2(relu(fc1(x)))", "fc2(fc1(x))"),
 ]
@@ -70,17 +76,27 @@ def _apply(root: Path, steps: list[int]) -> None:
         file.write_text(text.replace(old, new) if old in text else text.replace(new, old))
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.integers(0, len(EDITS) - 1), min_size=1, max_size=3),
-                min_size=1, max_size=3))
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.lists(st.integers(0, len(EDITS) - 1), min_size=1, max_size=3), min_size=1, max_size=3
+    )
+)
 def test_incremental_equals_clean(tmp_path_factory, batches):
     _check_edits(tmp_path_factory.mktemp("inc"), batches)
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.integers(0, len(EDITS) - 1), min_size=1, max_size=4),
-                min_size=1, max_size=6))
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.lists(st.integers(0, len(EDITS) - 1), min_size=1, max_size=4), min_size=1, max_size=6
+    )
+)
 def test_incremental_equals_clean_slow(tmp_path_factory, batches):
     _check_edits(tmp_path_factory.mktemp("inc"), batches)
 

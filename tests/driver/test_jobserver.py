@@ -1,5 +1,6 @@
 """make's jobserver: tokens taken per extra worker and given back, in both the fifo
 (make 4.4) and the pipe (make <= 4.3) forms; anything unusable means no jobserver."""
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ def test_pipe_tokens_are_capped_by_jobs_and_the_pipe_stays_blocking():
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"+++")
     slots = jobserver.slots(2, {"MAKEFLAGS": f"-j4 --jobserver-auth={read_fd},{write_fd}"})
-    assert slots.acquire() and not slots.acquire()        # jobs=2: one extra worker
+    assert slots.acquire() and not slots.acquire()  # jobs=2: one extra worker
     assert os.get_blocking(read_fd)
     slots.close()
     assert _drain(read_fd) == b"+++"
@@ -44,8 +45,12 @@ def test_pipe_tokens_are_capped_by_jobs_and_the_pipe_stays_blocking():
 
 def test_unusable_jobserver_falls_back_to_jobs(tmp_path):
     regular = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
-    for flags in (f"--jobserver-auth={regular},{regular}", "--jobserver-auth=99,98",
-                  f"--jobserver-auth=fifo:{tmp_path / 'nope'}", "--jobserver-auth=x"):
+    for flags in (
+        f"--jobserver-auth={regular},{regular}",
+        "--jobserver-auth=99,98",
+        f"--jobserver-auth=fifo:{tmp_path / 'nope'}",
+        "--jobserver-auth=x",
+    ):
         slots = jobserver.slots(3, {"MAKEFLAGS": flags})
         assert type(slots) is jobserver.Slots
         assert slots.acquire() and slots.acquire() and not slots.acquire()

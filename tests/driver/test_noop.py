@@ -1,6 +1,7 @@
 """The no-op path: a fresh process with nothing changed answers from the manifest without
 importing the engine, the compiler, argparse, torch, triton, networkx or rich; which command
 lines it accepts; and what sends a build the full way."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import sys
 
 import pytest
 
-from tribuild.driver.noop.up_to_date import simple
 from tribuild.cli import parser
+from tribuild.driver.noop.up_to_date import simple
 
 PROBE = """\
 import json, sys
@@ -32,24 +33,27 @@ def _fresh(cwd, *args) -> tuple[int, list[str], str]:
 
 
 def _probe(cwd, *args) -> tuple[int, list[str], list[str], str]:
-    run = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     code, heavy, slow = json.loads(run.stdout.splitlines()[-1])
     return code, heavy, slow, run.stderr
 
 
 def test_a_fresh_no_op_imports_nothing_heavy(mini):
     code, heavy, _ = _fresh(mini, "build", "-q")
-    assert code == 0 and "tribuild.engine" in heavy            # the first build does work
+    assert code == 0 and "tribuild.engine" in heavy  # the first build does work
     for args in (("build",), ("build", "-j", "2", "-k"), ("build", "-q"), ("build", "-j0")):
         code, heavy, err = _fresh(mini, *args)
         assert (code, heavy) == (0, []), err
-    code, heavy, err = _fresh(mini / "models", "build", "--jobs=3")   # from a subfolder
+    code, heavy, err = _fresh(mini / "models", "build", "--jobs=3")  # from a subfolder
     assert (code, heavy, err) == (0, [], "tribuild: no work to do\n")
 
 
-@pytest.mark.parametrize("change", ["edit", "delete output", "delete outputs record",
-                                    "other targets", "other level", "config"])
+@pytest.mark.parametrize(
+    "change",
+    ["edit", "delete output", "delete outputs record", "other targets", "other level", "config"],
+)
 def test_what_sends_a_build_the_full_way(mini, cli, change):
     cli(["build", "-q"], mini)
     args = ["build"]
@@ -57,7 +61,7 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
         (mini / "models" / "mlp.tri").write_text((mini / "models" / "mlp.tri").read_text() + "\n")
     elif change == "delete output":
         os.unlink(mini / "out" / "mlp.d")
-    elif change == "delete outputs record":        # what tells stale outputs from others'
+    elif change == "delete outputs record":  # what tells stale outputs from others'
         os.unlink(mini / "out" / ".tribuild-outputs.json")
     elif change == "other targets":
         args.append("mlp")
@@ -76,11 +80,13 @@ def test_an_output_deleted_while_the_build_ends_is_made_again_by_the_next(mini, 
     """Someone deletes an output after it was written and before the manifest records it:
     the build still ends well, and the next one is not taken for a no-op."""
     from tribuild.driver import build as driver
+
     explain = driver._explain
 
     def deleting(db, keys, result, executed):
         os.unlink(mini / "out" / "mlp.py")
         return explain(db, keys, result, executed)
+
     monkeypatch.setattr(driver, "_explain", deleting)
     assert cli(["build", "-q"], mini)[0] == 0
     monkeypatch.setattr(driver, "_explain", explain)
@@ -97,7 +103,7 @@ def test_a_build_that_writes_nothing_leaves_the_manifest_true(mini, cli):
 
 
 def test_a_cache_folder_configured_elsewhere_is_found_past_a_stale_manifest(mini, cli):
-    cli(["build", "-q"], mini)                 # leaves a manifest in .tribuild-cache
+    cli(["build", "-q"], mini)  # leaves a manifest in .tribuild-cache
     toml = mini / "Tribuild.toml"
     toml.write_text(toml.read_text() + '\n[cache]\ndir = "elsewhere"\n')
     assert "no work to do" not in cli(["build"], mini)[2]
@@ -119,6 +125,7 @@ def test_a_build_whose_store_save_fails_leaves_no_manifest(mini, jobs, monkeypat
 
     def full_disk(db, project):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(driver, "save_database", full_disk)
     with pytest.raises(OSError):
         build(Project.discover(str(mini)), Request(jobs=int(jobs)))
@@ -126,23 +133,40 @@ def test_a_build_whose_store_save_fails_leaves_no_manifest(mini, jobs, monkeypat
     assert not (mini / ".tribuild-cache" / "build-manifest.json").exists()
 
 
-SIMPLE = [[], ["a", "b", "-j4", "--jobs", "2", "-O3", "-q"], ["--jobs=2", "-Os", "-k"],
-          ["-k", "--quiet", "--keep-going", "-O", "0", "mlp"], ["-j", "7", "net", "wide"],
-          ["-j0"], ["--jobs=0", "mlp"]]
+SIMPLE = [
+    [],
+    ["a", "b", "-j4", "--jobs", "2", "-O3", "-q"],
+    ["--jobs=2", "-Os", "-k"],
+    ["-k", "--quiet", "--keep-going", "-O", "0", "mlp"],
+    ["-j", "7", "net", "wide"],
+    ["-j0"],
+    ["--jobs=0", "mlp"],
+]
 
 
 @pytest.mark.parametrize("line", SIMPLE)
 def test_a_simple_line_gives_what_argparse_gives(line):
     parsed = vars(parser().parse_args(["build", *line]))
     args = simple(line)
-    assert {k: getattr(args, k) for k in parsed if k != "command"} == \
-        {k: v for k, v in parsed.items() if k != "command"}
+    assert {k: getattr(args, k) for k in parsed if k != "command"} == {
+        k: v for k, v in parsed.items() if k != "command"
+    }
 
 
 def test_what_is_not_a_simple_line():
-    assert simple(["a", "-q", "b"]).targets == ["a", "b"]       # argparse would refuse "b"
-    for args in (["--timing"], ["-j"], ["-j-1"], ["-O9"], ["--explain"], ["-"], ["--dump-ast"],
-                 ["-kq"], ["--qui"], ["--"]):
+    assert simple(["a", "-q", "b"]).targets == ["a", "b"]  # argparse would refuse "b"
+    for args in (
+        ["--timing"],
+        ["-j"],
+        ["-j-1"],
+        ["-O9"],
+        ["--explain"],
+        ["-"],
+        ["--dump-ast"],
+        ["-kq"],
+        ["--qui"],
+        ["--"],
+    ):
         assert simple(args) is None, args
 
 
@@ -176,6 +200,7 @@ def test_the_manifest_spares_parsing_an_unchanged_config(mini, cli, monkeypatch)
     """A build after one that succeeded validates the table the manifest recorded for the
     same bytes of Tribuild.toml; other bytes are parsed."""
     import tomllib
+
     parsed = []
     real = tomllib.loads
     monkeypatch.setattr(tomllib, "loads", lambda text: parsed.append(text) or real(text))

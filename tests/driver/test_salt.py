@@ -1,6 +1,7 @@
 """The salt record: a build whose tribuild is unchanged takes the package hash from the cache
 folder instead of reading every source file; any change to a source file, or a file changed
 too recently to be told apart from a later change, makes it hash the files again."""
+
 from __future__ import annotations
 
 import os
@@ -8,8 +9,8 @@ import time
 
 import pytest
 
-from tribuild.driver.noop import manifest
 from tribuild.driver import session
+from tribuild.driver.noop import manifest
 from tribuild.engine.fingerprint import package_hash
 
 
@@ -49,12 +50,12 @@ def _same_size_edit(pkg):
     st = path.stat()
     time.sleep(0.02)
     path.write_text("A = 7\n")
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))     # the mtime restored: cp -p, rsync -t
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime restored: cp -p, rsync -t
 
 
 def _replace(pkg):
     (pkg / "new.py").write_text("A = 1\n")
-    os.replace(pkg / "new.py", pkg / "a.py")                  # same bytes, another inode
+    os.replace(pkg / "new.py", pkg / "a.py")  # same bytes, another inode
 
 
 CHANGES = {
@@ -77,7 +78,7 @@ def test_any_change_to_a_source_file_hashes_them_again(package, tmp_path, monkey
 
 
 def test_files_changed_just_before_are_not_recorded(package, tmp_path, monkeypatch):
-    monkeypatch.setattr(session, "RACY_NS", 10**12)     # every file counts as just changed
+    monkeypatch.setattr(session, "RACY_NS", 10**12)  # every file counts as just changed
     cache = tmp_path / "cache"
     assert digest(monkeypatch, cache, package) == package_hash(package)
     assert not (cache / session.SALT_RECORD).exists()
@@ -96,6 +97,7 @@ def test_a_damaged_record_is_ignored_and_replaced(package, tmp_path, monkeypatch
 def test_the_signature_covers_exactly_the_hashed_files():
     """The real package: every file package_hash reads is in the signature, and no other."""
     from pathlib import Path
+
     root = Path(session.PACKAGE)
     hashed = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
     assert [row[0] for row in manifest.package_signature(session.PACKAGE)[1]] == hashed

@@ -2,6 +2,7 @@
 after unit; the workers' results are merged so reading them in this process executes
 nothing; a failing or dying unit is reported and skips only its dependents, and what its
 worker was handed besides is built elsewhere; outcomes are those of an in-process run."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,9 @@ import time
 import pytest
 
 from tribuild.driver.pool import scheduler
-from tribuild.driver.progress import Quiet
 from tribuild.driver.pool.scheduler import run_units
 from tribuild.driver.pool.units import Unit, run_serial
+from tribuild.driver.progress import Quiet
 from tribuild.engine import Database, derived, input_query
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -65,15 +66,18 @@ def test_this_process_and_a_worker_run_every_unit_and_the_results_are_merged():
     db = _db()
     outcomes, stats, line = run_units(db, _squares(), 2, Quiet())
     assert {n: o.value for n, o in outcomes.items()} == {n: i * i for i, n in enumerate(NAMES)}
-    found = re.fullmatch(r"workers: 1 at most at once beside this process, for 2 jobs "
-                         r"\(--jobs\); 1 forked; (\d) of 6 units built in this process", line)
+    found = re.fullmatch(
+        r"workers: 1 at most at once beside this process, for 2 jobs "
+        r"\(--jobs\); 1 forked; (\d) of 6 units built in this process",
+        line,
+    )
     here = int(found[1])
     assert 1 <= here <= 3
     assert sum(s["square"].executed for s in stats) == len(NAMES) - here
     assert db.stats()["square"].executed == here
     with db.log() as log:
         assert total(db, NAMES[:3]) == 5
-    assert log.executed == [("total", (NAMES[:3],))]     # built here or merged: not re-run
+    assert log.executed == [("total", (NAMES[:3],))]  # built here or merged: not re-run
 
 
 @pytest.mark.parametrize("first", ["boom", "dies"])
@@ -81,20 +85,28 @@ def test_failures_are_reported_and_skip_their_dependents_only(first):
     """The failing unit comes first, so a worker gets it (with two more units queued behind
     it, which are built elsewhere once it failed); a unit that kills its process is run
     only there, since it would kill the build in this one."""
-    failing = Unit("boom", boom, (), cost=100.0) if first == "boom" else \
-        Unit("dies", dies, (), cost=100.0)
-    units = _squares() + [failing, Unit("after", total, (NAMES,), deps=(first,)),
-                          Unit("sum", total, (NAMES,), deps=("a", "b"))]
+    failing = (
+        Unit("boom", boom, (), cost=100.0)
+        if first == "boom"
+        else Unit("dies", dies, (), cost=100.0)
+    )
+    units = _squares() + [
+        failing,
+        Unit("after", total, (NAMES,), deps=(first,)),
+        Unit("sum", total, (NAMES,), deps=("a", "b")),
+    ]
     outcomes, _, _ = run_units(_db(), units, 2, Quiet())
     if first == "boom":
         assert "ValueError: a bug in a query" in outcomes["boom"].error
     else:
-        assert outcomes["dies"].error == ("the worker building dies died (exit status 3) "
-                                          "before reporting")
+        assert outcomes["dies"].error == (
+            "the worker building dies died (exit status 3) before reporting"
+        )
     assert outcomes["after"].skipped == first
     expected = run_serial(_db(), [u for u in units if u.name != first], Quiet())
-    assert {n: o.value for n, o in outcomes.items() if n != first} == \
-        {n: o.value for n, o in expected.items() if n != "after"} | {"after": None}
+    assert {n: o.value for n, o in outcomes.items() if n != first} == {
+        n: o.value for n, o in expected.items() if n != "after"
+    } | {"after": None}
 
 
 class _EmitTo:
@@ -163,12 +175,13 @@ def test_a_run_with_workers_starts_the_next_saves_table_in_a_helper(tmp_path):
     assert log.executed == [("total", (NAMES,))]
     serial = _db()
     run_units(serial, _squares(), 1, Quiet(), save_next=True)
-    assert serial._helper is None                    # no workers: no helper either
+    assert serial._helper is None  # no workers: no helper either
 
 
 def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, monkeypatch):
     def no_fork(self, on_end):
         raise BlockingIOError(11, "Resource temporarily unavailable")
+
     monkeypatch.setattr(Database, "save_apart", no_fork)
     db = _db()
     outcomes, _, _ = run_units(db, _squares(), 2, Quiet(), save_next=True)
@@ -180,7 +193,7 @@ def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, m
 
 @derived
 def slow(db):
-    time.sleep(0.5)         # what the other processes do meanwhile is what a test checks
+    time.sleep(0.5)  # what the other processes do meanwhile is what a test checks
     return 1
 
 
@@ -192,8 +205,10 @@ def late_boom(db):
 
 def _within(seconds: int, call):
     """``call()``, failed if it takes longer than ``seconds`` (a hang)."""
+
     def hung(*_):
         raise TimeoutError("run_units hung")
+
     previous = signal.signal(signal.SIGALRM, hung)
     signal.alarm(seconds)
     try:
@@ -207,8 +222,11 @@ def test_the_last_pending_units_skipped_with_no_worker_left_end_the_run():
     """The worker fails ``boom`` and exits while this process builds ``slow``; then the only
     unit left depends on ``boom``: it is skipped and the run ends (it used to wait for a
     frame from no worker, for ever)."""
-    units = [Unit("boom", boom, (), cost=100.0), Unit("slow", slow, (), cost=50.0),
-             Unit("after", square, ("a",), deps=("boom",))]
+    units = [
+        Unit("boom", boom, (), cost=100.0),
+        Unit("slow", slow, (), cost=50.0),
+        Unit("after", square, ("a",), deps=("boom",)),
+    ]
     outcomes, _, _ = _within(20, lambda: run_units(_db(), units, 2, Quiet()))
     assert outcomes["after"].skipped == "boom" and outcomes["slow"].value == 1
 
@@ -221,6 +239,7 @@ def test_a_unit_handed_to_a_worker_that_just_failed_is_built_elsewhere(monkeypat
     def slow_send(self, worker, unit):
         time.sleep(0.3)
         send(self, worker, unit)
+
     monkeypatch.setattr(scheduler._Pool, "_send", slow_send)
     units = [Unit("boom", late_boom, (), cost=100.0)] + _squares()
     outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet()))
@@ -228,7 +247,7 @@ def test_a_unit_handed_to_a_worker_that_just_failed_is_built_elsewhere(monkeypat
     assert {n: outcomes[n].value for n in NAMES} == {n: i * i for i, n in enumerate(NAMES)}
 
 
-MARKS: list = []        # the folder the queries below leave their marks in (set by a test)
+MARKS: list = []  # the folder the queries below leave their marks in (set by a test)
 
 
 def _marks(prefix: str) -> int:
@@ -276,8 +295,7 @@ def test_a_worker_builds_on_while_its_frames_wait_in_a_full_pipe(tmp_path):
     the worker goes on with the units it was handed instead of waiting in a write."""
     MARKS[:] = [tmp_path]
     units = [Unit(f"u{i}", big, (f"u{i}",), cost=float(10 - i)) for i in range(6)]
-    outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet(),
-                                                   _WaitForWorker()))
+    outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet(), _WaitForWorker()))
     seen = [int(o.emitted[0]) for o in outcomes.values() if o.emitted]
     assert seen and seen[0] >= 3
     assert {n: len(o.value) for n, o in outcomes.items()} == {u.name: 2 << 21 for u in units}
@@ -326,13 +344,17 @@ def test_a_unit_whose_report_died_with_its_worker_is_built_again(tmp_path):
     process is busy building ``here``) and dies in ``dies``: the death is put on ``dies``, and ``big``, whose
     report was lost, is built elsewhere."""
     MARKS[:] = [tmp_path, os.getpid()]
-    units = [Unit("big", big, ("v",), cost=100.0),
-             Unit("dies", dies_in_a_worker, (), cost=90.0),
-             Unit("here", slow, (), cost=3.0), Unit("a", square, ("a",), cost=2.0),
-             Unit("b", square, ("b",), cost=1.0)]
+    units = [
+        Unit("big", big, ("v",), cost=100.0),
+        Unit("dies", dies_in_a_worker, (), cost=90.0),
+        Unit("here", slow, (), cost=3.0),
+        Unit("a", square, ("a",), cost=2.0),
+        Unit("b", square, ("b",), cost=1.0),
+    ]
     outcomes, _, _ = _within(60, lambda: run_units(_db(), units, 2, Quiet()))
-    assert outcomes["dies"].error == ("the worker building dies died (exit status 3) "
-                                      "before reporting")
+    assert outcomes["dies"].error == (
+        "the worker building dies died (exit status 3) before reporting"
+    )
     assert outcomes["big"].value == "v" * (2 << 20)
-    assert _marks("big.v.") == 2                     # built by the worker, then again
+    assert _marks("big.v.") == 2  # built by the worker, then again
     assert {n: outcomes[n].value for n in ("here", "a", "b")} == {"here": 1, "a": 0, "b": 1}

@@ -4,6 +4,7 @@ died with its worker, which a later unit killed: it is built again), a unit whos
 dependency failed is skipped, the others have the values of a run in order, and the run
 ends (each trial runs in a forked child under an alarm: a hang fails it). 12 graphs by
 default; ``TRIBUILD_SCHEDULER_SEEDS=N`` runs N (500 passed when this test was written)."""
+
 from __future__ import annotations
 
 import os
@@ -14,14 +15,14 @@ import traceback
 
 import pytest
 
-from tribuild.driver.progress import Quiet
 from tribuild.driver.pool.scheduler import run_units
 from tribuild.driver.pool.units import Unit
+from tribuild.driver.progress import Quiet
 from tribuild.engine import Database, derived, input_query
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 SEEDS = int(os.environ.get("TRIBUILD_SCHEDULER_SEEDS", "12"))
-_STATE: dict = {}       # the trial's graph, its log file and the pid of its main process
+_STATE: dict = {}  # the trial's graph, its log file and the pid of its main process
 
 
 @input_query
@@ -46,8 +47,7 @@ def work(db, name, fate):
 def _trial(seed: int, log: str) -> None:
     rnd = random.Random(seed)
     names = [f"u{i}" for i in range(rnd.randint(2, 20))]
-    deps = {n: tuple(rnd.sample(names[:i], min(i, rnd.randint(0, 2)))) for i, n in
-            enumerate(names)}
+    deps = {n: tuple(rnd.sample(names[:i], min(i, rnd.randint(0, 2)))) for i, n in enumerate(names)}
     fates = {n: rnd.choices(["ok", "boom", "dies"], [86, 8, 6])[0] for n in names}
     _STATE.update(deps=deps, log=log, main=os.getpid())
     open(log, "w").close()
@@ -58,7 +58,7 @@ def _trial(seed: int, log: str) -> None:
     outcomes, _, _ = run_units(db, units, rnd.randint(2, 4), Quiet())
     assert set(outcomes) == set(names)
     failed: set[str] = set()
-    for name in names:                      # in order: dependencies come first
+    for name in names:  # in order: dependencies come first
         got = outcomes[name]
         if fates[name] != "ok" or any(d in failed for d in deps[name]):
             failed.add(name)
@@ -76,7 +76,7 @@ def _trial(seed: int, log: str) -> None:
 def test_random_unit_graphs(seed, tmp_path):
     pid = os.fork()
     if pid == 0:
-        signal.alarm(30)                    # a hang kills the trial
+        signal.alarm(30)  # a hang kills the trial
         code = 1
         try:
             _trial(seed, str(tmp_path / "built.log"))

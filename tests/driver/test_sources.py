@@ -1,5 +1,6 @@
 """read_source refuses what it must not read: a FIFO (the read would block) and a file over
 the size limit; each becomes a SourceText with its error, never an exception."""
+
 import os
 
 from tribuild.driver import sources
@@ -29,6 +30,7 @@ def test_a_directory_and_a_missing_file_keep_their_messages(tmp_path):
 
 def test_imports_are_followed_and_only_files_that_may_import_are_lexed(tmp_path):
     from tribuild.engine import Database
+
     (tmp_path / "lib").mkdir()
     (tmp_path / "main.tri").write_text('from "lib/a.tri" import A\n')
     (tmp_path / "lib" / "a.tri").write_text('import "b.tri"\nlayer A() {\n}\n')
@@ -37,6 +39,10 @@ def test_imports_are_followed_and_only_files_that_may_import_are_lexed(tmp_path)
     db = Database()
     closure = sources.load_sources(db, str(tmp_path), ("lone.tri", "main.tri"))
     assert closure == ("lib/a.tri", "lib/b.tri", "lone.tri", "main.tri")
-    assert db.stats()["item_places"].executed == 2      # main.tri and lib/a.tri
-    assert [sources.may_import(t) for t in ("import x", "from x", "layer A", None)] == \
-        [True, True, False, False]
+    assert db.stats()["item_places"].executed == 2  # main.tri and lib/a.tri
+    assert [sources.may_import(t) for t in ("import x", "from x", "layer A", None)] == [
+        True,
+        True,
+        False,
+        False,
+    ]

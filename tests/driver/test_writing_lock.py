@@ -1,4 +1,5 @@
 """outputs.writing: one writer of an output folder at a time among a build's processes."""
+
 from tribuild.driver import outputs
 
 

@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh database, and ``run`` which calls a query under a log and returns
 (value, executed keys) in salsa's assert_logs style."""
+
 import pytest
 
 from tribuild.engine import Database

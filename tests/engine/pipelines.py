@@ -1,5 +1,6 @@
 """The small query pipelines most engine tests read: an input ``text`` and derived queries
 over it. Each test module adds the queries of its own behaviour on top."""
+
 from tribuild.engine import derived, input_query
 
 

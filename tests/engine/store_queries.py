@@ -1,8 +1,9 @@
 """Queries and values shared by the persistence tests (module level, so their identities
 are stable across a save and a load)."""
-from tribuild.engine.store import codec
-from tribuild.engine import derived, input_query
+
 from tribuild.base.record import record
+from tribuild.engine import derived, input_query
+from tribuild.engine.store import codec
 
 TEXTS = {"a": "alpha beta", "b": "bravo charlie delta", "c": "echo"}
 

@@ -2,6 +2,7 @@
 a save without one writes: the same keys, values and dependencies, keys with unencodable
 arguments dropped with their dependents, keys made after the fork included; a helper that
 fails costs only its time."""
+
 from __future__ import annotations
 
 import os
@@ -9,11 +10,22 @@ import os
 import pytest
 
 from tribuild.engine import Database, derived
-from tribuild.engine.store import helper as apart, packs
+from tribuild.engine.store import helper as apart
+from tribuild.engine.store import packs
 
 from .conftest import run
-from .store_queries import (TEXTS, Opaque, count, keyed_by_words, run_all, set_inputs,
-                            text, uses_opaque_key, words, Words)
+from .store_queries import (
+    TEXTS,
+    Opaque,
+    Words,
+    count,
+    keyed_by_words,
+    run_all,
+    set_inputs,
+    text,
+    uses_opaque_key,
+    words,
+)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 SALT = "tribuild-test-salt"
@@ -24,7 +36,7 @@ def _filled(opaque: bool = False) -> Database:
     set_inputs(db)
     run_all(db)
     if opaque:
-        uses_opaque_key(db)      # a key with an unencodable argument, and its dependent
+        uses_opaque_key(db)  # a key with an unencodable argument, and its dependent
     return db
 
 
@@ -58,7 +70,7 @@ def test_keys_made_after_the_fork_are_saved_too(tmp_path):
     db = _filled()
     db.save_apart(lambda: None)
     key = Words("z", ("late",))
-    value = keyed_by_words(db, key)             # after the fork: not in the helper's prefix
+    value = keyed_by_words(db, key)  # after the fork: not in the helper's prefix
     db.set(text, "d", "one more")
     assert run(db, words, "d")[0].words == ("one", "more")
     db.save(tmp_path, SALT)
@@ -76,6 +88,7 @@ def test_a_helper_that_fails_leaves_the_table_to_the_save(tmp_path, monkeypatch,
         if failure == "garbles":
             os.write(fd, b'{"nodes": 1, "lengths": [1, 8, 8, 0]}\nxx')
         os._exit(3)
+
     monkeypatch.setattr(apart, "_serve", broken)
     plain = _filled(opaque=True)
     plain.save(tmp_path / "plain", SALT)
@@ -95,17 +108,21 @@ def big_by_opaque(db, key):
 def test_a_dropped_key_leaves_no_value_in_the_pack(tmp_path):
     """A key whose argument cannot be encoded is dropped; a save with a helper learns it
     only from the helper, after placing values, and places again without it."""
+
     def filled():
         db = _filled()
         big_by_opaque(db, Opaque(7))
         return db
+
     plain = filled().save(tmp_path / "plain", SALT)
     db = filled()
     db.save_apart(lambda: None)
     assert db.save(tmp_path / "apart", SALT) == plain and plain.dropped_keys == 1
-    size = {name: sum(p.stat().st_size for p in (tmp_path / name).glob("values-*.pack"))
-            for name in ("plain", "apart")}
-    assert size["apart"] == size["plain"] < 13_000      # the 13 kB value is in neither
+    size = {
+        name: sum(p.stat().st_size for p in (tmp_path / name).glob("values-*.pack"))
+        for name in ("plain", "apart")
+    }
+    assert size["apart"] == size["plain"] < 13_000  # the 13 kB value is in neither
 
 
 def test_a_save_that_fails_still_waits_for_its_helper(tmp_path, monkeypatch):
@@ -116,22 +133,25 @@ def test_a_save_that_fails_still_waits_for_its_helper(tmp_path, monkeypatch):
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(packs, "place", full_disk)
     with pytest.raises(OSError):
         db.save(tmp_path, SALT)
     assert ended == [True] and db._helper is None
     with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)     # reaped already
-    db.end_apart()                  # what ``driver.build`` does on the way out: nothing left
+        os.waitpid(pid, os.WNOHANG)  # reaped already
+    db.end_apart()  # what ``driver.build`` does on the way out: nothing left
     assert ended == [True]
 
 
 def test_end_apart_reads_what_no_save_took(monkeypatch):
     """A helper whose message is larger than a pipe holds blocks writing until it is read:
     ending it without a save reads it, so the wait for its exit ends."""
+
     def large(db, keys, fd):
         os.write(fd, b"x" * (1 << 20))
         os._exit(0)
+
     monkeypatch.setattr(apart, "_serve", large)
     db = _filled()
     ended = []

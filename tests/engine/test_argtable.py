@@ -1,9 +1,10 @@
 """The table of key arguments: round trips, sharing of equal parts, carrying a loaded
 table, and nodes that do not decode."""
+
 import enum
 
-from tribuild.engine.store import argtable, codec
 from tribuild.base.record import record
+from tribuild.engine.store import argtable, codec
 
 
 class Mode(enum.Enum):
@@ -29,8 +30,16 @@ codec.register_all([Mode, Inner, Outer])
 SHARED = Inner("conv", (3, 3, (1, None)))
 KEYS = [
     ("models/a.tri", 7),
-    (1,), (True,), (1.0,), (-0.0,), (0.0,), (float("inf"),), (None,), ("",),
-    (b"\x00bytes",), ("line\nbreak \u2028 ünï",),
+    (1,),
+    (True,),
+    (1.0,),
+    (-0.0,),
+    (0.0,),
+    (float("inf"),),
+    (None,),
+    ("",),
+    (b"\x00bytes",),
+    ("line\nbreak \u2028 ünï",),
     (SHARED,),
     (Outer(SHARED, Mode.FAST, frozenset({2, 1}), (SHARED, "x")), 2),
     (Outer(SHARED, Mode.FAST, frozenset(), {"k": [1, 2]}),),
@@ -60,16 +69,22 @@ def test_arguments_round_trip_with_their_exact_types():
 
 def test_equal_arguments_and_parts_are_stored_once():
     text, ids, _ = _round_trip(KEYS + KEYS)
-    assert ids[:len(KEYS)] == ids[len(KEYS):]
+    assert ids[: len(KEYS)] == ids[len(KEYS) :]
     assert text.count(b'"conv"') == 1 and b"\n\n" not in text
 
 
 # Equal arguments built apart (not the same objects), as keys decoded from two workers' payloads
 # are, some of them equal but with parts of other types: each must keep its own types.
 def _apart():
-    return [(Inner("a", (1, (2,))),), (Inner("a", (True, (2,))),), (Inner("a", (1.0, (2,))),),
-            ((Inner("z", (-0.0,)), 1),), ((Inner("z", (0.0,)), True),),
-            ((frozenset({1}), ()),), ((frozenset({True}), ()),)]
+    return [
+        (Inner("a", (1, (2,))),),
+        (Inner("a", (True, (2,))),),
+        (Inner("a", (1.0, (2,))),),
+        ((Inner("z", (-0.0,)), 1),),
+        ((Inner("z", (0.0,)), True),),
+        ((frozenset({1}), ()),),
+        ((frozenset({True}), ()),),
+    ]
 
 
 def test_equal_arguments_built_apart_keep_their_types_and_share_same_parts():
@@ -77,7 +92,7 @@ def test_equal_arguments_built_apart_keep_their_types_and_share_same_parts():
     assert first == second and first[0] == first[1] == first[2] and first[3] == first[4]
     text, ids, decoded = _round_trip(first + second)
     assert all(_same(got, want) for got, want in zip(decoded, first + second))
-    assert ids[:len(first)] == ids[len(first):]
+    assert ids[: len(first)] == ids[len(first) :]
     assert len(set(map(tuple, ids[:3]))) == 3
     assert text.count(b"[2]") == 1
 

@@ -47,7 +47,7 @@ def test_set_from_another_thread_cancels_the_running_revision(db):
     outcome = {}
     reader = _read_in_thread(db, long_sum, outcome)
     assert started.wait(10)
-    db.set(knob, "n", 20)       # returns once the reader has unwound
+    db.set(knob, "n", 20)  # returns once the reader has unwound
     reader.join(10)
     assert not reader.is_alive()
     assert isinstance(outcome.get("error"), Cancelled) and "value" not in outcome

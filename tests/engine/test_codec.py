@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tribuild.engine.store import codec
 from tribuild.base.record import record
+from tribuild.engine.store import codec
 
 
 class Color(enum.Enum):
@@ -29,6 +29,7 @@ codec.register_all([Color, Point])
 
 class Trap:
     """Counts its instances: decoding must never create one."""
+
     made = 0
 
     def __init__(self, *args):
@@ -49,17 +50,30 @@ codec.register(Box)
 
 
 hashable = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text() | st.binary()
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text()
+    | st.binary()
     | st.floats(allow_nan=False),
     lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
-    max_leaves=6)
-leaves = (hashable | st.sampled_from(Color)
-          | st.builds(Point, st.integers(), st.text(), st.lists(st.text(), max_size=3).map(tuple)))
+    max_leaves=6,
+)
+leaves = (
+    hashable
+    | st.sampled_from(Color)
+    | st.builds(Point, st.integers(), st.text(), st.lists(st.text(), max_size=3).map(tuple))
+)
 values = st.recursive(
     leaves,
-    lambda inner: (st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
-                   | st.dictionaries(hashable, inner, max_size=4) | st.builds(Box, inner)),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(hashable, inner, max_size=4)
+        | st.builds(Box, inner)
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -68,8 +82,8 @@ def test_round_trip(value):
     data = codec.encode(value)
     assert codec.decode(data) == value
     assert codec.encode(codec.decode(data)) == data
-    assert codec.decode(memoryview(data)) == value      # as sliced from a mapped pack
-    assert codec.from_json(json.loads(data)) == value   # the tree decoder (argument table)
+    assert codec.decode(memoryview(data)) == value  # as sliced from a mapped pack
+    assert codec.from_json(json.loads(data)) == value  # the tree decoder (argument table)
 
 
 def test_lists_stay_lists_and_arrays_become_tuples():
@@ -106,24 +120,27 @@ def test_unknown_types_are_not_encodable(value):
         codec.encode(value)
 
 
-@pytest.mark.parametrize("tree", [
-    {"$c": f"{__name__}.Trap", "v": []},
-    {"$c": f"{__name__}.Unregistered", "v": [1]},
-    {"$c": "os.system", "v": ["echo pwned"]},
-    {"$c": "builtins.eval", "v": ["1+1"]},
-    {"$c": "not_imported_module_xyz.Thing", "v": []},
-    {"$e": "builtins.int", "v": "real"},
-    {"$c": f"{__name__}.Color", "v": ["r"]},
-    {"$e": f"{__name__}.Color", "v": "GREEN"},
-    {"$e": f"{__name__}.Point", "v": "x"},
-    {"$c": f"{__name__}.Point", "v": [1]},
-    {"$c": f"{__name__}.Point", "v": [1, "a", []], "extra": 1},
-    {"$x": 1},
-    {"$b": "not base64!"},
-    {"$f": "1e999"},
-    {"$d": [[1]]},
-    {"plain": "object"},
-])
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"$c": f"{__name__}.Trap", "v": []},
+        {"$c": f"{__name__}.Unregistered", "v": [1]},
+        {"$c": "os.system", "v": ["echo pwned"]},
+        {"$c": "builtins.eval", "v": ["1+1"]},
+        {"$c": "not_imported_module_xyz.Thing", "v": []},
+        {"$e": "builtins.int", "v": "real"},
+        {"$c": f"{__name__}.Color", "v": ["r"]},
+        {"$e": f"{__name__}.Color", "v": "GREEN"},
+        {"$e": f"{__name__}.Point", "v": "x"},
+        {"$c": f"{__name__}.Point", "v": [1]},
+        {"$c": f"{__name__}.Point", "v": [1, "a", []], "extra": 1},
+        {"$x": 1},
+        {"$b": "not base64!"},
+        {"$f": "1e999"},
+        {"$d": [[1]]},
+        {"plain": "object"},
+    ],
+)
 def test_decoding_never_instantiates_unregistered_classes(tree):
     with pytest.raises(codec.CodecError):
         codec.decode(json.dumps(tree))

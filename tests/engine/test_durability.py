@@ -53,8 +53,10 @@ def test_a_memo_reading_low_and_high_inputs_is_low(db):
 def test_high_change_is_seen_through_the_high_subgraph(db):
     _setup(db, Durability.HIGH)
     db.set(source, "std", 20, durability=Durability.HIGH)
-    assert run(db, user) == (25, [("level", (0,)), ("level", (1,)), ("level", (2,)),
-                                  ("level", (3,)), ("user", ())])
+    assert run(db, user) == (
+        25,
+        [("level", (0,)), ("level", (1,)), ("level", (2,)), ("level", (3,)), ("user", ())],
+    )
 
 
 def test_lowering_an_inputs_durability_keeps_later_edits_visible(db):
@@ -62,5 +64,7 @@ def test_lowering_an_inputs_durability_keeps_later_edits_visible(db):
     db.set(source, "std", 10, durability=Durability.LOW)
     user(db)
     db.set(source, "std", 11, durability=Durability.LOW)
-    assert run(db, level, 3) == (14, [("level", (0,)), ("level", (1,)), ("level", (2,)),
-                                      ("level", (3,))])
+    assert run(db, level, 3) == (
+        14,
+        [("level", (0,)), ("level", (1,)), ("level", (2,)), ("level", (3,))],
+    )

@@ -13,8 +13,9 @@ FILES = {"a.py": "x = 1\n", "sub/b.py": "y = 2\n", "notes.txt": "ignored"}
 
 
 def test_same_sources_same_hash(tmp_path):
-    assert package_hash(_tree(tmp_path / "one", FILES)) == \
-        package_hash(_tree(tmp_path / "two", FILES))
+    assert package_hash(_tree(tmp_path / "one", FILES)) == package_hash(
+        _tree(tmp_path / "two", FILES)
+    )
 
 
 def test_edits_renames_and_additions_change_the_hash(tmp_path):
@@ -30,5 +31,6 @@ def test_edits_renames_and_additions_change_the_hash(tmp_path):
 
 
 def test_non_python_files_do_not_count(tmp_path):
-    assert package_hash(_tree(tmp_path / "one", FILES)) == \
-        package_hash(_tree(tmp_path / "two", {**FILES, "notes.txt": "changed"}))
+    assert package_hash(_tree(tmp_path / "one", FILES)) == package_hash(
+        _tree(tmp_path / "two", {**FILES, "notes.txt": "changed"})
+    )

@@ -16,12 +16,19 @@ def test_graph_has_every_key_and_an_edge_from_each_dependency(db):
     db.set(text, "b", "y", durability=Durability.HIGH)
     total(db)
     g = db.graph()
-    assert set(g.nodes) == {("text", ("a",)), ("text", ("b",)), ("length", ("a",)),
-                            ("length", ("b",)), ("total", ())}
-    assert set(g.edges) == {(("text", ("a",)), ("length", ("a",))),
-                            (("text", ("b",)), ("length", ("b",))),
-                            (("length", ("a",)), ("total", ())),
-                            (("length", ("b",)), ("total", ()))}
+    assert set(g.nodes) == {
+        ("text", ("a",)),
+        ("text", ("b",)),
+        ("length", ("a",)),
+        ("length", ("b",)),
+        ("total", ()),
+    }
+    assert set(g.edges) == {
+        (("text", ("a",)), ("length", ("a",))),
+        (("text", ("b",)), ("length", ("b",))),
+        (("length", ("a",)), ("total", ())),
+        (("length", ("b",)), ("total", ())),
+    }
     assert g.nodes["length", ("b",)]["durability"] == Durability.HIGH
     assert g.nodes["total", ()]["durability"] == Durability.LOW
     assert g.nodes["text", ("a",)]["input"] and not g.nodes["total", ()]["input"]

@@ -58,7 +58,10 @@ def test_changed_input_under_an_evicted_memo_reruns_it_and_its_dependents(db):
     db.set(number, 0, 5)
     # square(0) re-runs (changed) while verifying total; total re-runs and, with only two
     # values held at a time, must recompute the other squares' values too.
-    assert run(db, total, 4) == (39, [("square", (0,)), ("square", (1,)), ("square", (2,)),
-                                      ("square", (3,)), ("total", (4,))])
-    assert db.explain(square, 1) == ("square(1) ran at revision 5\n"
-                                     "  because its value was not held")
+    assert run(db, total, 4) == (
+        39,
+        [("square", (0,)), ("square", (1,)), ("square", (2,)), ("square", (3,)), ("total", (4,))],
+    )
+    assert db.explain(square, 1) == (
+        "square(1) ran at revision 5\n  because its value was not held"
+    )

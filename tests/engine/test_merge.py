@@ -1,20 +1,33 @@
 """export / merge: a worker (a copy of the database at the same revision) computes keys, the
 main database absorbs its records so that reading them executes nothing, and from then on
 behaves exactly like a database that computed everything itself."""
+
 import itertools
 import os
 
 import pytest
 
 from tribuild.engine import Database, Durability, derived
-from tribuild.engine.store import codec
 from tribuild.engine.memo import NO_VALUE
+from tribuild.engine.store import codec
 
-from .store_queries import (TEXTS, Opaque, count, keyed_by_opaque, opaque, run_all, set_inputs,
-                            summary, text, uses_opaque_key, via_opaque, words)
+from .store_queries import (
+    TEXTS,
+    Opaque,
+    count,
+    keyed_by_opaque,
+    opaque,
+    run_all,
+    set_inputs,
+    summary,
+    text,
+    uses_opaque_key,
+    via_opaque,
+    words,
+)
 
-EDIT = {**TEXTS, "a": "alpha gamma"}      # words(a) changes, count(a) is backdated
-LATER = [                                 # edits after the merge, one batch each
+EDIT = {**TEXTS, "a": "alpha gamma"}  # words(a) changes, count(a) is backdated
+LATER = [  # edits after the merge, one batch each
     {**EDIT, "b": "  bravo   charlie delta "},
     {**EDIT, "b": "bravo", "c": "echo foxtrot"},
     {**EDIT, "a": "alpha"},
@@ -45,8 +58,16 @@ def state(db) -> dict:
         if value is NO_VALUE and m.blob is not None:
             value = codec.decode(m.blob[0])
         cause = _key(memos[m.cause]) if m.cause >= 0 else m.cause
-        out[_key(m)] = (value, m.changed_at, m.verified_at, int(m.durability),
-                        tuple(_key(memos[d]) for d in m.deps), cause, m.cause_rev, m.executed_at)
+        out[_key(m)] = (
+            value,
+            m.changed_at,
+            m.verified_at,
+            int(m.durability),
+            tuple(_key(memos[d]) for d in m.deps),
+            cause,
+            m.cause_rev,
+            m.executed_at,
+        )
     return out
 
 
@@ -76,8 +97,10 @@ def test_a_merge_logs_what_the_worker_did_with_each_record_it_installs():
     with main.log() as log:
         report = main.merge(payload)
     assert report.installed == len(log.executed) + len(log.validated) == 7
-    assert (sorted(log.executed), sorted(log.validated)) == (sorted(ran.executed),
-                                                             sorted(ran.validated))
+    assert (sorted(log.executed), sorted(log.validated)) == (
+        sorted(ran.executed),
+        sorted(ran.validated),
+    )
     counts = {name: (s.executed, s.validated) for name, s in main.stats().items()}
     assert counts == {name: (s.executed, s.validated) for name, s in _copy().stats().items()}
 
@@ -124,11 +147,10 @@ def test_a_forked_worker_computes_and_the_parent_merges():
 
 def test_merged_values_are_saved_as_the_worker_encoded_them(tmp_path, monkeypatch):
     worker, main = _copy(), _copy()
-    count(main, "a")                        # computed here too: already valid when merged
+    count(main, "a")  # computed here too: already valid when merged
     main.merge(_export(worker, (summary, ())))
-    unencoded = {_key(m) for m in main._every_memo()
-                 if m.blob is None and m.value is not NO_VALUE}
-    assert unencoded == {("opaque", ("a",)), ("via_opaque", ("a",))}   # not in the payload
+    unencoded = {_key(m) for m in main._every_memo() if m.blob is None and m.value is not NO_VALUE}
+    assert unencoded == {("opaque", ("a",)), ("via_opaque", ("a",))}  # not in the payload
     encoded = []
     monkeypatch.setattr(codec, "encode", lambda v, real=codec.encode: encoded.append(v) or real(v))
     main.save(tmp_path, "salt")
@@ -150,19 +172,22 @@ def test_a_payload_from_an_older_revision_is_refused():
     assert ("words", ("c",)) in log.executed
 
 
-@pytest.mark.parametrize("value, durability", [
-    ("bravo charlie", Durability.LOW),                # another value
-    (TEXTS["b"], Durability.HIGH),                    # another durability
-])
+@pytest.mark.parametrize(
+    "value, durability",
+    [
+        ("bravo charlie", Durability.LOW),  # another value
+        (TEXTS["b"], Durability.HIGH),  # another durability
+    ],
+)
 def test_records_that_read_another_input_value_are_refused(value, durability):
     worker, main = Database(), Database()
     set_inputs(worker)
     set_inputs(main)
     worker.set(text, "b", value, durability=durability)
-    main.set(text, "unused", "")                      # same revision, other history
+    main.set(text, "unused", "")  # same revision, other history
     payload = _export(worker, (summary, ()))
     report = main.merge(payload)
-    assert report.reasons == {"input differs": 3}     # words(b), count(b), summary
+    assert report.reasons == {"input differs": 3}  # words(b), count(b), summary
     assert report.installed == 4
     with main.log() as log:
         assert summary(main) == (2, 3, 1)
@@ -172,18 +197,21 @@ def test_records_that_read_another_input_value_are_refused(value, durability):
 def test_records_from_another_history_are_refused():
     worker, main = Database(), Database()
     set_inputs(worker)
-    summary(worker)                                   # computed at revision 3
+    summary(worker)  # computed at revision 3
     for db in (worker, main):
         db.set(text, "unused", "")
-    set_inputs(main)                                  # same revision 4, nothing computed
+    set_inputs(main)  # same revision 4, nothing computed
     report = main.merge(_export(worker, (summary, ())))
     assert (report.installed, report.reasons) == (0, {"other history": 7})
 
 
 def test_overlapping_payloads_give_the_same_state_in_any_order():
     worker = _copy()
-    payloads = [_export(worker, (count, ("a",))), _export(worker, (summary, ())),
-                _export(worker, (count, ("b",)), (words, ("c",)))]
+    payloads = [
+        _export(worker, (count, ("a",))),
+        _export(worker, (summary, ())),
+        _export(worker, (count, ("b",)), (words, ("c",))),
+    ]
     states = []
     for order in itertools.permutations(payloads):
         main = _copy()
@@ -210,7 +238,7 @@ def test_an_unencodable_value_is_recomputed_on_demand_and_keeps_dependents_green
 def test_records_with_unencodable_keys_are_left_out_with_their_dependents():
     worker, main = _copy(), _copy()
     report = main.merge(_export(worker, (uses_opaque_key, ())))
-    assert (report.installed, report.left_out) == (2, 2)   # words(a), count(a) installed
+    assert (report.installed, report.left_out) == (2, 2)  # words(a), count(a) installed
     with main.log() as log:
         assert uses_opaque_key(main) == 3
     assert log.executed == [("keyed_by_opaque", (Opaque(1),)), ("uses_opaque_key", ())]
@@ -239,10 +267,12 @@ def test_a_damaged_payload_is_refused_before_anything_is_installed():
     main = _copy()
     before = state(main)
     start = payload.index(b"\n") + 1
-    meta_end = start + 8 + int.from_bytes(payload[start:start + 8], "little")
-    for damaged in (payload[:meta_end + 12],                       # records cut short
-                    payload[:meta_end + 8] + payload[meta_end + 16:],   # an integer lost
-                    payload[:-1] + bytes([payload[-1] ^ 1])):           # a value byte flipped
+    meta_end = start + 8 + int.from_bytes(payload[start : start + 8], "little")
+    for damaged in (
+        payload[: meta_end + 12],  # records cut short
+        payload[: meta_end + 8] + payload[meta_end + 16 :],  # an integer lost
+        payload[:-1] + bytes([payload[-1] ^ 1]),
+    ):  # a value byte flipped
         with pytest.raises(ValueError, match="corrupt merge payload"):
             main.merge(damaged)
         assert state(main) == before

@@ -1,11 +1,13 @@
 """Append-only packs: a save writes only the values not already in a pack it keeps, retires
 packs that are mostly dead, damaged or too many, and deletes the packs it no longer lists."""
+
 from pathlib import Path
 
 import pytest
 
 from tribuild.engine import Database
-from tribuild.engine.store import packs, disk as store
+from tribuild.engine.store import disk as store
+from tribuild.engine.store import packs
 
 from .conftest import run
 from .store_queries import text, words
@@ -51,7 +53,7 @@ def _check_store(folder: Path) -> None:
     assert {p.name for p in files} == _pack_files(folder)
     assert all(p.unchanged() for p in files)
     for i, offset in enumerate(body["entry_offset"]):
-        data = files[body["entry_pack"][i]].data[offset:offset + body["entry_length"][i]]
+        data = files[body["entry_pack"][i]].data[offset : offset + body["entry_length"][i]]
         assert store.checksum(data) == body["entry_checksum"][i]
     assert not list(folder.glob(".*.tmp"))
 
@@ -71,8 +73,11 @@ def test_a_save_after_a_load_writes_only_the_changed_values(saved):
     report = db.save(saved, SALT)
     assert first < _pack_files(saved) and len(_pack_files(saved)) == 2
     new = (_pack_files(saved) - first).pop()
-    assert (saved / new).stat().st_size == _pack_bytes(saved, report) == _encoded(
-        _texts(changed={"n3"})["n3"], words(db, "n3"))
+    assert (
+        (saved / new).stat().st_size
+        == _pack_bytes(saved, report)
+        == _encoded(_texts(changed={"n3"})["n3"], words(db, "n3"))
+    )
     _check_store(saved)
     again = Database.load(saved, SALT)
     assert run(again, words, "n3")[0] == words(db, "n3")
@@ -84,7 +89,7 @@ def test_equal_values_are_not_written_again(saved):
     db.set(text, "n3", "changed")
     words(db, "n3")
     db.set(text, "n3", _texts()["n3"])
-    _build(db, _texts())                     # re-runs words('n3') to an equal value
+    _build(db, _texts())  # re-runs words('n3') to an equal value
     before = _pack_files(saved)
     db.save(saved, SALT)
     assert _pack_files(saved) == before
@@ -103,9 +108,9 @@ def test_mostly_dead_packs_are_retired_and_deleted(saved):
 
 
 def test_the_pack_count_is_bounded(saved):
-    for i, name in enumerate(NAMES[:3 * packs.MAX_PACKS]):
+    for i, name in enumerate(NAMES[: 3 * packs.MAX_PACKS]):
         db = Database.load(saved, SALT)
-        _build(db, _texts(changed=set(NAMES[:i + 1])))
+        _build(db, _texts(changed=set(NAMES[: i + 1])))
         db.save(saved, SALT)
         assert len(_pack_files(saved)) <= packs.MAX_PACKS
     _check_store(saved)
@@ -142,10 +147,10 @@ def test_a_damaged_entry_not_read_is_dropped_at_save(saved):
     data[data.index(b"wordn7") + 2] ^= 0x01
     pack.write_bytes(bytes(data))
     db = Database.load(saved, SALT)
-    _build(db, _texts(changed={"n1"}))        # decodes words('n1') only
+    _build(db, _texts(changed={"n1"}))  # decodes words('n1') only
     db.save(saved, SALT)
     _check_store(saved)
-    assert pack.name not in _pack_files(saved)   # retired: its good entries were copied
+    assert pack.name not in _pack_files(saved)  # retired: its good entries were copied
     again = Database.load(saved, SALT)
     _build(again, _texts(changed={"n1"}))
     assert again.store_report.problems == []
@@ -159,6 +164,7 @@ def _interrupted_save(db, folder: Path, monkeypatch, kill_at: int) -> int:
     """Save ``db`` into ``folder``, interrupted just before its ``kill_at``-th file-system
     change (0: never); the number of changes passed."""
     import os
+
     count = [0]
 
     def point(fn):
@@ -167,7 +173,9 @@ def _interrupted_save(db, folder: Path, monkeypatch, kill_at: int) -> int:
             if count[0] == kill_at:
                 raise _Killed
             return fn(*args, **kwargs)
+
         return wrapped
+
     with monkeypatch.context() as patch:
         for name in ("replace", "unlink", "fsync"):
             patch.setattr(os, name, point(getattr(os, name)))
@@ -189,7 +197,7 @@ def test_a_save_interrupted_at_any_step_leaves_a_whole_store(saved, tmp_path, mo
         return folder, _interrupted_save(db, folder, monkeypatch, kill_at)
 
     _, total = attempt(0)
-    assert total == 5       # two files written (fsync and rename each), the folder fsynced
+    assert total == 5  # two files written (fsync and rename each), the folder fsynced
     for kill_at in range(1, total + 1):
         folder, _ = attempt(kill_at)
         db = Database.load(folder, SALT)
@@ -217,5 +225,5 @@ def test_a_new_pack_holds_equal_values_once_and_values_of_one_checksum_apart(tmp
     packs.write(placed)
     data = bytes(placed.new.data)
     at = [m.blob[3] for m in memos]
-    assert [data[o:o + len(b[0])] for o, b in zip(at, blobs)] == [b[0] for b in blobs]
+    assert [data[o : o + len(b[0])] for o, b in zip(at, blobs)] == [b[0] for b in blobs]
     assert at[0] == at[2] and len(set(at)) == 3 and len(data) == 10

@@ -1,10 +1,21 @@
 from tribuild.engine import Database
-from tribuild.engine.store import codec
 from tribuild.engine.query import REGISTRY
+from tribuild.engine.store import codec
 
 from .conftest import run
-from .store_queries import (TEXTS, count, length_plus_one, opaque, run_all,
-                            set_inputs, summary, text, uses_opaque_key, via_opaque, words)
+from .store_queries import (
+    TEXTS,
+    count,
+    length_plus_one,
+    opaque,
+    run_all,
+    set_inputs,
+    summary,
+    text,
+    uses_opaque_key,
+    via_opaque,
+    words,
+)
 
 SALT = "tribuild-test-salt"
 
@@ -34,8 +45,7 @@ def test_one_changed_input_executes_only_the_affected_queries(tmp_path):
     _saved(tmp_path)
     db = Database.load(tmp_path, SALT)
     set_inputs(db, {**TEXTS, "b": "bravo charlie"})
-    assert run(db, summary) == ((2, 2, 1), [("words", ("b",)), ("count", ("b",)),
-                                           ("summary", ())])
+    assert run(db, summary) == ((2, 2, 1), [("words", ("b",)), ("count", ("b",)), ("summary", ())])
 
 
 def test_backdating_compares_against_the_stored_value(tmp_path):
@@ -53,7 +63,7 @@ def test_backdating_compares_encodings_without_decoding(tmp_path, monkeypatch):
     monkeypatch.setattr(codec, "decode", lambda data: decoded.append(data) or real_decode(data))
     set_inputs(db, {**TEXTS, "b": "  bravo   charlie delta "})
     assert run(db, count, "b") == (3, [("words", ("b",))])
-    assert decoded == [b"3"]     # count's value, which the caller reads; not words' old one
+    assert decoded == [b"3"]  # count's value, which the caller reads; not words' old one
     db.save(tmp_path, SALT)
     again = Database.load(tmp_path, SALT)
     set_inputs(again, {**TEXTS, "b": "  bravo   charlie delta "})
@@ -66,7 +76,7 @@ def test_a_value_that_cannot_be_encoded_is_compared_decoded(tmp_path):
     assert length_plus_one(db, "c") == 5
     db.save(tmp_path, SALT)
     db = Database.load(tmp_path, SALT)
-    set_inputs(db, {**TEXTS, "c": "ech "})      # length 4 again, as an unencodable Number
+    set_inputs(db, {**TEXTS, "c": "ech "})  # length 4 again, as an unencodable Number
     assert run(db, length_plus_one, "c") == (5, [("length", ("c",))])
     set_inputs(db, {**TEXTS, "c": "echo "})
     assert run(db, length_plus_one, "c") == (6, [("length", ("c",)), ("length_plus_one", ("c",))])
@@ -91,7 +101,11 @@ def test_a_load_builds_memos_only_for_the_keys_used(tmp_path):
     set_inputs(db)
     assert words(db, "c").words == ("echo",)
     assert sorted(m.label() for m in db._memos if m is not None) == [
-        "text('a')", "text('b')", "text('c')", "words('c')"]
+        "text('a')",
+        "text('b')",
+        "text('c')",
+        "words('c')",
+    ]
 
 
 def test_keys_of_undeclared_queries_are_dropped_with_their_dependents(tmp_path, monkeypatch):
@@ -103,7 +117,13 @@ def test_keys_of_undeclared_queries_are_dropped_with_their_dependents(tmp_path, 
     with db.log() as log:
         assert run_all(db) == expected
     assert sorted(name for name, _ in log.executed) == [
-        "count", "count", "count", "opaque", "summary", "via_opaque"]
+        "count",
+        "count",
+        "count",
+        "opaque",
+        "summary",
+        "via_opaque",
+    ]
 
 
 def test_another_salt_or_no_store_gives_an_empty_database(tmp_path):
@@ -113,9 +133,15 @@ def test_another_salt_or_no_store_gives_an_empty_database(tmp_path):
     missing = Database.load(tmp_path / "nowhere", SALT)
     assert missing.store_report.status == "missing"
     set_inputs(other)
-    assert run(other, summary)[1] == [("words", ("a",)), ("count", ("a",)), ("words", ("b",)),
-                                      ("count", ("b",)), ("words", ("c",)), ("count", ("c",)),
-                                      ("summary", ())]
+    assert run(other, summary)[1] == [
+        ("words", ("a",)),
+        ("count", ("a",)),
+        ("words", ("b",)),
+        ("count", ("b",)),
+        ("words", ("c",)),
+        ("count", ("c",)),
+        ("summary", ()),
+    ]
 
 
 def test_unencodable_values_are_not_stored_and_are_counted(tmp_path):
@@ -162,6 +188,7 @@ def test_saving_again_replaces_the_graph_file(tmp_path):
 
 def test_keys_with_structured_args_round_trip(tmp_path):
     from .store_queries import Words, keyed_by_words
+
     db = Database()
     set_inputs(db)
     keys = [Words("a", ("x", "y")), (1, ("b", None)), frozenset({2, 3})]

@@ -5,6 +5,7 @@
    Systems à la Carte"; coarsening operations (``% 3``, parity) make backdating happen;
 3. the same holds when the database is saved and loaded into a fresh one between batches.
 """
+
 import tempfile
 from dataclasses import dataclass
 
@@ -42,26 +43,36 @@ class Case:
 def cases(draw, max_nodes=8, max_inputs=4, max_batches=5):
     n_inputs = draw(st.integers(1, max_inputs))
     n_nodes = draw(st.integers(1, max_nodes))
-    nodes = tuple(Node(draw(st.sampled_from(sorted(OPS))),
-                       tuple(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else (),
-                       tuple(draw(st.sets(st.integers(0, n_inputs - 1), max_size=2))))
-                  for i in range(n_nodes))
+    nodes = tuple(
+        Node(
+            draw(st.sampled_from(sorted(OPS))),
+            tuple(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else (),
+            tuple(draw(st.sets(st.integers(0, n_inputs - 1), max_size=2))),
+        )
+        for i in range(n_nodes)
+    )
     values = st.integers(0, 4)
     edit = st.tuples(st.integers(0, n_inputs - 1), values)
-    batches = draw(st.lists(st.lists(edit, min_size=1, max_size=3).map(tuple),
-                            min_size=1, max_size=max_batches))
-    return Case(nodes, tuple(draw(st.lists(st.sampled_from(Durability), min_size=n_inputs,
-                                           max_size=n_inputs))),
-                tuple(draw(st.lists(values, min_size=n_inputs, max_size=n_inputs))),
-                tuple(batches), tuple(draw(st.lists(st.booleans(), min_size=len(batches),
-                                                    max_size=len(batches)))))
+    batches = draw(
+        st.lists(
+            st.lists(edit, min_size=1, max_size=3).map(tuple), min_size=1, max_size=max_batches
+        )
+    )
+    return Case(
+        nodes,
+        tuple(draw(st.lists(st.sampled_from(Durability), min_size=n_inputs, max_size=n_inputs))),
+        tuple(draw(st.lists(values, min_size=n_inputs, max_size=n_inputs))),
+        tuple(batches),
+        tuple(draw(st.lists(st.booleans(), min_size=len(batches), max_size=len(batches)))),
+    )
 
 
 def clean_values(case, inputs):
     values = []
     for node in case.nodes:
-        values.append(OPS[node.op]([values[d] for d in node.nodes]
-                                   + [inputs[k] for k in node.inputs]))
+        values.append(
+            OPS[node.op]([values[d] for d in node.nodes] + [inputs[k] for k in node.inputs])
+        )
     return values
 
 
@@ -72,8 +83,9 @@ def make_queries(case):
     @derived
     def prop_node(db, i):
         node = case.nodes[i]
-        return OPS[node.op]([prop_node(db, d) for d in node.nodes]
-                            + [prop_input(db, k) for k in node.inputs])
+        return OPS[node.op](
+            [prop_node(db, d) for d in node.nodes] + [prop_input(db, k) for k in node.inputs]
+        )
 
     return prop_input, prop_node
 
@@ -104,9 +116,11 @@ def check(case):
             with db.log() as log:
                 got = [prop_node(db, i) for i in reversed(range(len(case.nodes)))]
             assert got == new[::-1]
-            expected = {i for i, node in enumerate(case.nodes)
-                        if changed_inputs & set(node.inputs)
-                        or any(old[d] != new[d] for d in node.nodes)}
+            expected = {
+                i
+                for i, node in enumerate(case.nodes)
+                if changed_inputs & set(node.inputs) or any(old[d] != new[d] for d in node.nodes)
+            }
             executed = [args[0] for _, args in log.executed]
             assert sorted(executed) == sorted(expected)
             assert len(executed) == len(set(executed))

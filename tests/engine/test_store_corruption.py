@@ -60,7 +60,7 @@ def test_a_damaged_entry_compared_with_a_new_value_counts_as_changed(store):
 
     _edit(_only(store, "values-*.pack"), flip)
     db = Database.load(store, SALT)
-    set_inputs(db, {**TEXTS, "b": "bravo  charlie delta"})   # words('b') re-runs, same value
+    set_inputs(db, {**TEXTS, "b": "bravo  charlie delta"})  # words('b') re-runs, same value
     assert run(db, summary) == ((2, 3, 1), [("words", ("b",)), ("count", ("b",))])
     db.save(store, SALT)
     again = Database.load(store, SALT)
@@ -92,12 +92,16 @@ def test_a_deleted_pack_means_values_are_recomputed(store):
     assert len(executed) == 7 and executed[-1] == ("summary", ())
 
 
-@pytest.mark.parametrize("damage", [
-    lambda data: data[: len(data) - 7],
-    lambda data: data[:40] + bytes([data[40] ^ 0x04]) + data[41:],
-    lambda data: data[-30:],
-    lambda data: b"",
-], ids=["truncated", "flipped", "headless", "empty"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) - 7],
+        lambda data: data[:40] + bytes([data[40] ^ 0x04]) + data[41:],
+        lambda data: data[-30:],
+        lambda data: b"",
+    ],
+    ids=["truncated", "flipped", "headless", "empty"],
+)
 def test_a_damaged_graph_file_means_an_empty_database(store, damage):
     _edit(_only(store, "graph-*.json"), damage)
     db = Database.load(store, SALT)
@@ -124,12 +128,14 @@ def _rewrite_graph(store, change) -> None:
     layout, data = columns.pack(ints)
     meta = json.dumps(body | {"layout": layout}).encode()
     part = len(meta).to_bytes(8, "little") + meta + data + text
-    graph.write_bytes(b"TRIBUILD-ENGINE %d %s\n" % (engine_store.FORMAT,
-                                                    engine_store.digest(part).encode()) + part)
+    graph.write_bytes(
+        b"TRIBUILD-ENGINE %d %s\n" % (engine_store.FORMAT, engine_store.digest(part).encode())
+        + part
+    )
 
 
 def test_argument_slices_out_of_key_order_are_refused(store):
-    def swap(body, ints):     # keys 0 and 1 list each other's argument ids
+    def swap(body, ints):  # keys 0 and 1 list each other's argument ids
         starts = ints["args_start"]
         assert ints["args_len"][:2] == [1, 1]
         starts[0], starts[1] = starts[1], starts[0]

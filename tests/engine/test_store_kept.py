@@ -1,5 +1,6 @@
 """A save of a database that holds what it loaded, unchanged, keeps the store as it is and
 only marks it used (``store``: *kept store*); any difference makes it write a new one."""
+
 import os
 
 import pytest
@@ -10,7 +11,7 @@ from .conftest import run
 from .store_queries import TEXTS, count, set_inputs, summary, text, words
 
 SALT = "kept-store-test-salt"
-OLD = 1_000_000_000          # an mtime (s) long past, to see the graph file touched
+OLD = 1_000_000_000  # an mtime (s) long past, to see the graph file touched
 
 
 def _change_and_undo(db, root):
@@ -23,7 +24,7 @@ def _read_new_key(db, root):
     count(db, "d")
 
 
-CASES = {   # what is done between the load and the save -> whether the store is kept
+CASES = {  # what is done between the load and the save -> whether the store is kept
     "nothing read": (lambda db, root: None, True),
     "every stored query read": (lambda db, root: summary(db), True),
     "an input set to its own value": (lambda db, root: set_inputs(db), True),
@@ -67,10 +68,10 @@ def test_a_save_keeps_the_store_only_when_nothing_changed(root, case):
     report = db.save(root, SALT)
     if kept:
         assert report.bytes == 0 and _files(root) == before
-        assert os.stat(_graph(root)).st_mtime > OLD      # marked used (``cache``: last used)
+        assert os.stat(_graph(root)).st_mtime > OLD  # marked used (``cache``: last used)
     else:
         assert report.bytes > 0
-    again = Database.load(root, SALT)                    # either way, a whole store
+    again = Database.load(root, SALT)  # either way, a whole store
     assert again.store_report.status == "loaded" and not again.store_report.problems
     assert summary(again) == summary(db)
 
@@ -89,10 +90,10 @@ def test_a_damaged_value_found_is_not_kept(root):
     (pack,) = _packs(root)
     stat = os.stat(pack)
     data = bytearray(open(pack, "rb").read())
-    data[data.index(b'["bravo"') + 2] ^= 0x01            # inside words('b')
+    data[data.index(b'["bravo"') + 2] ^= 0x01  # inside words('b')
     with open(pack, "wb") as f:
         f.write(data)
-    os.utime(pack, ns=(stat.st_atime_ns, stat.st_mtime_ns))   # its stamp as listed
+    os.utime(pack, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # its stamp as listed
     db = Database.load(root, SALT)
     assert words(db, "b").words == ("bravo", "charlie", "delta")
     assert len(db.store_report.problems) == 1
@@ -107,7 +108,7 @@ def test_a_memo_validated_since_the_load_is_saved(tmp_path):
     db = Database()
     set_inputs(db)
     summary(db)
-    db.set(text, "c", "echo foxtrot")       # count('a') stays verified at the revision before
+    db.set(text, "c", "echo foxtrot")  # count('a') stays verified at the revision before
     count(db, "c")
     db.save(tmp_path, SALT)
     db = Database.load(tmp_path, SALT)

@@ -18,9 +18,16 @@ def test_why_follows_the_chain_back_to_the_changed_input(db):
     _setup(db)
     db.set(text, "b", "z w")
     summary(db)
-    assert db.why(summary) == [Step("summary", (), 3), Step("count", ("b",), 3),
-                               Step("words", ("b",), 3), Step("text", ("b",), 3)]
-    assert [(step.query, step.args) for step in db.why(words, "b")] == [("words", ("b",)), ("text", ("b",))]
+    assert db.why(summary) == [
+        Step("summary", (), 3),
+        Step("count", ("b",), 3),
+        Step("words", ("b",), 3),
+        Step("text", ("b",), 3),
+    ]
+    assert [(step.query, step.args) for step in db.why(words, "b")] == [
+        ("words", ("b",)),
+        ("text", ("b",)),
+    ]
 
 
 def test_explain_says_it_in_words(db):
@@ -30,7 +37,8 @@ def test_explain_says_it_in_words(db):
     assert db.explain(count, "a") == (
         "count('a') ran at revision 3\n"
         "  because words('a') changed at revision 3\n"
-        "  because text('a') changed at revision 3")
+        "  because text('a') changed at revision 3"
+    )
 
 
 def test_first_run_has_a_one_step_chain(db):
@@ -50,5 +58,8 @@ def test_chain_stops_where_a_later_run_replaced_the_record(db):
     summary(db)
     db.set(text, "a", "q r s")
     words(db, "a")
-    assert db.why(summary) == [Step("summary", (), 3), Step("count", ("a",), 3),
-                               Step("words", ("a",), 3)]
+    assert db.why(summary) == [
+        Step("summary", (), 3),
+        Step("count", ("a",), 3),
+        Step("words", ("a",), 3),
+    ]

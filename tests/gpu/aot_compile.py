@@ -20,8 +20,14 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 
 def pointers(dtype: str) -> dict[str, str]:
-    return {"x_ptr": f"*{dtype}", "w_ptr": "*u8", "scale_ptr": "*fp32", "bias_ptr": "*fp32",
-            "res_ptr": f"*{dtype}", "out_ptr": f"*{dtype}"}
+    return {
+        "x_ptr": f"*{dtype}",
+        "w_ptr": "*u8",
+        "scale_ptr": "*fp32",
+        "bias_ptr": "*fp32",
+        "res_ptr": f"*{dtype}",
+        "out_ptr": f"*{dtype}",
+    }
 
 
 def ints(names: str) -> dict[str, str]:
@@ -35,17 +41,34 @@ def epilogue(act: str, on: bool = True) -> dict:
 GEMM = ints("M N K row_bytes")
 CONV = ints("C H W N OH OW M row_bytes stride_h stride_w pad_h pad_w")
 VARIANTS = [
-    (ternary_gemm_kernel, {**pointers("fp16"), **GEMM},
-     {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, **epilogue("gelu")}),
-    (ternary_gemm_kernel, {**pointers("fp32"), **GEMM},
-     {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, **epilogue("none", False)}),
-    *[(ternary_gemv_kernel, {**pointers("fp16"), **GEMM},
-       {"BLOCK_N": 32, "BLOCK_K": 256, **epilogue(act, act == "silu")})
-      for act in ("relu", "relu6", "silu", "sigmoid")],
-    (ternary_conv2d_kernel, {**pointers("fp16"), **CONV},
-     {"KH": 3, "KW": 3, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, **epilogue("relu")}),
-    (ternary_depthwise_kernel, {**pointers("fp32"), **CONV},
-     {"KH": 3, "KW": 3, "BLOCK_M": 128, "BLOCK_N": 8, **epilogue("relu6")}),
+    (
+        ternary_gemm_kernel,
+        {**pointers("fp16"), **GEMM},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, **epilogue("gelu")},
+    ),
+    (
+        ternary_gemm_kernel,
+        {**pointers("fp32"), **GEMM},
+        {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, **epilogue("none", False)},
+    ),
+    *[
+        (
+            ternary_gemv_kernel,
+            {**pointers("fp16"), **GEMM},
+            {"BLOCK_N": 32, "BLOCK_K": 256, **epilogue(act, act == "silu")},
+        )
+        for act in ("relu", "relu6", "silu", "sigmoid")
+    ],
+    (
+        ternary_conv2d_kernel,
+        {**pointers("fp16"), **CONV},
+        {"KH": 3, "KW": 3, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, **epilogue("relu")},
+    ),
+    (
+        ternary_depthwise_kernel,
+        {**pointers("fp32"), **CONV},
+        {"KH": 3, "KW": 3, "BLOCK_M": 128, "BLOCK_N": 8, **epilogue("relu6")},
+    ),
     (act_quant_kernel, {"x_ptr": "*fp16", "out_ptr": "*fp16", "K": "i32"}, {"BLOCK_K": 1024}),
 ]
 
@@ -54,8 +77,9 @@ def main() -> None:
     assert os.environ.get("TRITON_INTERPRET") != "1", "unset TRITON_INTERPRET to compile"
     for kernel, signature, constexprs in VARIANTS:
         compiled = triton.compile(ASTSource(kernel, signature, constexprs), target=TARGET)
-        print(kernel.__name__, constexprs.get("ACT", ""), len(compiled.asm["cubin"]),
-              "bytes of cubin")
+        print(
+            kernel.__name__, constexprs.get("ACT", ""), len(compiled.asm["cubin"]), "bytes of cubin"
+        )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,15 @@ def test_a_cached_config_outside_the_candidates_is_retuned(tmp_path):
     assert choose("k", (A, B), run, CPU, cache) in (A, B) and calls
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"version": 0, "entries": {}}', "[]",
-                                  '{"version": 1, "entries": {"k|cpu-interpreter": {"meta": 3}}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        '{"version": 0, "entries": {}}',
+        "[]",
+        '{"version": 1, "entries": {"k|cpu-interpreter": {"meta": 3}}}',
+    ],
+)
 def test_corrupt_cache_is_dropped_and_rewritten(tmp_path, text):
     path = tmp_path / "c.json"
     path.write_text(text)
@@ -97,8 +104,16 @@ def test_a_config_read_back_is_replaced_by_a_later_put(tmp_path):
     assert cache.get("k") == B
 
 
-@pytest.mark.parametrize("rows,family,bucket", [(1, "gemv", 1), (4, "gemv", 4), (5, "gemm_small", 8),
-                                                (16, "gemm_small", 16), (17, "gemm", 32)])
+@pytest.mark.parametrize(
+    "rows,family,bucket",
+    [
+        (1, "gemv", 1),
+        (4, "gemv", 4),
+        (5, "gemm_small", 8),
+        (16, "gemm_small", 16),
+        (17, "gemm", 32),
+    ],
+)
 def test_launcher_tunes_at_O3_per_shape_in_the_family_of_its_rows(rows, family, bucket):
     pytest.importorskip("triton")
     from tribuild.gpu.launch import force_backend, ternary_linear
@@ -108,7 +123,7 @@ def test_launcher_tunes_at_O3_per_shape_in_the_family_of_its_rows(rows, family, 
     with force_backend("triton"):
         out = ternary_linear(torch.randn(rows, 12), packed, g, act="relu", opt_level=3)
     assert out.shape == (rows, 8)
-    (key, value), = json.loads(autotune.cache_path().read_text())["entries"].items()
+    ((key, value),) = json.loads(autotune.cache_path().read_text())["entries"].items()
     assert key.startswith(f"{family}[") and "ACT=relu" in key and f"M~{bucket},N=8,K=12" in key
     assert key.endswith("|cpu-interpreter")
     assert KernelConfig.from_json(value) in configs(family, 3)

@@ -54,7 +54,9 @@ def test_the_dense_weight_is_computed_once(make, shape):
     first = layer.dense_weight("weight", torch.float32)
     layer(torch.randn(shape))
     assert layer.dense_weight("weight", torch.float32) is first
-    assert layer.dense_weight("weight", torch.float32, layer.weight_scale) is first  # the own scale, one entry
+    assert (
+        layer.dense_weight("weight", torch.float32, layer.weight_scale) is first
+    )  # the own scale, one entry
     other = layer.dense_weight("weight", torch.float32, layer.weight_scale * 2)
     assert torch.equal(other, first * 2)
 

@@ -24,8 +24,15 @@ ACTS = sorted(oracle.ACTS)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 9), st.integers(1, 12), st.integers(1, 30), st.sampled_from(ACTS),
-       st.booleans(), st.booleans(), st.sampled_from([torch.float32, torch.float16]))
+@given(
+    st.integers(1, 9),
+    st.integers(1, 12),
+    st.integers(1, 30),
+    st.sampled_from(ACTS),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([torch.float32, torch.float16]),
+)
 def test_linear_matches_oracle(m, n, k, act, channel, residual, dtype):
     gen = torch.Generator().manual_seed(m + 10 * n + 100 * k)
     x = torch.randn(m, k, generator=gen).to(dtype)
@@ -41,8 +48,15 @@ def test_linear_matches_oracle(m, n, k, act, channel, residual, dtype):
 
 # (groups, input H x W, kernel, stride, padding): a window covering the whole input (one output
 # position, unpadded) runs as a matrix product; padded or grouped ones stay convolutions
-CONVS = [(1, (7, 6), 3, 2, 1), (2, (7, 6), 3, 2, 1), (4, (7, 6), 3, 2, 1),
-         (1, (5, 5), 5, 1, 0), (1, (3, 3), 3, 2, 0), (1, (3, 3), 3, 1, 1), (2, (3, 3), 3, 1, 0)]
+CONVS = [
+    (1, (7, 6), 3, 2, 1),
+    (2, (7, 6), 3, 2, 1),
+    (4, (7, 6), 3, 2, 1),
+    (1, (5, 5), 5, 1, 0),
+    (1, (3, 3), 3, 2, 0),
+    (1, (3, 3), 3, 1, 1),
+    (2, (3, 3), 3, 1, 0),
+]
 
 
 @pytest.mark.parametrize("groups, size, kernel, stride, padding", CONVS)
@@ -52,8 +66,17 @@ def test_conv_matches_oracle(groups, size, kernel, stride, padding):
     codes = torch.randint(-1, 2, (8, 4 // groups, kernel, kernel), generator=gen)
     g, b = torch.rand(8, generator=gen) + 0.1, torch.randn(8, generator=gen)
     with force_backend("torch"):
-        out = ternary_conv2d(x, pack(codes), g, b, kernel_size=kernel, stride=stride, padding=padding,
-                             groups=groups, act="relu")
+        out = ternary_conv2d(
+            x,
+            pack(codes),
+            g,
+            b,
+            kernel_size=kernel,
+            stride=stride,
+            padding=padding,
+            groups=groups,
+            act="relu",
+        )
     oracle.assert_matches(out, oracle.conv2d(x, codes, g, b, "relu", None, stride, padding, groups))
 
 
@@ -86,15 +109,21 @@ def test_backend_choice(monkeypatch):
             pass
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(packed=torch.zeros(3, 3, dtype=torch.uint8)), "does not fit K=5"),
-    (dict(scale=torch.ones(2)), "scale must be float32 with 1 or 3"),
-    (dict(scale=torch.ones(1, dtype=torch.float64)), "scale must be float32"),
-    (dict(bias=torch.ones(4)), r"bias must have shape \(3,\)"),
-    (dict(residual=torch.ones(2, 4)), r"residual must have the output's shape \(2, 3\)"),
-    (dict(act="tanh"), "unknown activation 'tanh'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(packed=torch.zeros(3, 3, dtype=torch.uint8)), "does not fit K=5"),
+        (dict(scale=torch.ones(2)), "scale must be float32 with 1 or 3"),
+        (dict(scale=torch.ones(1, dtype=torch.float64)), "scale must be float32"),
+        (dict(bias=torch.ones(4)), r"bias must have shape \(3,\)"),
+        (dict(residual=torch.ones(2, 4)), r"residual must have the output's shape \(2, 3\)"),
+        (dict(act="tanh"), "unknown activation 'tanh'"),
+    ],
+)
 def test_linear_rejects_bad_arguments(kwargs, message):
-    args = dict(x=torch.ones(2, 5), packed=torch.zeros(3, 2, dtype=torch.uint8), scale=torch.ones(1)) | kwargs
+    args = (
+        dict(x=torch.ones(2, 5), packed=torch.zeros(3, 2, dtype=torch.uint8), scale=torch.ones(1))
+        | kwargs
+    )
     with force_backend("torch"), pytest.raises(ValueError, match=message):
         ternary_linear(**args)

@@ -24,13 +24,67 @@ F32, F16 = torch.float32, torch.float16
 # (id, x shape, out channels, kernel, stride, padding, groups, dtype, scale, bias, act, residual, config)
 CASES = [
     ("conv3x3-s2-p1", (2, 5, 9, 7), 20, 3, 2, 1, 1, F32, "channel", True, "relu", False, CONV),
-    ("conv1x1-fp16-residual", (1, 8, 5, 6), 12, 1, 1, 0, 1, F16, "tensor", False, "none", True, CONV),
-    ("conv3x1-s(1,2)-p(1,0)", (2, 3, 7, 9), 6, (3, 1), (1, 2), (1, 0), 1, F32, "tensor", True, "gelu", True,
-     CONV),
+    (
+        "conv1x1-fp16-residual",
+        (1, 8, 5, 6),
+        12,
+        1,
+        1,
+        0,
+        1,
+        F16,
+        "tensor",
+        False,
+        "none",
+        True,
+        CONV,
+    ),
+    (
+        "conv3x1-s(1,2)-p(1,0)",
+        (2, 3, 7, 9),
+        6,
+        (3, 1),
+        (1, 2),
+        (1, 0),
+        1,
+        F32,
+        "tensor",
+        True,
+        "gelu",
+        True,
+        CONV,
+    ),
     ("conv-grouped", (1, 6, 6, 5), 8, 3, 1, 1, 2, F16, "channel", True, "silu", False, CONV),
-    ("depthwise3x3-p1", (2, 6, 7, 5), 6, 3, 1, 1, 6, F32, "channel", True, "relu6", True, DEPTHWISE),
-    ("depthwise-mult2-s2-fp16", (1, 3, 9, 8), 6, 5, 2, 2, 3, F16, "tensor", False, "sigmoid", False,
-     DEPTHWISE),
+    (
+        "depthwise3x3-p1",
+        (2, 6, 7, 5),
+        6,
+        3,
+        1,
+        1,
+        6,
+        F32,
+        "channel",
+        True,
+        "relu6",
+        True,
+        DEPTHWISE,
+    ),
+    (
+        "depthwise-mult2-s2-fp16",
+        (1, 3, 9, 8),
+        6,
+        5,
+        2,
+        2,
+        3,
+        F16,
+        "tensor",
+        False,
+        "sigmoid",
+        False,
+        DEPTHWISE,
+    ),
 ]
 
 
@@ -50,8 +104,14 @@ def test_conv_matches_oracle_and_fallback(case):
     g = torch.rand(n if scale == "channel" else 1, generator=gen) + 0.5
     b = torch.randn(n, generator=gen) if bias else None
     r = torch.randn(out_shape, generator=gen).to(dtype) if residual else None
-    kwargs = dict(kernel_size=ksize, stride=stride, padding=padding, groups=groups, act=act,
-                  residual=on_device(r))
+    kwargs = dict(
+        kernel_size=ksize,
+        stride=stride,
+        padding=padding,
+        groups=groups,
+        act=act,
+        residual=on_device(r),
+    )
     args = on_device(x, pack(codes), g, b)
     with force_backend("triton"):
         out = ternary_conv2d(*args, configs=(cfg,), **kwargs)
@@ -66,5 +126,10 @@ def test_conv_matches_oracle_and_fallback(case):
 
 def test_conv_rejects_groups_that_do_not_divide():
     with pytest.raises(ValueError, match="groups=4 must divide"):
-        ternary_conv2d(torch.zeros(1, 6, 3, 3), torch.zeros(6, 1, dtype=torch.uint8), torch.ones(1),
-                       kernel_size=1, groups=4)
+        ternary_conv2d(
+            torch.zeros(1, 6, 3, 3),
+            torch.zeros(6, 1, dtype=torch.uint8),
+            torch.ones(1),
+            kernel_size=1,
+            groups=4,
+        )

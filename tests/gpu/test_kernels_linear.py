@@ -61,11 +61,15 @@ def test_kernel_matches_oracle_and_fallback(case):
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.integers(1, 24), st.integers(1, 24), st.integers(1, 40), st.sampled_from(["none", "relu"]))
+@given(
+    st.integers(1, 24), st.integers(1, 24), st.integers(1, 40), st.sampled_from(["none", "relu"])
+)
 def test_any_shape_matches_oracle(m, n, k, act):
     x, codes, g, b, _ = layer((m,), n, k, torch.float32, "channel", True, False, seed=m * n * k)
     with force_backend("triton"):
-        out = ternary_linear(*on_device(x, pack(codes), g, b), act, configs=(GEMV if m <= 4 else GEMM,))
+        out = ternary_linear(
+            *on_device(x, pack(codes), g, b), act, configs=(GEMV if m <= 4 else GEMM,)
+        )
     oracle.assert_matches(out, oracle.linear(x, codes, g, b, act))
 
 

@@ -27,8 +27,12 @@ def test_kernel_equals_the_rule(shape, dtype):
 
 
 def test_ties_round_half_to_even_and_tiny_rows_clamp():
-    x = torch.tensor([[127.0, 0.5, 1.5, 2.5, -0.5, -3.5],  # s = 1: x · s are exact ties
-                      [1e-7, 0.0, -2e-7, 0.0, 0.0, 0.0]])  # max clamps at 1e-5
+    x = torch.tensor(
+        [
+            [127.0, 0.5, 1.5, 2.5, -0.5, -3.5],  # s = 1: x · s are exact ties
+            [1e-7, 0.0, -2e-7, 0.0, 0.0, 0.0],
+        ]
+    )  # max clamps at 1e-5
     with force_backend("triton"):
         out = quantize_activations(on_device(x), configs=(config(BLOCK_K=4),)).cpu()
     assert out[0].tolist() == [127.0, 0.0, 2.0, 2.0, 0.0, -4.0]

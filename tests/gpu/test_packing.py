@@ -32,7 +32,9 @@ shapes = st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(shapes, st.randoms(use_true_random=False))
 def test_round_trip_and_zero_padding(shape, rnd):
-    codes = torch.tensor([rnd.choice((-1, 0, 1)) for _ in range(torch.Size(shape).numel())]).reshape(shape)
+    codes = torch.tensor(
+        [rnd.choice((-1, 0, 1)) for _ in range(torch.Size(shape).numel())]
+    ).reshape(shape)
     packed = pack(codes)
     k = torch.Size(shape[1:]).numel()
     assert packed.shape == (shape[0], packed_cols(k)) and packed_cols(k) == -(-k // 4)
@@ -68,14 +70,21 @@ def test_zero_skip_reports_zero_channels_and_k_blocks():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(1, 6), st.integers(1, 30), st.sampled_from([4, 8, 16]), st.randoms(use_true_random=False))
+@given(
+    st.integers(1, 6),
+    st.integers(1, 30),
+    st.sampled_from([4, 8, 16]),
+    st.randoms(use_true_random=False),
+)
 def test_zero_skip_agrees_with_the_codes(n, k, block_k, rnd):
     codes = torch.tensor([rnd.choice((-1, 0, 0, 0, 1)) for _ in range(n * k)]).reshape(n, k)
     report = zero_skip(pack(codes), block_k)
     nonzero = codes != 0
     assert report.channels == tuple(i for i in range(n) if not nonzero[i].any())
     blocks = range(-(-k // block_k))
-    assert report.k_blocks == tuple(b for b in blocks if not nonzero[:, b * block_k:(b + 1) * block_k].any())
+    assert report.k_blocks == tuple(
+        b for b in blocks if not nonzero[:, b * block_k : (b + 1) * block_k].any()
+    )
 
 
 def test_zero_skip_block_must_be_whole_bytes():

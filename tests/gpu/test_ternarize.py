@@ -30,8 +30,11 @@ def test_quantize_activations_hand_computed(case):
 
 def weights(max_rows=6, max_cols=9):
     shape = st.tuples(st.integers(1, max_rows), st.integers(1, max_cols))
-    return shape.flatmap(lambda s: st.lists(st.floats(-10, 10, width=32), min_size=s[0] * s[1],
-                                            max_size=s[0] * s[1]).map(lambda v: torch.tensor(v).reshape(s)))
+    return shape.flatmap(
+        lambda s: st.lists(
+            st.floats(-10, 10, width=32), min_size=s[0] * s[1], max_size=s[0] * s[1]
+        ).map(lambda v: torch.tensor(v).reshape(s))
+    )
 
 
 @SETTINGS

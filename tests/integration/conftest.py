@@ -1,4 +1,5 @@
 """Helpers of the make and ninja tests: tribuild run as a command, as those tools run it."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,7 @@ def mini(tmp_path) -> Path:
 
 
 def tool(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    environ = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                   **(env or {}))
+    environ = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {}))
     for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # CI runs the suite under `make test`:
-        environ.pop(name, None)                        # each tool runs as if from a shell
-    return subprocess.run(args, cwd=cwd, env=environ, capture_output=True, text=True,
-                          timeout=300)
+        environ.pop(name, None)  # each tool runs as if from a shell
+    return subprocess.run(args, cwd=cwd, env=environ, capture_output=True, text=True, timeout=300)

@@ -1,5 +1,6 @@
 """tribuild under GNU make: `tribuild compile` pattern rules with included depfiles, and
 `tribuild build` under ``make -j4`` taking its workers from make's jobserver."""
+
 from __future__ import annotations
 
 import re
@@ -57,19 +58,26 @@ def test_comment_edit_under_make_leaves_the_module_and_its_users_alone(mini):
     blocks = mini / "models" / "lib" / "blocks.tri"
     blocks.write_text("# a comment\n" + blocks.read_text())
     out = make(mini)
-    assert "compile models/net.tri" in out and "cp " not in out   # make re-stats the output
+    assert "compile models/net.tri" in out and "cp " not in out  # make re-stats the output
     assert module.stat().st_mtime_ns == stamp
 
 
 def test_build_under_make_j4_takes_its_workers_from_the_jobserver(mini):
     (mini / "Makefile").write_text(MAKEFILE)
     out = make(mini, "-j4", "zoo")
-    workers = re.search(r"workers: (\d+) at most at once beside this process, for 8 jobs "
-                        r"\(make's jobserver\)", out)
+    workers = re.search(
+        r"workers: (\d+) at most at once beside this process, for 8 jobs "
+        r"\(make's jobserver\)",
+        out,
+    )
     assert workers, out
-    assert 1 <= int(workers.group(1)) <= 3     # make -j4 holds one token for the recipe
+    assert 1 <= int(workers.group(1)) <= 3  # make -j4 holds one token for the recipe
     assert sorted(p.name for p in (mini / "out").glob("*.py")) == [
-        "mlp.py", "net.py", "twin.py", "wide.py"]
+        "mlp.py",
+        "net.py",
+        "twin.py",
+        "wide.py",
+    ]
 
 
 def test_a_depfile_naming_files_with_colons_spaces_and_dollars_reads_right_in_make(mini):
@@ -80,7 +88,8 @@ def test_a_depfile_naming_files_with_colons_spaces_and_dollars_reads_right_in_ma
     (mini / "Makefile").write_text(
         f"TRIBUILD := {TRIBUILD}\ngen/odd.py:\n"
         "\t$(TRIBUILD) compile 'models/odd: a $$b.tri' -o $@ --depfile $@.d\n"
-        "-include gen/odd.py.d\n")
+        "-include gen/odd.py.d\n"
+    )
     assert "compile 'models/odd: a $b.tri'" in make(mini)
     assert "'gen/odd.py' is up to date" in make(mini)
     odd.write_text(odd.read_text() + "\n# edited\n")

@@ -1,5 +1,6 @@
 """tribuild under the real ninja: `tribuild compile` as a rule with a depfile and
 ``restat = 1``."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,8 +9,9 @@ import pytest
 
 from tests.integration.conftest import BIN, TRIBUILD, tool
 
-pytestmark = pytest.mark.skipif(shutil.which("ninja", path=str(BIN)) is None,
-                                reason="the ninja package is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("ninja", path=str(BIN)) is None, reason="the ninja package is not installed"
+)
 
 BUILD_NINJA = f"""\
 rule tri
@@ -47,7 +49,7 @@ def test_ninja_rebuilds_what_an_edit_reaches_and_restat_stops_the_rest(mini):
     blocks.write_text("# only a comment\n" + blocks.read_text())
     out = ninja(mini)
     assert "TRI gen/net.py" in out and "gen/mlp.py" not in out
-    assert "STAMP" not in out                       # restat: net.py kept its bytes and mtime
+    assert "STAMP" not in out  # restat: net.py kept its bytes and mtime
     assert "no work to do" in ninja(mini, "-n")
 
     blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return fc(x)"))

@@ -1,5 +1,6 @@
 """Graphs for pass tests: a `.tri` snippet in a one-file project, lowered through the queries,
 and small summaries of graphs that tests compare (op names, fused epilogues)."""
+
 from __future__ import annotations
 
 from tribuild.driver.sources import load_sources
@@ -35,13 +36,21 @@ def ops(g: Graph) -> list[str]:
     for n in g.nodes:
         if n.op == "param":
             continue
-        detail = {"call": n.attr("fn"), "binary": n.attr("op"), "unary": n.attr("op"),
-                  "const": n.attr("value"), "fn_call": n.attr("fn")}.get(n.op)
+        detail = {
+            "call": n.attr("fn"),
+            "binary": n.attr("op"),
+            "unary": n.attr("op"),
+            "const": n.attr("value"),
+            "fn_call": n.attr("fn"),
+        }.get(n.op)
         if n.op in ("apply", "ternary"):
             detail = ".".join(map(str, n.attr("path")))
         if n.op == "ternary":
-            extra = [f"bn={'.'.join(map(str, n.attr('bn')))}" if n.attr("bn") else "", n.attr("act"),
-                     "res" if n.attr("residual") else ""]
+            extra = [
+                f"bn={'.'.join(map(str, n.attr('bn')))}" if n.attr("bn") else "",
+                n.attr("act"),
+                "res" if n.attr("residual") else "",
+            ]
             detail += "[" + ",".join(e for e in extra if e and e != "none") + "]"
         out.append(f"{n.op}:{detail}" if detail is not None else n.op)
     return out

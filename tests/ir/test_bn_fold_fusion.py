@@ -1,4 +1,5 @@
 """BatchNorm folding and ternary fusion (activation and residual add in the epilogue)."""
+
 from __future__ import annotations
 
 from tests.ir.helpers import lowered, ops
@@ -30,13 +31,23 @@ def full(g):
 
 def test_bn_folds_into_the_ternary_conv_before_it(tmp_path):
     g = dce(bn_fold(simplify(lowered(tmp_path, BLOCK, "Block"))))
-    assert ops(g) == ["ternary:conv1[bn=bn1]", "call:relu", "ternary:conv2[bn=bn2]", "ternary:down.0[bn=down.1]",
-                      "binary:+", "call:relu"]
+    assert ops(g) == [
+        "ternary:conv1[bn=bn1]",
+        "call:relu",
+        "ternary:conv2[bn=bn2]",
+        "ternary:down.0[bn=down.1]",
+        "binary:+",
+        "call:relu",
+    ]
 
 
 def test_full_fusion_takes_the_residual_and_activation(tmp_path):
     g = full(lowered(tmp_path, BLOCK, "Block"))
-    assert ops(g) == ["ternary:conv1[bn=bn1,relu]", "ternary:down.0[bn=down.1]", "ternary:conv2[bn=bn2,relu,res]"]
+    assert ops(g) == [
+        "ternary:conv1[bn=bn1,relu]",
+        "ternary:down.0[bn=down.1]",
+        "ternary:conv2[bn=bn2,relu,res]",
+    ]
     assert g.nodes[g.output].name == "y"
 
 
@@ -48,7 +59,9 @@ def test_basic_fusion_takes_activations_only(tmp_path):
 
 
 def test_a_value_read_twice_is_not_fused(tmp_path):
-    src = BLOCK.replace("let y = relu(bn1(conv1(x)))", "let y = conv1(x)\n        y = relu(bn1(y)) + y")
+    src = BLOCK.replace(
+        "let y = relu(bn1(conv1(x)))", "let y = conv1(x)\n        y = relu(bn1(y)) + y"
+    )
     g = full(lowered(tmp_path, src, "Block"))
     assert ops(g)[0] == "apply:conv1" and "apply:bn1" in ops(g)
 
@@ -68,6 +81,7 @@ def test_levels(tmp_path):
 
 def test_zero_skip_marks_every_ternary_layer(tmp_path):
     from tribuild.ir.passes.zero_skip import zero_skip
+
     g = zero_skip(full(lowered(tmp_path, BLOCK, "Block")))
     assert [n.attr("zero_skip") for n in g.nodes if n.op != "param"] == [True, True, True]
     assert optimize(lowered(tmp_path, BLOCK, "Block"), "2") == g

@@ -1,9 +1,11 @@
 """Dead-code elimination, constant folding and common-subexpression elimination."""
+
 from __future__ import annotations
 
 import operator
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.ir.helpers import lowered, ops
 from tribuild.ir.builder import Builder, const_node
@@ -57,8 +59,14 @@ def test_fold_leaves_division_by_zero_for_run_time():
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(["+", "-", "*", "//", "%", "**"]), st.integers(-20, 20), st.integers(-5, 5))
 def test_fold_agrees_with_python(op, a, b):
-    fns = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-           "%": operator.mod, "**": operator.pow}
+    fns = {
+        "+": operator.add,
+        "-": operator.sub,
+        "*": operator.mul,
+        "//": operator.floordiv,
+        "%": operator.mod,
+        "**": operator.pow,
+    }
     n = node("binary", (0, 1), ScalarT("int64"), op=op)
     try:
         want = fns[op](a, b)
@@ -80,4 +88,12 @@ layer L(c: int = 4) {
 }
 """
     g = dce(cse(lowered(tmp_path, src, "L")))
-    assert ops(g) == ["apply:fc", "call:relu", "binary:+", "apply:drop", "binary:+", "apply:drop", "binary:+"]
+    assert ops(g) == [
+        "apply:fc",
+        "call:relu",
+        "binary:+",
+        "apply:drop",
+        "binary:+",
+        "apply:drop",
+        "binary:+",
+    ]

@@ -1,5 +1,6 @@
 """The layout pass: which conv chains go channels-last (the measured table), where the
 conversions sit (entries, exits, the output), and at which levels the pass runs."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,14 +30,18 @@ def layouts(g) -> list[str]:
 
 def test_a_depthwise_chain_converts_at_its_entry_and_back_at_its_exit(tmp_path):
     g = L.layout(lowered(tmp_path, CHAIN, "Net"))
-    assert ops(g)[:2] == ["layout", "apply:conv1"] and layouts(g) == ["channels_last<-param", "nchw<-binary"]
+    assert ops(g)[:2] == ["layout", "apply:conv1"] and layouts(g) == [
+        "channels_last<-param",
+        "nchw<-binary",
+    ]
     exit_ = next(i for i, n in enumerate(g.nodes) if n.attr("format") == "nchw")
     assert g.nodes[exit_ + 1].attr("fn") == "mean" and g.nodes[exit_ + 1].inputs == (exit_,)
     assert all(n.type == g.nodes[n.inputs[0]].type for n in g.nodes if n.op == "layout")
 
 
-@pytest.mark.parametrize("args", [(("groups", 1), ("k", 1)), (("groups", 1), ("c", 256))],
-                         ids=["pointwise", "dense-256"])
+@pytest.mark.parametrize(
+    "args", [(("groups", 1), ("k", 1)), (("groups", 1), ("c", 256))], ids=["pointwise", "dense-256"]
+)
 def test_chains_the_measurement_says_lose_are_left_alone(tmp_path, args):
     g = lowered(tmp_path, CHAIN, "Net", args)
     assert L.paying_chains(g) == set() and L.layout(g) is g
@@ -53,15 +58,21 @@ layer Net(c: int = 16) {
 }
 """
     g = L.layout(lowered(tmp_path, src, "Net"))
-    assert layouts(g) == ["channels_last<-param", "nchw<-binary"]   # one conversion read by both convs
+    assert layouts(g) == [
+        "channels_last<-param",
+        "nchw<-binary",
+    ]  # one conversion read by both convs
     assert g.nodes[g.output].attr("format") == "nchw"
 
 
 def test_a_known_spatial_size_picks_its_column(tmp_path):
     src = CHAIN.replace("[N, c, H, W]", "[N, c, 56, 56]")
     assert L.speedup("depthwise", 256, 56) < 1 < L.speedup("depthwise", 256, 8)
-    assert L.layout(lowered(tmp_path, src, "Net", (("c", 256), ("groups", 256)))).nodes[0].op == "param"
-    assert ops(L.layout(lowered(tmp_path, src, "Net")))[0] == "layout"   # 8 channels at 56x56: 1.17
+    assert (
+        L.layout(lowered(tmp_path, src, "Net", (("c", 256), ("groups", 256)))).nodes[0].op
+        == "param"
+    )
+    assert ops(L.layout(lowered(tmp_path, src, "Net")))[0] == "layout"  # 8 channels at 56x56: 1.17
 
 
 def test_nearest_measured_point_stands_for_unmeasured_ones():
@@ -85,7 +96,10 @@ layer Outer {
 }
 """
     assert L.layout(lowered(tmp_path, src, "Outer")) == lowered(tmp_path, src, "Outer")
-    assert layouts(L.layout(lowered(tmp_path, src, "Inner"))) == ["channels_last<-param", "nchw<-apply"]
+    assert layouts(L.layout(lowered(tmp_path, src, "Inner"))) == [
+        "channels_last<-param",
+        "nchw<-apply",
+    ]
 
 
 def test_levels_run_layout_at_O2_and_O3_only(tmp_path):

@@ -1,5 +1,6 @@
 """Lowering: shapes on every value, unrolled loops, resolved ifs, member paths, symbols, and
 constructs codegen cannot express reported as diagnostics."""
+
 from __future__ import annotations
 
 from tests.ir.helpers import lowered, lowering_problem, ops
@@ -69,7 +70,9 @@ def test_a_functional_entry_takes_its_last_data_tensor_and_holds_the_rest_as_wei
 
 def test_a_functional_entry_with_a_scalar_parameter_is_a_diagnostic(tmp_path):
     src = FUNCTIONAL.replace("b: Tensor<float32, [4]>", "b: Tensor<float32, [4]>, s: float32")
-    assert "`s` of the functional layer `Fc` is not a tensor" in lowering_problem(tmp_path, src, "Fc")
+    assert "`s` of the functional layer `Fc` is not a tensor" in lowering_problem(
+        tmp_path, src, "Fc"
+    )
 
 
 def test_a_layer_built_inside_forward_is_a_diagnostic(tmp_path):

@@ -1,4 +1,5 @@
 """Algebraic simplification and inlining of small fns."""
+
 from __future__ import annotations
 
 from tests.ir.helpers import lowered, ops

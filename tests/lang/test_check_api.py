@@ -1,10 +1,11 @@
 """The checker's API for the query layer: instance keys, instances and their children,
 example inputs, and purity (equal inputs, equal results)."""
+
 from __future__ import annotations
 
 import pytest
-
 from test_check_support import load_program, run_program
+
 from tribuild.lang.check.checker import (
     check_instance,
     check_item,
@@ -12,8 +13,8 @@ from tribuild.lang.check.checker import (
     instance_key,
 )
 from tribuild.lang.check.env import ItemRef
-from tribuild.lang.signature import signature_of
 from tribuild.lang.check.values import InstanceKey, LayerV, describe_instance
+from tribuild.lang.signature import signature_of
 
 BLOCKS = """
 layer Block(cin: int, cout: int, stride: int = 1) {
@@ -47,30 +48,48 @@ def ref(program, path, name):
 def test_instance_key_applies_defaults_and_normalises(program):
     r = ref(program, "blocks.tri", "Block")
     sig = program.env.signatures[r]
-    key = instance_key("blocks.tri", r.item_id, sig, {"cin": 64, "cout": 128}, program.env.scope_of(r))
-    assert key == InstanceKey("blocks.tri", r.item_id, "Block", (("cin", 64), ("cout", 128), ("stride", 1)))
+    key = instance_key(
+        "blocks.tri", r.item_id, sig, {"cin": 64, "cout": 128}, program.env.scope_of(r)
+    )
+    assert key == InstanceKey(
+        "blocks.tri", r.item_id, "Block", (("cin", 64), ("cout", 128), ("stride", 1))
+    )
     assert key == instance_key("blocks.tri", r.item_id, sig, (64, 128, 1), program.env.scope_of(r))
     assert describe_instance(key) == "Block cin=64 cout=128 stride=1"
     net = ref(program, "net.tri", "Net")
-    nkey = instance_key("net.tri", net.item_id, program.env.signatures[net], {"widths": [4, 4]}, program.env)
+    nkey = instance_key(
+        "net.tri", net.item_id, program.env.signatures[net], {"widths": [4, 4]}, program.env
+    )
     assert dict(nkey.args)["widths"] == (4, 4)
     with pytest.raises(ValueError, match="cout"):
         instance_key("blocks.tri", r.item_id, sig, {"cin": 64}, program.env.scope_of(r))
-    with pytest.raises(ValueError, match=r"keyword `strid` is not a parameter of `Block` "
-                                         r"\(did you mean `stride`\?\)"):
-        instance_key("blocks.tri", r.item_id, sig, {"cin": 1, "cout": 2, "strid": 2},
-                     program.env.scope_of(r))
+    with pytest.raises(
+        ValueError,
+        match=r"keyword `strid` is not a parameter of `Block` "
+        r"\(did you mean `stride`\?\)",
+    ):
+        instance_key(
+            "blocks.tri", r.item_id, sig, {"cin": 1, "cout": 2, "strid": 2}, program.env.scope_of(r)
+        )
 
 
 def test_instance_lists_children_and_members(program):
     net = ref(program, "net.tri", "Net")
-    key = instance_key("net.tri", net.item_id, program.env.signatures[net], {}, program.env.scope_of(net))
-    checked = check_instance(program.items[net], program.env.signatures[net], key, program.env.scope_of(net))
+    key = instance_key(
+        "net.tri", net.item_id, program.env.signatures[net], {}, program.env.scope_of(net)
+    )
+    checked = check_instance(
+        program.items[net], program.env.signatures[net], key, program.env.scope_of(net)
+    )
     assert checked.diagnostics == ()
     assert [(p, describe_instance(k)) for p, k in checked.children] == [
-        ("stages[0]", "Block cin=3 cout=8 stride=2"), ("stages[1]", "Block cin=8 cout=16 stride=2")]
+        ("stages[0]", "Block cin=3 cout=8 stride=2"),
+        ("stages[1]", "Block cin=8 cout=16 stride=2"),
+    ]
     members = dict(checked.members)
-    assert members["fc"] == LayerV("Linear", (("in_features", 16), ("out_features", 10), ("bias", True)))
+    assert members["fc"] == LayerV(
+        "Linear", (("in_features", 16), ("out_features", 10), ("bias", True))
+    )
     assert str(checked.output) == "Tensor<float32, [N, 10]>"
 
 
@@ -80,7 +99,10 @@ def test_instance_finds_concrete_mismatch(program):
     key = instance_key("net.tri", net.item_id, sig, {"widths": [8, 16, 32]}, program.env)
     assert check_instance(program.items[net], sig, key, program.env.scope_of(net)).diagnostics == ()
     bad = instance_key("net.tri", net.item_id, sig, {"widths": [8]}, program.env)
-    codes = [d.code for d in check_instance(program.items[net], sig, bad, program.env.scope_of(net)).diagnostics]
+    codes = [
+        d.code
+        for d in check_instance(program.items[net], sig, bad, program.env.scope_of(net)).diagnostics
+    ]
     assert codes and set(codes) == {"E0503"}
 
 
@@ -100,7 +122,9 @@ def test_checks_are_pure(program):
     for r, item in program.items.items():
         env = program.env.scope_of(r)
         sig = program.env.signatures[r]
-        assert check_item(item, sig, r.path, r.item_id, env) == check_item(item, sig, r.path, r.item_id, env)
+        assert check_item(item, sig, r.path, r.item_id, env) == check_item(
+            item, sig, r.path, r.item_id, env
+        )
 
 
 BOUND_BY_MEMBER = """
@@ -125,10 +149,11 @@ def test_forward_sees_dim_names_bound_by_member_types():
     key = instance_key("a.tri", r.item_id, sig, {}, env)
     instance = check_instance(program.items[r], sig, key, env).diagnostics
     assert [d.message for d in generic] == [
-        "member `w`: expected Tensor<float32, [K, d]>, found int"]
+        "member `w`: expected Tensor<float32, [K, d]>, found int"
+    ]
     assert [d.message for d in instance] == [
-        "member `w`: expected Tensor<float32, [K, 4]>, found int"]
-
+        "member `w`: expected Tensor<float32, [K, 4]>, found int"
+    ]
 
 
 REMEMBERED = """
@@ -155,6 +180,7 @@ def test_remembered_calls_change_no_finding() -> None:
     or full, a program says the same; a remembered layer still reports a wrong input, and a
     remembered call uses up its fresh names (`N'k`) as if it ran."""
     from tribuild.lang.check import calls as check_calls
+
     tables = (check_calls._APPLIED, check_calls._APPLIED_AT, check_calls._SIGNED)
     for table in tables:
         table.clear()
@@ -163,13 +189,19 @@ def test_remembered_calls_change_no_finding() -> None:
     assert run_program(load_program({"a.tri": REMEMBERED}), instances=False) == first
     assert [line.split(": ", 2)[1:] for line in first] == [
         ["E0401", "conv (TernaryConv2d): expected input channels (dim 1) 4, found 5"],
-        ["E0402", "argument `x` of id4: expected Tensor<float32, [N'3, 4]>, found Tensor<float32, [5]>: "
-                  "rank is 1, expected 2"]]
+        [
+            "E0402",
+            "argument `x` of id4: expected Tensor<float32, [N'3, 4]>, found Tensor<float32, [5]>: "
+            "rank is 1, expected 2",
+        ],
+    ]
 
 
 def test_a_remembered_call_tells_true_from_1() -> None:
     """`[1]` and `[true]` are equal in Python: the second call is checked, not looked up."""
-    program = load_program({"a.tri": """
+    program = load_program(
+        {
+            "a.tri": """
 fn pick(ks: [int], x: Tensor<float32, [N]>) -> Tensor<float32, [N]> {
     return x
 }
@@ -178,19 +210,26 @@ fn both(x: Tensor<float32, [N]>) -> Tensor<float32, [N]> {
     let a = pick([1], x)
     return pick([true], x)
 }
-"""})
+"""
+        }
+    )
     assert [line.split(": ", 2)[1] for line in run_program(program, instances=False)] == ["E0302"]
 
 
 def test_a_misspelt_keyword_gets_a_suggestion():
-    program = load_program({"a.tri": """
+    program = load_program(
+        {
+            "a.tri": """
 layer A(n: int = 2) {
     let f = Linear(n, 2, biass=true)
     fn forward(x: Tensor<float32, [N, 2]>) -> Tensor<float32, [N, 2]> { return f(x) }
 }
-"""})
-    (path, item_id, item), = program.order
+"""
+        }
+    )
+    ((path, item_id, item),) = program.order
     sig, _ = signature_of(item, path, item_id)
     diags = check_item(item, sig, path, item_id, program.env.scope_of(ItemRef(path, item_id, "")))
     assert [(d.code, d.message, d.help) for d in diags] == [
-        ("E0306", "keyword `biass` is not a parameter of `Linear`", "did you mean `bias`?")]
+        ("E0306", "keyword `biass` is not a parameter of `Linear`", "did you mean `bias`?")
+    ]

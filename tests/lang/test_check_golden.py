@@ -4,6 +4,7 @@ Each expected file holds one line per diagnostic, ``line:col: CODE: message``, i
 the checker reports them (generic checks item by item, then default instances). Regenerate
 with ``TRIBUILD_UPDATE_GOLDEN=1``.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,10 +12,10 @@ import re
 from pathlib import Path
 
 import pytest
-
 from test_check_support import load_program, run_program
-from tribuild.lang.check import codes as check_codes
+
 from tribuild.diagnostics import CODES
+from tribuild.lang.check import codes as check_codes
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "check"
 CASES = sorted(FIXTURES.glob("*.tri"))
@@ -40,7 +41,9 @@ def test_good_programs_check_clean() -> None:
 
 def test_every_checker_code_has_a_golden_case() -> None:
     """E0410 (example input) needs a target, not a program: test_check_api covers it."""
-    mine = {code for code in CODES if re.fullmatch(r"E0[345]\d\d", code)} - {check_codes.EXAMPLE_INPUT}
+    mine = {code for code in CODES if re.fullmatch(r"E0[345]\d\d", code)} - {
+        check_codes.EXAMPLE_INPUT
+    }
     seen = set()
     for expected in FIXTURES.glob("*.expected"):
         seen |= set(re.findall(r": (E0[345]\d\d):", expected.read_text()))

@@ -6,13 +6,13 @@ imports relative to each importing file, as the query layer does through queries
 all have defaults as an instance (walking children), and renders each diagnostic as
 ``path:line:col: CODE: message``.
 """
+
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tribuild.lang.syntax import ast
 from tribuild.lang.check.checker import (
     check_instance,
     check_item,
@@ -21,11 +21,12 @@ from tribuild.lang.check.checker import (
     instance_key,
 )
 from tribuild.lang.check.env import DictEnv, ItemRef
+from tribuild.lang.signature import signature_of
+from tribuild.lang.syntax import ast
 from tribuild.lang.syntax.items import item_tokens, split_items
 from tribuild.lang.syntax.lexer import lex
 from tribuild.lang.syntax.locate import char_range, line_col
 from tribuild.lang.syntax.parser import parse_item
-from tribuild.lang.signature import signature_of
 
 KIND = {ast.Fn: "fn", ast.Const: "const"}
 
@@ -53,13 +54,15 @@ class Program:
 
 class ProgramEnv(DictEnv):
     """DictEnv whose constants are evaluated on first use."""
+
     program: Program
 
     def const_value(self, ref: ItemRef):
         if ref not in self.consts:
             item = self.program.items[ref]
-            self.consts[ref] = const_value_of(item, self.signatures[ref], ref.path, ref.item_id,
-                                              self.scope_of(ref))
+            self.consts[ref] = const_value_of(
+                item, self.signatures[ref], ref.path, ref.item_id, self.scope_of(ref)
+            )
         return self.consts[ref]
 
     def scope_of(self, ref: ItemRef) -> ProgramEnv:
@@ -97,7 +100,11 @@ def load_program(texts: dict[str, str]) -> Program:
             chosen = {n.name: ItemRef(target, n.name, "unresolved") for n in imp.names or ()}
         else:
             wanted = own[target]
-            chosen = wanted if imp.names is None else {n.name: wanted[n.name] for n in imp.names if n.name in wanted}
+            chosen = (
+                wanted
+                if imp.names is None
+                else {n.name: wanted[n.name] for n in imp.names if n.name in wanted}
+            )
         names[path].update(chosen)
     env = ProgramEnv("", names, signatures, {})
     env.program = program
@@ -124,18 +131,24 @@ def _instances(program: Program) -> list:
     for ref, item in program.items.items():
         sig = program.env.signatures[ref]
         if ref.kind == "layer" and all(p.default is not None for p in sig.params):
-            pending.append((instance_key(ref.path, ref.item_id, sig, {}, program.env.scope_of(ref)), None))
+            pending.append(
+                (instance_key(ref.path, ref.item_id, sig, {}, program.env.scope_of(ref)), None)
+            )
     while pending:
         key, chain = pending.pop()
         if key in seen:
             continue
         seen.add(key)
         ref = ItemRef(key.path, key.item_id, "layer")
-        checked = check_instance(program.items[ref], program.env.signatures[ref], key, program.env.scope_of(ref))
+        checked = check_instance(
+            program.items[ref], program.env.signatures[ref], key, program.env.scope_of(ref)
+        )
         out += checked.diagnostics
         pending += [(child, describe_instance(key)) for _, child in checked.children]
     return out
 
 
 def load_dir(root: Path, pattern: str = "**/*.tri") -> Program:
-    return load_program({p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.glob(pattern))})
+    return load_program(
+        {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.glob(pattern))}
+    )

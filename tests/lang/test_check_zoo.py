@@ -6,13 +6,13 @@ tests/fixtures/zoo_broken/<case> gives the diagnostics in tests/fixtures/check/z
 <case>.expected (regenerate with TRIBUILD_UPDATE_GOLDEN=1), whose codes are stated here
 from the EXPECTED.txt descriptions.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
-
 from test_check_support import load_dir, run_program
 
 ROOT = Path(__file__).parent.parent.parent

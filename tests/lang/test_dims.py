@@ -1,18 +1,19 @@
 """Dims: normalisation, evaluation, substitution, unification; the memos and bounds built on them
 (window sizes, trackable dims) and POISON across a store round trip."""
+
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tribuild.queries  # noqa: F401  (registers the value classes with the codec)
 from tribuild.engine.store import codec
 from tribuild.lang import dims
 from tribuild.lang.builtins.shapes import Site, window
 from tribuild.lang.check.codes import Sink
-from tribuild.lang.check.unify import Unifier, definitely_different
 from tribuild.lang.check.consteval import Ctx
 from tribuild.lang.check.env import DictEnv
-from tribuild.lang.types import ScalarT
+from tribuild.lang.check.unify import Unifier, definitely_different
 from tribuild.lang.check.values import (
     DIM_SIZE_LIMIT,
     INT64_MAX,
@@ -22,6 +23,7 @@ from tribuild.lang.check.values import (
     is_poison,
     trackable,
 )
+from tribuild.lang.types import ScalarT
 
 NAMES = ("H", "W", "c")
 ENV = st.fixed_dictionaries({n: st.integers(1, 50) for n in NAMES})
@@ -73,7 +75,10 @@ def test_addition_commutes_and_cancels(p, q, env):
 
 def test_conv_formula_collapses_to_identity():
     H = dims.sym("H")
-    out = dims.add(dims.floordiv(dims.sub(dims.add(H, dims.const(2 * 1)), dims.const(3)), dims.const(1)), dims.const(1))
+    out = dims.add(
+        dims.floordiv(dims.sub(dims.add(H, dims.const(2 * 1)), dims.const(3)), dims.const(1)),
+        dims.const(1),
+    )
     assert out == H
     assert dims.format_dim(out) == "H"
 
@@ -105,8 +110,10 @@ def test_unifier_binds_flexible_names_linearly():
     u = Unifier({"h"})
     assert u.dim(dims.add(dims.scale(dims.sym("h"), 2), dims.const(1)), dims.const(9))
     assert u.resolve(dims.sym("h")) == dims.const(4)
-    assert not u.dim(dims.sym("h"), dims.const(5))           # h is already 4
-    assert not Unifier({"h"}).dim(dims.scale(dims.sym("h"), 2), dims.const(9))  # no integer solution
+    assert not u.dim(dims.sym("h"), dims.const(5))  # h is already 4
+    assert not Unifier({"h"}).dim(
+        dims.scale(dims.sym("h"), 2), dims.const(9)
+    )  # no integer solution
     assert Unifier().dim(dims.ANY, dims.sym("H"))
     assert not Unifier().dim(dims.sym("cin"), dims.sym("cout"))  # rigid names
 
@@ -152,7 +159,7 @@ def test_memoised_window_matches_the_formula(pair, kernel, stride, padding):
 def test_memo_hits_equal_fresh_results(pair):
     d, _ = pair
     assert dims.symbols(d) == dims._collect_symbols(d)
-    for n in (0, 1, -3, 2 ** 70):
+    for n in (0, 1, -3, 2**70):
         assert dims.const(n) == dims._const(n)
 
 

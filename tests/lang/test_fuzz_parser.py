@@ -4,6 +4,7 @@ Inputs: random token streams over the grammar's tokens, random text, and mutatio
 duplicate, swap, insert tokens) of the model zoo's .tri files. Deep nesting is reported
 (E0107), never a RecursionError.
 """
+
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,21 @@ from tribuild.lang.syntax.parser import parse_item
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = sorted([*ROOT.glob("models/**/*.tri"), *ROOT.glob("examples/**/*.tri")])
-WORDS = ("import from layer fn let return if else for in true false x N Tensor TernaryTensor "
-         "tensor trit float32 int 0 1 42 0x2A 3.14 .5 1e-5 \"p.tri\" + - * / // % ** @ == != "
-         "< <= > >= && || ! ? : = -> , . .. ( ) [ ] { } ; \n # /* */ $ \"").split(" ")
-FAST = settings(max_examples=150, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-SLOW = settings(max_examples=2000, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+WORDS = (
+    "import from layer fn let return if else for in true false x N Tensor TernaryTensor "
+    "tensor trit float32 int 0 1 42 0x2A 3.14 .5 1e-5 \"p.tri\" + - * / // % ** @ == != "
+    "< <= > >= && || ! ? : = -> , . .. ( ) [ ] { } ; \n # /* */ $ \""
+).split(" ")
+FAST = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+SLOW = settings(
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def check_front_end(text: str) -> None:
@@ -44,22 +53,29 @@ def check_front_end(text: str) -> None:
 
 
 token_streams = st.lists(st.sampled_from(WORDS), max_size=80).map(" ".join)
-mutations = st.lists(st.tuples(st.sampled_from(("delete", "duplicate", "swap", "insert")),
-                               st.integers(0, 10**6), st.integers(1, 40),
-                               st.sampled_from(WORDS)), min_size=1, max_size=6)
+mutations = st.lists(
+    st.tuples(
+        st.sampled_from(("delete", "duplicate", "swap", "insert")),
+        st.integers(0, 10**6),
+        st.integers(1, 40),
+        st.sampled_from(WORDS),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 def mutate(text: str, edits) -> str:
     for op, at, size, word in edits:
         at %= max(len(text), 1)
-        piece = text[at:at + size]
+        piece = text[at : at + size]
         if op == "delete":
-            text = text[:at] + text[at + size:]
+            text = text[:at] + text[at + size :]
         elif op == "duplicate":
             text = text[:at] + piece + text[at:]
         elif op == "swap":
             other = (at * 7 + size) % max(len(text), 1)
-            text = text[:at] + text[other:other + size] + text[at + size:]
+            text = text[:at] + text[other : other + size] + text[at + size :]
         else:
             text = text[:at] + f" {word} " + text[at:]
     return text
@@ -87,20 +103,31 @@ def test_mutated_zoo(path, edits):
 @pytest.mark.slow
 @pytest.mark.skipif(not ZOO, reason="no zoo .tri files yet")
 @SLOW
-@given(st.one_of(token_streams, st.text(max_size=400),
-                 st.tuples(st.sampled_from(ZOO or [None]), mutations)
-                 .map(lambda pe: mutate(pe[0].read_text(), pe[1]))))
+@given(
+    st.one_of(
+        token_streams,
+        st.text(max_size=400),
+        st.tuples(st.sampled_from(ZOO or [None]), mutations).map(
+            lambda pe: mutate(pe[0].read_text(), pe[1])
+        ),
+    )
+)
 def test_front_end_soak(text):
     check_front_end(text)
 
 
-@pytest.mark.parametrize("text", ["let x = " + "(" * 5000 + "1" + ")" * 5000,
-                                  "let x = " + "[" * 5000,
-                                  "let x = " + "-" * 5000 + "1",
-                                  "let x = " + "2 ** " * 5000 + "2",
-                                  "let x = " + "a ? " * 5000 + "b",
-                                  "fn f() {" + " if c {" * 5000 + " }" * 5000 + "}",
-                                  "let x: " + "[" * 5000 + "int" + "]" * 5000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "let x = " + "(" * 5000 + "1" + ")" * 5000,
+        "let x = " + "[" * 5000,
+        "let x = " + "-" * 5000 + "1",
+        "let x = " + "2 ** " * 5000 + "2",
+        "let x = " + "a ? " * 5000 + "b",
+        "fn f() {" + " if c {" * 5000 + " }" * 5000 + "}",
+        "let x: " + "[" * 5000 + "int" + "]" * 5000,
+    ],
+)
 def test_deep_nesting_is_reported(text):
     smap = SourceMap(text)
     (entry,) = smap.items

@@ -1,8 +1,10 @@
 """Tests of the item splitter: ids, kinds, bounds, hashes and their insensitivity to layout."""
+
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tribuild.lang.syntax.items import (
     chunked_items,
@@ -53,8 +55,12 @@ def _entries(src):
 
 def test_ids_kinds_names():
     assert _entries(SOURCE) == [
-        ('import "a.tri"', "import", None), ('from "b.tri"', "import", None),
-        ("EPS", "const", "EPS"), ("f", "fn", "f"), ("L", "layer", "L")]
+        ('import "a.tri"', "import", None),
+        ('from "b.tri"', "import", None),
+        ("EPS", "const", "EPS"),
+        ("f", "fn", "f"),
+        ("L", "layer", "L"),
+    ]
 
 
 def test_layout_and_comments_keep_hashes_and_tokens():
@@ -71,19 +77,32 @@ def test_body_edit_changes_only_that_hash():
     assert changed == ["f"]
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("fn a() {}\nfn a() {}\nlet a = 1", [("a", "fn", "a"), ("a#2", "fn", "a"), ("a#3", "const", "a")]),
-    ('import "p"\nimport "p"', [('import "p"', "import", None), ('import "p"#2', "import", None)]),
-    ("junk 1\nmore\nlet x = 1\n}\n", [("<error>", "error", None), ("x", "const", "x"),
-                                       ("<error>#2", "error", None)]),
-    ("let = 1\nfn ()\nlayer", [("<const>", "const", None), ("<fn>", "fn", None),
-                              ("<layer>", "layer", None)]),
-    ("import\nfrom 3", [("import <error>", "import", None), ("from <error>", "import", None)]),
-    ("let a = 1; let b = 2", [("a", "const", "a"), ("b", "const", "b")]),
-    ("layer A {\n  let x = 1\nlayer B {}", [("A", "layer", "A"), ("B", "layer", "B")]),
-    ("layer A {\n  let x = 1\n  fn f() {}\n}", [("A", "layer", "A")]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        (
+            "fn a() {}\nfn a() {}\nlet a = 1",
+            [("a", "fn", "a"), ("a#2", "fn", "a"), ("a#3", "const", "a")],
+        ),
+        (
+            'import "p"\nimport "p"',
+            [('import "p"', "import", None), ('import "p"#2', "import", None)],
+        ),
+        (
+            "junk 1\nmore\nlet x = 1\n}\n",
+            [("<error>", "error", None), ("x", "const", "x"), ("<error>#2", "error", None)],
+        ),
+        (
+            "let = 1\nfn ()\nlayer",
+            [("<const>", "const", None), ("<fn>", "fn", None), ("<layer>", "layer", None)],
+        ),
+        ("import\nfrom 3", [("import <error>", "import", None), ("from <error>", "import", None)]),
+        ("let a = 1; let b = 2", [("a", "const", "a"), ("b", "const", "b")]),
+        ("layer A {\n  let x = 1\nlayer B {}", [("A", "layer", "A"), ("B", "layer", "B")]),
+        ("layer A {\n  let x = 1\n  fn f() {}\n}", [("A", "layer", "A")]),
+        ("", []),
+    ],
+)
 def test_splitting(source, expected):
     assert _entries(source) == expected
 
@@ -99,9 +118,40 @@ def test_bounds_exclude_breaks_and_cover_every_other_token():
 
 # -- chunks: lexing a file piecewise gives the file's tokens and items -------------------------
 
-FRAGMENTS = ("layer ", "fn ", "let ", "import ", "from ", "  layer ", "x ", "=", "+", ",", "(", ")", "[",
-             "]", "{", "}", ";", "/*", "*/", "# ", '"s"', '"', "1", "else ", "\n", "\n", " ",
-             "\nlayer ", "\nlet ", "\nfn ", "\nimport ", "\nfrom ")
+FRAGMENTS = (
+    "layer ",
+    "fn ",
+    "let ",
+    "import ",
+    "from ",
+    "  layer ",
+    "x ",
+    "=",
+    "+",
+    ",",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ";",
+    "/*",
+    "*/",
+    "# ",
+    '"s"',
+    '"',
+    "1",
+    "else ",
+    "\n",
+    "\n",
+    " ",
+    "\nlayer ",
+    "\nlet ",
+    "\nfn ",
+    "\nimport ",
+    "\nfrom ",
+)
 ZOO = sorted((Path(__file__).resolve().parents[2] / "models").rglob("*.tri"))
 
 
@@ -123,7 +173,7 @@ def _assert_same_as_whole(text: str) -> None:
     assert [(k, t) for c in lexes for k, t in c.pairs] == [(t.kind, t.text) for t in tokens]
     assert [p.entry for p in places] == list(split_items(tokens))
     for p in places:
-        pairs = lexes[p.chunk].pairs[p.entry.start - p.base:p.entry.end - p.base]
+        pairs = lexes[p.chunk].pairs[p.entry.start - p.base : p.entry.end - p.base]
         assert pairs == item_tokens(tokens, p.entry)
 
 
@@ -133,13 +183,16 @@ def test_chunks_lex_like_the_whole_file(text):
     _assert_same_as_whole(text)
 
 
-@pytest.mark.parametrize("text", [
-    "layer A {\n  let x = 1\nlayer B {}",          # a brace left open: unclean, lexed whole
-    "let a = 1 +\nlet b = 2",                     # a joiner before the cut
-    "/* a\nlet b = 1 */\nlet c = 2",              # a cut inside a block comment
-    "let a = f(1,\nlet b = 2\n)",                 # a bracket left open
-    "# header\nlet a = 1\n\nfn f() {\n}\nlayer L {\n}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "layer A {\n  let x = 1\nlayer B {}",  # a brace left open: unclean, lexed whole
+        "let a = 1 +\nlet b = 2",  # a joiner before the cut
+        "/* a\nlet b = 1 */\nlet c = 2",  # a cut inside a block comment
+        "let a = f(1,\nlet b = 2\n)",  # a bracket left open
+        "# header\nlet a = 1\n\nfn f() {\n}\nlayer L {\n}\n",
+    ],
+)
 def test_chunks_at_awkward_cuts(text):
     _assert_same_as_whole(text)
 

@@ -1,4 +1,5 @@
 """The parser's entry points: parse_expr, parse_type, parse_item on odd inputs."""
+
 import pytest
 
 from tribuild.lang.syntax import ast
@@ -10,15 +11,24 @@ def toks(text):
     return tuple((t.kind, t.text) for t in lex(text))
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("a + 1", ast.Binary("+", ast.Name("a", (0, 1)), ast.IntLit(1, (2, 3)), (0, 3))),
-    ("(H + 2*p - k) / s + 1", None),
-    ("-1", ast.Unary("-", ast.IntLit(1, (1, 2)), (0, 2))),
-    ('"a\\tb"', ast.StringLit("a\tb", (0, 1))),
-    ("[x for i in 0..n]", ast.ListComp(ast.Name("x", (1, 2)), "i",
-                                       ast.Range(ast.IntLit(0, (5, 6)), ast.Name("n", (7, 8)), (5, 8)),
-                                       (0, 9))),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("a + 1", ast.Binary("+", ast.Name("a", (0, 1)), ast.IntLit(1, (2, 3)), (0, 3))),
+        ("(H + 2*p - k) / s + 1", None),
+        ("-1", ast.Unary("-", ast.IntLit(1, (1, 2)), (0, 2))),
+        ('"a\\tb"', ast.StringLit("a\tb", (0, 1))),
+        (
+            "[x for i in 0..n]",
+            ast.ListComp(
+                ast.Name("x", (1, 2)),
+                "i",
+                ast.Range(ast.IntLit(0, (5, 6)), ast.Name("n", (7, 8)), (5, 8)),
+                (0, 9),
+            ),
+        ),
+    ],
+)
 def test_parse_expr(text, expected):
     node, diags = parse_expr(toks(text), "f.tri", "x")
     assert diags == ()
@@ -26,15 +36,20 @@ def test_parse_expr(text, expected):
         assert node == expected
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("int", ast.ScalarType("int", (0, 1))),
-    ("Tensor[float16]", ast.TensorType(False, "float16", None, (0, 4))),
-    ("TernaryTensor", ast.TensorType(True, None, None, (0, 1))),
-    ("tensor<float16, [4, ?]>", ast.TensorType(False, "float16",
-                                               (ast.IntLit(4, (5, 6)), ast.Unknown((7, 8))), (0, 10))),
-    ("[int]", ast.ListType(ast.ScalarType("int", (1, 2)), (0, 3))),
-    ("BasicBlock", ast.NamedType("BasicBlock", (0, 1))),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("int", ast.ScalarType("int", (0, 1))),
+        ("Tensor[float16]", ast.TensorType(False, "float16", None, (0, 4))),
+        ("TernaryTensor", ast.TensorType(True, None, None, (0, 1))),
+        (
+            "tensor<float16, [4, ?]>",
+            ast.TensorType(False, "float16", (ast.IntLit(4, (5, 6)), ast.Unknown((7, 8))), (0, 10)),
+        ),
+        ("[int]", ast.ListType(ast.ScalarType("int", (1, 2)), (0, 3))),
+        ("BasicBlock", ast.NamedType("BasicBlock", (0, 1))),
+    ],
+)
 def test_parse_type(text, expected):
     assert parse_type(toks(text), "f.tri", "x") == (expected, ())
 

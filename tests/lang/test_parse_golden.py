@@ -3,17 +3,18 @@
 Each NAME.tri has NAME.ast (a stable dump of every item's tree) and NAME.expected (every
 diagnostic, rendered as text). Regenerate both with ``TRIBUILD_UPDATE_GOLDEN=1``.
 """
+
 import os
 from pathlib import Path
 
 import pytest
 
+from tribuild.base.record import fields, is_record
 from tribuild.diagnostics import CODES
 from tribuild.diagnostics_render import TextSources, render_text
 from tribuild.lang.syntax.items import item_tokens
 from tribuild.lang.syntax.locate import SourceMap
 from tribuild.lang.syntax.parser import parse_item
-from tribuild.base.record import fields, is_record
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "parse"
 CASES = sorted(FIXTURES.glob("*.tri"))

@@ -1,12 +1,13 @@
 """Limits the parser enforces so later stages can walk trees recursively and hold ints in int64."""
+
 from __future__ import annotations
 
 import pytest
 
 from tribuild.lang.syntax import ast
+from tribuild.lang.syntax.expressions import MAX_CHAIN
 from tribuild.lang.syntax.lexer import lex
 from tribuild.lang.syntax.parser import parse_item
-from tribuild.lang.syntax.expressions import MAX_CHAIN
 
 
 def _parse(source: str):
@@ -14,10 +15,16 @@ def _parse(source: str):
     return parse_item(toks, "t.tri", "a")
 
 
-@pytest.mark.parametrize("literal, value", [
-    ("9223372036854775807", 2 ** 63 - 1), ("0x7fffffffffffffff", 2 ** 63 - 1),
-    ("0b" + "1" * 63, 2 ** 63 - 1), ("0o777777777777777777777", 2 ** 63 - 1),
-    ("000000000000000000000000042", 42)])
+@pytest.mark.parametrize(
+    "literal, value",
+    [
+        ("9223372036854775807", 2**63 - 1),
+        ("0x7fffffffffffffff", 2**63 - 1),
+        ("0b" + "1" * 63, 2**63 - 1),
+        ("0o777777777777777777777", 2**63 - 1),
+        ("000000000000000000000000042", 42),
+    ],
+)
 def test_int64_literals_are_read(literal, value):
     item, diags = _parse(f"let a = {literal}")
     assert diags == () and item.value == ast.IntLit(value, (3, 4))

@@ -1,13 +1,14 @@
 """Signatures: equal across body and member edits, different across interface edits."""
+
 from __future__ import annotations
 
 import pytest
 
 from tribuild.lang import dims
+from tribuild.lang.signature import signature_of
 from tribuild.lang.syntax.items import item_tokens, split_items
 from tribuild.lang.syntax.lexer import lex
 from tribuild.lang.syntax.parser import parse_item
-from tribuild.lang.signature import signature_of
 from tribuild.lang.types import ScalarT, TensorT
 
 BASE = """layer Block(c: int, stride: int = 1) {
@@ -34,28 +35,40 @@ def test_signature_contents():
     assert s.params[0].type == ScalarT("int64")
     x = s.inputs[0].type
     assert isinstance(x, TensorT) and x.dims[1] == dims.sym("c")
-    assert s.ret.dims[2] == dims.add(dims.floordiv(dims.sub(dims.sym("H"), dims.const(1)), dims.sym("stride")),
-                                     dims.const(1))
+    assert s.ret.dims[2] == dims.add(
+        dims.floordiv(dims.sub(dims.sym("H"), dims.const(1)), dims.sym("stride")), dims.const(1)
+    )
 
 
-@pytest.mark.parametrize("edit", [
-    ("    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)\n",
-     "    let extra = ReLU()\n    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)\n"),
-    ("        return conv(x)\n", "        let y = conv(x)\n        return relu(y)\n"),
-    ("layer Block(c: int, stride: int = 1) {", "layer Block(c: int, stride: int = 1) {  # a comment"),
-    ("[N, c, H, W]", "[N, c, H, W ]"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        (
+            "    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)\n",
+            "    let extra = ReLU()\n    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)\n",
+        ),
+        ("        return conv(x)\n", "        let y = conv(x)\n        return relu(y)\n"),
+        (
+            "layer Block(c: int, stride: int = 1) {",
+            "layer Block(c: int, stride: int = 1) {  # a comment",
+        ),
+        ("[N, c, H, W]", "[N, c, H, W ]"),
+    ],
+)
 def test_body_and_member_edits_keep_the_signature(edit):
     old, new = edit
     assert sig(BASE.replace(old, new))[0] == sig(BASE)[0]
 
 
-@pytest.mark.parametrize("edit", [
-    ("stride: int = 1", "stride: int = 2"),
-    ("c: int", "c: float"),
-    ("-> Tensor<float32, [N, c,", "-> Tensor<float16, [N, c,"),
-    ("x: Tensor<float32, [N, c, H, W]>", "x: Tensor<float32, [N, 2 * c, H, W]>"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("stride: int = 1", "stride: int = 2"),
+        ("c: int", "c: float"),
+        ("-> Tensor<float32, [N, c,", "-> Tensor<float16, [N, c,"),
+        ("x: Tensor<float32, [N, c, H, W]>", "x: Tensor<float32, [N, 2 * c, H, W]>"),
+    ],
+)
 def test_interface_edits_change_the_signature(edit):
     old, new = edit
     assert sig(BASE.replace(old, new))[0] != sig(BASE)[0]

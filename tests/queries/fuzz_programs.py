@@ -10,6 +10,7 @@ Every number is drawn from a pool with 0, negatives and huge values, so the chec
 paths (empty conv outputs, division by zero, negative dims, work bound) run as well as its
 happy paths.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,7 +19,17 @@ from hypothesis import strategies as st
 
 INTS = ("0", "1", "2", "3", "4", "8", "16", "64", "-1", "-3", "1000000000")
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "trit", "float")
-ELEMENTWISE = ("relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "quantize_activations", "sqrt", "exp")
+ELEMENTWISE = (
+    "relu",
+    "relu6",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "quantize_activations",
+    "sqrt",
+    "exp",
+)
 NO_ARG_LAYERS = ("ReLU()", "ReLU6()", "GELU()", "SiLU()", "Sigmoid()", "Identity()")
 ARITH = ("+", "-", "*", "/", "//", "%")
 TENSOR_OPS = ("+", "-", "*", "/", "@", "==", "<", "**")
@@ -30,12 +41,20 @@ class Scope:
     bools: list[str] = field(default_factory=list)
     tensors: list[str] = field(default_factory=list)
     members: list[str] = field(default_factory=list)
-    layers: list[tuple[str, int]] = field(default_factory=list)   # user layers: name, parameter count
-    fns: list[tuple[str, int]] = field(default_factory=list)      # user fns: name, tensor parameters
+    layers: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # user layers: name, parameter count
+    fns: list[tuple[str, int]] = field(default_factory=list)  # user fns: name, tensor parameters
 
     def child(self) -> "Scope":
-        return Scope(list(self.ints), list(self.bools), list(self.tensors), list(self.members),
-                     self.layers, self.fns)
+        return Scope(
+            list(self.ints),
+            list(self.bools),
+            list(self.tensors),
+            list(self.members),
+            self.layers,
+            self.fns,
+        )
 
 
 def _pick(draw, options):
@@ -63,7 +82,7 @@ def bool_expr(draw, s: Scope, depth: int = 0) -> str:
     if kind == 0:
         return _pick(draw, ("true", "false", *s.bools))
     if kind == 1:
-        return f"{int_expr(draw, s, depth + 1)} {_pick(draw, ('==', '!=', '<', '>=') )} {int_expr(draw, s, depth + 1)}"
+        return f"{int_expr(draw, s, depth + 1)} {_pick(draw, ('==', '!=', '<', '>='))} {int_expr(draw, s, depth + 1)}"
     if kind == 2:
         return f"!({bool_expr(draw, s, depth + 1)})"
     return f"({bool_expr(draw, s, depth + 1)} {_pick(draw, ('&&', '||'))} {bool_expr(draw, s, depth + 1)})"
@@ -96,13 +115,24 @@ def constructor(draw, s: Scope, depth: int = 0) -> str:
     if kind == 1:
         return f"{_pick(draw, ('TernaryLinear', 'Linear'))}({i()}, {i()}{_pick(draw, ('', ', bias=true', ', bias=1'))})"
     if kind == 2:
-        extra = draw(st.sampled_from(("", f", stride={i()}", f", padding={i()}", f", groups={i()}",
-                                      f", stride={i()}, padding={i()}")))
+        extra = draw(
+            st.sampled_from(
+                (
+                    "",
+                    f", stride={i()}",
+                    f", padding={i()}",
+                    f", groups={i()}",
+                    f", stride={i()}, padding={i()}",
+                )
+            )
+        )
         return f"{_pick(draw, ('TernaryConv2d', 'Conv2d'))}({i()}, {i()}, kernel={i()}{extra})"
     if kind == 3:
         return f"{_pick(draw, ('BatchNorm2d', 'LayerNorm', 'RMSNorm'))}({i()})"
     if kind == 4:
-        return f"{_pick(draw, ('MaxPool2d', 'AvgPool2d'))}(kernel={i()}, stride={i()}, padding={i()})"
+        return (
+            f"{_pick(draw, ('MaxPool2d', 'AvgPool2d'))}(kernel={i()}, stride={i()}, padding={i()})"
+        )
     if kind == 5:
         return _pick(draw, (f"MultiHeadAttention({i()}, {i()})", "Dropout(0.1)", f"Dropout({i()})"))
     if kind == 6:
@@ -130,22 +160,35 @@ def tensor_expr(draw, s: Scope, depth: int = 0) -> str:
     if kind == 2:
         return f"{_pick(draw, ELEMENTWISE)}({t()})"
     if kind == 3:
-        return f"({t()} {_pick(draw, TENSOR_OPS)} {draw(st.sampled_from((t(), i(), '0.5', 'true')))})"
+        return (
+            f"({t()} {_pick(draw, TENSOR_OPS)} {draw(st.sampled_from((t(), i(), '0.5', 'true')))})"
+        )
     if kind == 4:
         return f"reshape({t()}, [{', '.join(draw(st.sampled_from((i(), '-1'))) for _ in range(draw(st.integers(0, 4))))}])"
     if kind == 5:
-        return f"permute({t()}, [{', '.join(draw(st.permutations(['0', '1', '2', '3'][:draw(st.integers(1, 4))])))}])"
+        return f"permute({t()}, [{', '.join(draw(st.permutations(['0', '1', '2', '3'][: draw(st.integers(1, 4))])))}])"
     if kind == 6:
         return f"transpose({t()}, {i()}, {i()})"
     if kind == 7:
         return f"concat([{', '.join(t() for _ in range(draw(st.integers(0, 3))))}], {i()})"
     if kind == 8:
-        return _pick(draw, (f"flatten({t()}, {i()})", f"softmax({t()}, {i()})", f"mean({t()}, [{i()}], true)",
-                            f"sum({t()}, {i()})", f"max({t()})", f"adaptive_avg_pool2d({t()}, {i()})"))
+        return _pick(
+            draw,
+            (
+                f"flatten({t()}, {i()})",
+                f"softmax({t()}, {i()})",
+                f"mean({t()}, [{i()}], true)",
+                f"sum({t()}, {i()})",
+                f"max({t()})",
+                f"adaptive_avg_pool2d({t()}, {i()})",
+            ),
+        )
     if kind == 9:
         return f"{_pick(draw, ('max_pool2d', 'avg_pool2d'))}({t()}, {i()}, {i()}, {i()})"
     if kind == 10:
-        return _pick(draw, (f"conv2d({t()}, {t()}, {i()}, {i()}, {i()})", f"ternary_matmul({t()}, {t()})"))
+        return _pick(
+            draw, (f"conv2d({t()}, {t()}, {i()}, {i()}, {i()})", f"ternary_matmul({t()}, {t()})")
+        )
     if kind == 11:
         return f"({draw(st.sampled_from((bool_expr(draw, s, 1), t())))} ? {t()} : {t()})"
     if kind == 12 and s.fns:
@@ -220,7 +263,9 @@ def programs(draw) -> tuple[str, list[tuple[str, int]]]:
         kind = draw(st.integers(0, 4))
         s = top.child()
         if kind == 0:
-            items.append(f"let K{n}: {_pick(draw, ('int', 'float32', 'trit', 'bool'))} = {int_expr(draw, s)}")
+            items.append(
+                f"let K{n}: {_pick(draw, ('int', 'float32', 'trit', 'bool'))} = {int_expr(draw, s)}"
+            )
             top.ints.append(f"K{n}")
         elif kind == 1:
             count = draw(st.integers(1, 2))
@@ -228,14 +273,18 @@ def programs(draw) -> tuple[str, list[tuple[str, int]]]:
             top.fns.append((f"f{n}", count))
         elif kind == 2:
             s.tensors.append("w")
-            items.append(f"layer F{n}(w: {tensor_type(draw, s, ternary=True)}, "
-                         + forward(draw, s, "", 1, returns=True)[len("fn ("):])
+            items.append(
+                f"layer F{n}(w: {tensor_type(draw, s, ternary=True)}, "
+                + forward(draw, s, "", 1, returns=True)[len("fn (") :]
+            )
         else:
             plist, count = params(draw, s)
             members = []
             for m in range(draw(st.integers(0, 4))):
                 members.append(f"let m{m} = {constructor(draw, s)}")
                 s.members.append(f"m{m}")
-            items.append(f"layer L{n}({plist}) {{\n" + "\n".join(members) + "\n" + forward(draw, s) + "\n}")
+            items.append(
+                f"layer L{n}({plist}) {{\n" + "\n".join(members) + "\n" + forward(draw, s) + "\n}"
+            )
             top.layers.append((f"L{n}", count))
     return "\n\n".join(items) + "\n", top.layers

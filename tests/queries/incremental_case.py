@@ -9,6 +9,7 @@ Step 1 is the first (clean) build. ``run_case`` replays a case with a caller's b
 function; ``TRIBUILD_UPDATE_GOLDEN=1`` rewrites the ``rerun`` sections from what ran (review
 the diff: it is the behaviour under test).
 """
+
 from __future__ import annotations
 
 import os

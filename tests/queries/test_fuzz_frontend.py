@@ -32,6 +32,7 @@ bound dominate). The 100 KB file of valid layers takes about 2 s, the 1 MB one 2
 35 ms/KB, linear), so the latter runs with the slow tests.
 Nothing here asserts on time.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,12 +42,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.queries.fuzz_programs import DTYPES, programs
 from tests.queries.zoo import REPO
-from tribuild.driver.sources import load_sources, scan
 from tribuild.config.load import load_config
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
 from tribuild.lang.builtins.layers import LAYERS
 from tribuild.lang.syntax.lexer import lex
@@ -57,9 +59,18 @@ from tribuild.queries.targets import target_report
 
 HANG_SECONDS = 60
 REGRESSIONS = REPO / "tests" / "fixtures" / "fuzz_regressions"
-TARGETS = tuple((t.entry_path, t.entry_layer, t.args, t.input) for t in load_config(REPO / "Tribuild.toml").targets)
-_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                     HealthCheck.function_scoped_fixture])
+TARGETS = tuple(
+    (t.entry_path, t.entry_layer, t.args, t.input)
+    for t in load_config(REPO / "Tribuild.toml").targets
+)
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 FAST = settings(max_examples=100, derandomize=True, **_COMMON)
 SLOW = settings(max_examples=150, **_COMMON)
 
@@ -104,7 +115,9 @@ def assert_located(db, closure: tuple[str, ...], diags) -> None:
             assert 0 <= start <= end <= len(sources.text(loc.path)), d
 
 
-def front_end(root: Path, entries: tuple[str, ...], targets=(), seconds: float = HANG_SECONDS) -> list:
+def front_end(
+    root: Path, entries: tuple[str, ...], targets=(), seconds: float = HANG_SECONDS
+) -> list:
     """Every diagnostic ``tribuild check`` gives for ``entries`` (and their imports) and
     ``targets`` (entry path, layer, args, input shape), after checking that each is located."""
     db = Database()
@@ -130,10 +143,21 @@ def write_project(root: Path, files: dict[str, str]) -> tuple[str, ...]:
 
 ZOO = scan(str(REPO), ("models", "examples/seed_style"))
 ZOO_TEXT = {p: (REPO / p).read_text() for p in ZOO}
-INTS = ("0", "-1", "1", "3", "1000000000", "1000000000000", "9223372036854775807", "99999999999999999999999")
-WORDS = ("import from layer fn let return if else for in true false x N ? Tensor TernaryTensor trit int "
-         "0 1 -1 3.14 \"p.tri\" + - * / // % ** @ == != < <= > >= && || ! : = -> , . .. ( ) [ ] { } ; \n "
-         "relu reshape concat permute Sequential forward").split(" ")
+INTS = (
+    "0",
+    "-1",
+    "1",
+    "3",
+    "1000000000",
+    "1000000000000",
+    "9223372036854775807",
+    "99999999999999999999999",
+)
+WORDS = (
+    "import from layer fn let return if else for in true false x N ? Tensor TernaryTensor trit int "
+    "0 1 -1 3.14 \"p.tri\" + - * / // % ** @ == != < <= > >= && || ! : = -> , . .. ( ) [ ] { } ; \n "
+    "relu reshape concat permute Sequential forward"
+).split(" ")
 EDITS = ("delete", "duplicate", "swap", "replace", "int", "layer", "dtype", "drop_import")
 
 
@@ -163,8 +187,12 @@ IMPORTERS = _importers()
 def edit(text: str, kind: str, at: int, pick: int) -> str:
     """One token-level edit of ``text``; ``at`` and ``pick`` choose where and what."""
     toks = [t for t in lex(text) if t.kind != "newline"]
-    choose = {"int": lambda t: t.kind == "int", "layer": lambda t: t.text in LAYER_NAMES,
-              "dtype": lambda t: t.text in DTYPES, "drop_import": lambda t: t.kind in ("import", "from")}
+    choose = {
+        "int": lambda t: t.kind == "int",
+        "layer": lambda t: t.text in LAYER_NAMES,
+        "dtype": lambda t: t.text in DTYPES,
+        "drop_import": lambda t: t.kind in ("import", "from"),
+    }
     if kind in choose:
         toks = [t for t in toks if choose[kind](t)]
     if not toks:
@@ -173,19 +201,34 @@ def edit(text: str, kind: str, at: int, pick: int) -> str:
     start, end = tok.offset, tok.offset + len(tok.text)
     if kind == "drop_import":
         end = text.find("\n", start) % (len(text) + 1)
-    new = {"delete": "", "duplicate": tok.text + " " + tok.text, "replace": f" {WORDS[pick % len(WORDS)]} ",
-           "int": INTS[pick % len(INTS)], "layer": LAYER_NAMES[pick % len(LAYER_NAMES)],
-           "dtype": DTYPES[pick % len(DTYPES)], "drop_import": ""}.get(kind)
+    new = {
+        "delete": "",
+        "duplicate": tok.text + " " + tok.text,
+        "replace": f" {WORDS[pick % len(WORDS)]} ",
+        "int": INTS[pick % len(INTS)],
+        "layer": LAYER_NAMES[pick % len(LAYER_NAMES)],
+        "dtype": DTYPES[pick % len(DTYPES)],
+        "drop_import": "",
+    }.get(kind)
     if new is None:  # swap with another token
         other = toks[pick % len(toks)]
         if other.offset <= start:
             return text
-        return text[:start] + other.text + text[end:other.offset] + tok.text + text[other.offset + len(other.text):]
+        return (
+            text[:start]
+            + other.text
+            + text[end : other.offset]
+            + tok.text
+            + text[other.offset + len(other.text) :]
+        )
     return text[:start] + new + text[end:]
 
 
-edits = st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 10**6), st.integers(0, 10**6)),
-                 min_size=1, max_size=4)
+edits = st.lists(
+    st.tuples(st.sampled_from(EDITS), st.integers(0, 10**6), st.integers(0, 10**6)),
+    min_size=1,
+    max_size=4,
+)
 
 
 @pytest.fixture(scope="module")
@@ -282,27 +325,48 @@ ADVERSARIAL = {
     "lists 500 deep": (lambda: "let a = " + "[" * 500 + "1" + "]" * 500 + "\n", {"E0107"}),
     "unary minus 2000 deep": (lambda: "let a = " + "-" * 2000 + "1\n", {"E0107"}),
     "conditionals 500 deep": (lambda: "let a = " + "true ? 1 : " * 500 + "2\n", {"E0107"}),
-    "dims 500 deep": (lambda: "fn f(x: Tensor<float32, [" + "(" * 500 + "H" + ")" * 500 + "]>) {}\n",
-                      {"E0107"}),
-    "blocks 300 deep": (lambda: _layer("", "let m = ReLU()", "if true { " * 300 + "}" * 300 + " return x"),
-                        {"E0107"}),
+    "dims 500 deep": (
+        lambda: "fn f(x: Tensor<float32, [" + "(" * 500 + "H" + ")" * 500 + "]>) {}\n",
+        {"E0107"},
+    ),
+    "blocks 300 deep": (
+        lambda: _layer("", "let m = ReLU()", "if true { " * 300 + "}" * 300 + " return x"),
+        {"E0107"},
+    ),
     "comprehension 0..10**12": (lambda: "let a = [i for i in 0..1000000000000]\n", {"E0504"}),
-    "Sequential of 10**12 layers": (lambda: _layer("n: int = 1000000000000",
-                                                   "let m = Sequential([ReLU() for i in 0..n])",
-                                                   "return m(x)"), {"E0504"}),
-    "forward loop over 0..10**12": (lambda: _layer("", "let m = ReLU()",
-                                                   "for i in 0..1000000000000 { x = m(x) }\n return x"),
-                                    {"E0504"}),
+    "Sequential of 10**12 layers": (
+        lambda: _layer(
+            "n: int = 1000000000000", "let m = Sequential([ReLU() for i in 0..n])", "return m(x)"
+        ),
+        {"E0504"},
+    ),
+    "forward loop over 0..10**12": (
+        lambda: _layer("", "let m = ReLU()", "for i in 0..1000000000000 { x = m(x) }\n return x"),
+        {"E0504"},
+    ),
     "list of 10**6 lists": (lambda: "let a = [[i, i] for i in 0..1000000]\n", {"E0504"}),
-    "division by zero in dims": (lambda: "fn f(x: Tensor<float32, [N / 0, N % 0]>) -> Tensor<float32, [N]> "
-                                         "{ return reshape(x, [N / (2 - 2)]) }\nlet k = 4 % (1 - 1)\n",
-                                 {"E0502"}),
-    "negative dims": (lambda: _layer("c: int = -5", "let m = TernaryLinear(c, -1)\nlet p = MaxPool2d(kernel=-2)",
-                                     "let y: Tensor<float32, [-3, N]> = x\n return reshape(m(x), [-2, 4])"),
-                      {"E0401"}),
-    "conv output of size 0": (lambda: "layer C() {\nlet c = TernaryConv2d(3, 8, kernel=3)\n"
-                                      "fn forward(x: Tensor<float32, [N, 3, 1, 1]>) { return c(x) }\n}\n",
-                              {"E0408"}),
+    "division by zero in dims": (
+        lambda: (
+            "fn f(x: Tensor<float32, [N / 0, N % 0]>) -> Tensor<float32, [N]> "
+            "{ return reshape(x, [N / (2 - 2)]) }\nlet k = 4 % (1 - 1)\n"
+        ),
+        {"E0502"},
+    ),
+    "negative dims": (
+        lambda: _layer(
+            "c: int = -5",
+            "let m = TernaryLinear(c, -1)\nlet p = MaxPool2d(kernel=-2)",
+            "let y: Tensor<float32, [-3, N]> = x\n return reshape(m(x), [-2, 4])",
+        ),
+        {"E0401"},
+    ),
+    "conv output of size 0": (
+        lambda: (
+            "layer C() {\nlet c = TernaryConv2d(3, 8, kernel=3)\n"
+            "fn forward(x: Tensor<float32, [N, 3, 1, 1]>) { return c(x) }\n}\n"
+        ),
+        {"E0408"},
+    ),
 }
 
 
@@ -321,6 +385,7 @@ def test_large_file_of_valid_items(tmp_path, kbytes):
 
 # -- regressions ---------------------------------------------------------------------------
 
+
 def _regression(path: Path):
     text = path.read_text()
     xfail = re.search(r"^# xfail: (.*)$", text, re.M)
@@ -336,5 +401,8 @@ def test_regression(tmp_path, path):
     text = path.read_text()
     expect = re.search(r"^# expect:(.*)$", text, re.M).group(1).split()
     entries = write_project(tmp_path, {"case.tri": text})
-    codes = {d.code for d in front_end(tmp_path, entries, seconds=5 if "# xfail:" in text else HANG_SECONDS)}
+    codes = {
+        d.code
+        for d in front_end(tmp_path, entries, seconds=5 if "# xfail:" in text else HANG_SECONDS)
+    }
     assert codes != set() if expect == ["any"] else codes == set(expect)

@@ -1,6 +1,7 @@
 """Runs every case of tests/fixtures/incremental (format: tests/queries/incremental_case.py):
 after each edit, the exact set of queries that re-ran, and diagnostics equal to a clean
 build's."""
+
 from __future__ import annotations
 
 from pathlib import Path

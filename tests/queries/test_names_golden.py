@@ -2,6 +2,7 @@
 holds one file (or several, as ``== file PATH`` sections) and ``NAME.expected`` the rendered
 diagnostics of the whole project, sorted as ``tribuild check`` prints them.
 ``TRIBUILD_UPDATE_GOLDEN=1`` rewrites the expected files (review the diff)."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.queries.incremental_case import parse_case
-from tribuild.driver.sources import load_sources, scan
 from tribuild.diagnostics import CODES
 from tribuild.diagnostics_render import render_text
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
 from tribuild.queries.report import QuerySources, file_diagnostics
 
@@ -60,6 +61,7 @@ def test_an_unreadable_file_is_reported(tmp_path: Path):
     db = Database()
     closure = load_sources(db, str(tmp_path), scan(str(tmp_path), (".",)))
     messages = sorted(d.message for p in closure for d in file_diagnostics(db, p))
-    assert messages == ["cannot read `bad.tri`: not valid UTF-8: byte 0xff at line 2, column 9 "
-                        "(offset 13)",
-                        "cannot read `dir.tri`: is a directory, not a file"]
+    assert messages == [
+        "cannot read `bad.tri`: not valid UTF-8: byte 0xff at line 2, column 9 (offset 13)",
+        "cannot read `dir.tri`: is a directory, not a file",
+    ]

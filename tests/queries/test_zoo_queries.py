@@ -1,14 +1,16 @@
 """The zoo through the query layer: clean, persistent, and incremental == clean under edits."""
+
 from __future__ import annotations
 
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.queries.zoo import REPO, check_all, copy_zoo
-from tribuild.driver.session import salt
 from tribuild.config.load import load_config
+from tribuild.driver.session import salt
 from tribuild.engine import Database
 
 TARGETS = load_config(REPO / "Tribuild.toml").targets
@@ -52,8 +54,15 @@ def test_one_edit_after_load_runs_only_that_file(zoo, tmp_path):
             check_all(loaded, zoo, TARGETS)
     finally:
         path.write_text(original)
-    assert {name for name, _ in log.executed} <= {"read_error", "chunks", "chunk_text", "chunk_lexed", "item_places",
-                                                  "item_index", "item_tokens"}
+    assert {name for name, _ in log.executed} <= {
+        "read_error",
+        "chunks",
+        "chunk_text",
+        "chunk_lexed",
+        "item_places",
+        "item_index",
+        "item_tokens",
+    }
     assert {args[0] for _, args in log.executed} == {"models/lenet.tri"}
 
 
@@ -75,15 +84,26 @@ def _edit(text: str, original: str, kind: str, rnd: random.Random) -> str:
     elif kind == "duplicate_line":
         lines.insert(at, lines[at])
     elif kind == "swap_relu":
-        return text.replace("relu(", "gelu(", 1) if "relu(" in text else text.replace("gelu(", "relu(", 1)
+        return (
+            text.replace("relu(", "gelu(", 1)
+            if "relu(" in text
+            else text.replace("gelu(", "relu(", 1)
+        )
     else:
         return original
     return "\n".join(lines)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(EDITS), st.integers(0, 2**16)),
-                min_size=1, max_size=3))
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10_000), st.sampled_from(EDITS), st.integers(0, 2**16)),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_incremental_equals_clean(zoo, edits):
     files = sorted((zoo / "models").rglob("*.tri"))
     originals = {f: f.read_text() for f in files}

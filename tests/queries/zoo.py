@@ -1,4 +1,5 @@
 """Helpers shared by the query-layer tests: a copy of the zoo, and full checks over it."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,5 +1,6 @@
 """Fixtures of the reliability tests: a fresh small project, the reference outputs of each
 version (one clean build per version per test process)."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,4 +31,5 @@ def cli(monkeypatch, capsys):
         code = main(list(args))
         out, err = capsys.readouterr()
         return code, out, err
+
     return run

@@ -8,6 +8,7 @@ handler, no ``finally`` runs) just before the Nth one (of this process: its work
 are not counted). With N = 0 it never kills and writes
 the number of kill points it passed to the file named by ``TRIBUILD_KILL_COUNT``.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -38,6 +39,7 @@ def install(kill_at: int) -> list[int]:
             if writes(*args, **kwargs):
                 point()
             return fn(*args, **kwargs)
+
         return wrapped
 
     for name in _CALLS:
@@ -53,6 +55,7 @@ def main() -> int:
     if report:
         atexit.register(lambda: open(report, "w").write(str(count[0])))
     from tribuild.cli import main as cli
+
     return cli(sys.argv[2:])
 
 

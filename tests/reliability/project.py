@@ -10,6 +10,7 @@ Terms:
   ``.tribuild-outputs.json`` included.
 - *reference*: the outputs of a clean build of a version in a fresh copy of the project.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,15 @@ def set_version(root: Path, version: str) -> None:
 
 def tribuild(root: Path, *args: str, timeout: float = 120, **popen) -> subprocess.CompletedProcess:
     """``tribuild ARGS`` in ``root`` as a subprocess (stdout and stderr captured as text)."""
-    return subprocess.run(command(*args), cwd=root, env=env(), capture_output=True, text=True,
-                          timeout=timeout, **popen)
+    return subprocess.run(
+        command(*args),
+        cwd=root,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **popen,
+    )
 
 
 def command(*args: str) -> list[str]:
@@ -53,8 +61,15 @@ def env() -> dict[str, str]:
 
 def outputs(root: Path) -> dict[str, bytes]:
     folder = root / OUT
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+    return (
+        {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
+        if folder.is_dir()
+        else {}
+    )
 
 
 def temp_files(folder: Path) -> list[str]:

@@ -6,12 +6,14 @@ Terms:
   change them, and write it back with a correct header digest, so the store's own integrity
   check passes and only what the edit means is tested.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tribuild.engine.store import argtable, columns, disk as store
+from tribuild.engine.store import argtable, columns
+from tribuild.engine.store import disk as store
 
 
 def graph_file(cache: Path) -> Path:
@@ -30,8 +32,9 @@ def read(path: Path) -> tuple[dict, dict]:
 def write(path: Path, meta: dict, ints: dict, fmt: int = store.FORMAT) -> None:
     layout, data = columns.pack(ints)
     meta = dict(meta)
-    elements = "\n".join(json.dumps(node, separators=(",", ":"))
-                         for node in meta.pop("elements")).encode()
+    elements = "\n".join(
+        json.dumps(node, separators=(",", ":")) for node in meta.pop("elements")
+    ).encode()
     text = json.dumps(meta | {"layout": layout}, separators=(",", ":")).encode()
     body = len(text).to_bytes(8, "little") + text + data + elements
     path.write_bytes(b"TRIBUILD-ENGINE %d %s\n" % (fmt, store.digest(body).encode()) + body)

@@ -10,6 +10,7 @@ four kinds of damage, the store all eight.
 A store written by another tribuild (another salt, another format) is ignored: it is neither
 read nor reported as damage.
 """
+
 from __future__ import annotations
 
 import random
@@ -29,25 +30,35 @@ def _flip(at):
         data = bytearray(path.read_bytes())
         data[at(len(data))] ^= 0x5A
         path.write_bytes(bytes(data))
+
     return edit
 
 
 KINDS = {
     "empty": lambda p: p.write_bytes(b""),
-    "truncated": lambda p: p.write_bytes(p.read_bytes()[:p.stat().st_size // 2]),
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
     "flip-first": _flip(lambda n: 0),
     "flip-middle": _flip(lambda n: n // 2),
     "flip-last": _flip(lambda n: n - 1),
     "deleted": lambda p: p.unlink(),
     "garbage": lambda p: p.write_bytes(random.Random(p.name).randbytes(p.stat().st_size)),
-    "swapped-halves": lambda p: p.write_bytes(p.read_bytes()[p.stat().st_size // 2:]
-                                              + p.read_bytes()[:p.stat().st_size // 2]),
+    "swapped-halves": lambda p: p.write_bytes(
+        p.read_bytes()[p.stat().st_size // 2 :] + p.read_bytes()[: p.stat().st_size // 2]
+    ),
 }
-FILES = {"graph": "graph-*.json", "pack": "values-*.pack",
-         "manifest": "build-manifest.json", "explain": "explain.json"}
+FILES = {
+    "graph": "graph-*.json",
+    "pack": "values-*.pack",
+    "manifest": "build-manifest.json",
+    "explain": "explain.json",
+}
 STORE = ("graph", "pack")
-CASES = [(part, kind) for part in sorted(FILES) for kind in sorted(KINDS)
-         if part in STORE or kind in ("empty", "flip-middle", "deleted", "garbage")]
+CASES = [
+    (part, kind)
+    for part in sorted(FILES)
+    for kind in sorted(KINDS)
+    if part in STORE or kind in ("empty", "flip-middle", "deleted", "garbage")
+]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +94,7 @@ def test_damaged_cache_file(built, tmp_path, references, part, kind):
     assert all(n == 1 for n in Counter(said).values()), said
     if part == "graph" and kind != "deleted":
         assert len(said) == 1 and "corrupt graph file" in said[0], said
-    if part in STORE:    # a damaged entry the first build did not read is found now, once
+    if part in STORE:  # a damaged entry the first build did not read is found now, once
         again = build_and_compare(root, "a", references)
         assert not set(again) & set(said) and all(n == 1 for n in Counter(again).values())
         if part == "pack":
@@ -129,4 +140,4 @@ def test_store_of_another_format_is_ignored(built, tmp_path, references):
     store_edit.write(other, meta | {"salt": "another version"}, ints, fmt=store.FORMAT + 1)
     graph.unlink()
     assert build_and_compare(root, "b", references) == []
-    assert other.exists()          # left for its own version (until the size limit evicts it)
+    assert other.exists()  # left for its own version (until the size limit evicts it)

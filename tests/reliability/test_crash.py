@@ -14,6 +14,7 @@ with the complete bytes of one of them (every ``.py`` compiles), the record and 
 journal must be valid JSON, and no temporary file may sit at an output path. Then a full build must give exactly
 the reference outputs of the version on disk, and leave no temporary file anywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,21 @@ import subprocess
 import sys
 import time
 
-from tests.reliability.project import (CACHE, OUT, check_python, command, env, outputs,
-                                       set_version, temp_files, tribuild)
+from tests.reliability.project import (
+    CACHE,
+    OUT,
+    check_python,
+    command,
+    env,
+    outputs,
+    set_version,
+    temp_files,
+    tribuild,
+)
 
 RANDOM_KILLS = 40 if os.environ.get("TRIBUILD_RELIABILITY_FULL") else 8
 RECORD = ".tribuild-outputs.json"
-EARLY = ".tribuild-outputs.early"     # a parallel build's journal of what it wrote early
+EARLY = ".tribuild-outputs.early"  # a parallel build's journal of what it wrote early
 
 
 def check_interrupted(root, references) -> None:
@@ -43,7 +53,7 @@ def check_interrupted(root, references) -> None:
         if rel == EARLY:
             assert all(len(json.loads(line)) == 2 for line in data.splitlines()), data
             continue
-        if rel.endswith(".tmp"):      # litter of the killed build, at no output's path
+        if rel.endswith(".tmp"):  # litter of the killed build, at no output's path
             assert all(rel not in refs for refs in references.values()), rel
             continue
         known = [refs[rel] for refs in references.values() if rel in refs]
@@ -72,9 +82,14 @@ def killed_build(root, n: int, *args: str, count_file=None) -> subprocess.Comple
     """``tribuild build -q ARGS`` killed at its Nth kill point (0: never; then the count of
     kill points it passed goes to ``count_file``)."""
     extra = {"TRIBUILD_KILL_COUNT": str(count_file)} if count_file else {}
-    done = subprocess.run([sys.executable, "-m", "tests.reliability.killer", str(n), "build",
-                           "-q", *args], cwd=root, env=env() | extra, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.reliability.killer", str(n), "build", "-q", *args],
+        cwd=root,
+        env=env() | extra,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode in (0, -signal.SIGKILL), (n, done.returncode, done.stderr)
     return done
 
@@ -107,7 +122,7 @@ def kill_each_point(root, references, *args: str, clean: bool = False) -> None:
         killed += killed_build(root, n, *args).returncode == -signal.SIGKILL
         check_interrupted(root, references)
         finish(root, version, references)
-    assert killed >= total - 2                  # b to a may pass fewer points
+    assert killed >= total - 2  # b to a may pass fewer points
 
 
 def test_kill_at_each_file_system_change(project, references):
@@ -130,10 +145,15 @@ def test_kill_after_random_delays(project, references):
     for _ in range(RANDOM_KILLS):
         version = "b" if version == "a" else "a"
         set_version(project, version)
-        if rng.random() < 0.2:      # now and then from an empty cache: the worker path
+        if rng.random() < 0.2:  # now and then from an empty cache: the worker path
             subprocess.run(["rm", "-rf", str(project / CACHE)], check=True)
-        proc = subprocess.Popen(command("build", "-q", "-j2"), cwd=project, env=env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            command("build", "-q", "-j2"),
+            cwd=project,
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0, 1.5 * whole))
         proc.send_signal(signal.SIGKILL)
         outcomes["killed" if proc.wait() == -signal.SIGKILL else "finished"] += 1

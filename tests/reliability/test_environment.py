@@ -12,6 +12,7 @@ build with space must match a clean build.
   they wait for the lock, and the outputs match a clean build; a build started while
   `tribuild watch` runs says it waits and builds once watch stops.
 """
+
 from __future__ import annotations
 
 import errno
@@ -22,16 +23,28 @@ import time
 
 import pytest
 
-from tests.reliability.project import (OUT, check_python, command, env, outputs, set_version,
-                                       temp_files, tribuild)
+from tests.reliability.project import (
+    OUT,
+    check_python,
+    command,
+    env,
+    outputs,
+    set_version,
+    temp_files,
+    tribuild,
+)
 
 
 @pytest.fixture
 def tmpfs(project):
     folder = project / OUT
     folder.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs",
-                                            str(folder)], capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     yield folder
     subprocess.run(["umount", "-l", str(folder)], check=True)
@@ -85,6 +98,7 @@ def test_enospc_halfway_through_the_renames(project, references, cli, monkeypatc
         if len(calls) == 2:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), dst)
         return real(src, dst)
+
     monkeypatch.setattr(os, "replace", replace)
     code, _, err = cli(["build", "-q"], project)
     assert code == 2 and "No space left on device" in err, err
@@ -100,9 +114,17 @@ def test_enospc_halfway_through_the_renames(project, references, cli, monkeypatc
 
 def test_builds_at_once(project, references):
     set_version(project, "b")
-    procs = [subprocess.Popen(command("build", "-j2"), cwd=project, env=env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            command("build", "-j2"),
+            cwd=project,
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     for p in procs:
         p.stdout.close()
@@ -116,15 +138,27 @@ def test_builds_at_once(project, references):
 def test_watch_and_build_at_once(project, references):
     """`tribuild watch` holds the project lock from start to stop (``watch_loop``): a build
     started meanwhile says it waits, then builds once watch stops; nothing is lost."""
-    watch = subprocess.Popen(command("watch", "--json"), cwd=project, env=env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = subprocess.Popen(
+        command("watch", "--json"),
+        cwd=project,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     build = None
     try:
-        assert watch.stdout.readline(), "watch printed no event"    # its first build is done
-        time.sleep(1)    # a SIGINT while watch starts its threads hangs it (report of issue 8)
+        assert watch.stdout.readline(), "watch printed no event"  # its first build is done
+        time.sleep(1)  # a SIGINT while watch starts its threads hangs it (report of issue 8)
         set_version(project, "b")
-        build = subprocess.Popen(command("build"), cwd=project, env=env(),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        build = subprocess.Popen(
+            command("build"),
+            cwd=project,
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert "waiting for another tribuild (pid" in build.stderr.readline()
     finally:
         watch.send_signal(signal.SIGINT)

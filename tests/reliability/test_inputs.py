@@ -10,6 +10,7 @@ are checked there, byte for byte) plus the mistakes below, each written over a p
 was built once: `tribuild build` must exit 2 naming ``Tribuild.toml:LINE:COL`` and leave the
 output folder exactly as it was (bytes and mtimes).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,12 +66,15 @@ def _bad_source(project: Path, case: str, make) -> None:
     assert done.returncode == 1, (case, done.stderr)
     assert DIAGNOSTIC.search(done.stderr) and "Traceback" not in done.stderr, done.stderr
     net = project / "models" / "net.tri"
-    net.write_text(net.read_text().replace('import "lib/blocks.tri"',
-                                           'import "lib/blocks.tri"\nimport "bad.tri"'))
+    net.write_text(
+        net.read_text().replace(
+            'import "lib/blocks.tri"', 'import "lib/blocks.tri"\nimport "bad.tri"'
+        )
+    )
     done = tribuild(project, "build", "-k")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert DIAGNOSTIC.search(done.stderr), done.stderr
-    assert (project / OUT / "mlp.py").exists()          # the other targets still build
+    assert (project / OUT / "mlp.py").exists()  # the other targets still build
 
 
 @pytest.mark.parametrize("case", sorted(SOURCES))
@@ -105,14 +109,18 @@ LOCATED = re.compile(r"Tribuild\.toml:\d+:\d+: error: ")
 @pytest.fixture(scope="module")
 def built_once(tmp_path_factory):
     from tests.reliability.project import make_project
+
     root = make_project(tmp_path_factory.mktemp("config") / "project")
     assert tribuild(root, "build", "-q").returncode == 0
     return root
 
 
 def _state(root: Path) -> dict:
-    return {p.relative_to(root / OUT).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted((root / OUT).rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root / OUT).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted((root / OUT).rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("case", GOLDEN + sorted(CONFIGS))

@@ -6,6 +6,7 @@ left, and user text never becomes code in a generated module.
 - Crafted stores keep valid digests and checksums (``store_edit``), so what is refused is
   what they mean, not their damage.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,12 @@ def payloads(canary: Path) -> dict[str, bytes]:
     touch = f"touch {canary}"
     return {
         "class os.system": json.dumps({"$c": "os.system", "v": [touch]}).encode(),
-        "class subprocess.Popen": json.dumps({"$c": "subprocess.Popen", "v": [["sh", "-c", touch]]}).encode(),
-        "enum builtins.eval": json.dumps({"$e": "builtins.eval", "v": f"__import__('os').system('{touch}')"}).encode(),
+        "class subprocess.Popen": json.dumps(
+            {"$c": "subprocess.Popen", "v": [["sh", "-c", touch]]}
+        ).encode(),
+        "enum builtins.eval": json.dumps(
+            {"$e": "builtins.eval", "v": f"__import__('os').system('{touch}')"}
+        ).encode(),
         "pickle": pickle.dumps(_Pickled()).replace(b"touch CANARY", touch.encode()),
     }
 
@@ -45,8 +50,9 @@ def test_codec_never_resolves_unregistered_names(tmp_path):
         assert not canary.exists(), name
 
 
-@pytest.mark.parametrize("payload", ["class os.system", "class subprocess.Popen",
-                                     "enum builtins.eval", "pickle"])
+@pytest.mark.parametrize(
+    "payload", ["class os.system", "class subprocess.Popen", "enum builtins.eval", "pickle"]
+)
 def test_crafted_pack_entries_are_refused(project, references, payload):
     assert tribuild(project, "build", "-q").returncode == 0
     canary = project / "CANARY"
@@ -73,8 +79,7 @@ def test_crafted_pack_name_cannot_leave_the_cache(project, references):
     assert tribuild(project, "build", "-q").returncode == 0
     graph = store_edit.graph_file(project / CACHE)
     meta, ints = store_edit.read(graph)
-    store_edit.write(graph, meta | {"packs": [["../models/net.tri"] + meta["packs"][0][1:]]},
-                     ints)
+    store_edit.write(graph, meta | {"packs": [["../models/net.tri"] + meta["packs"][0][1:]]}, ints)
     set_version(project, "b")
     done = tribuild(project, "build", "-q")
     assert done.returncode == 0 and outputs(project) == references["b"], done.stderr
@@ -94,12 +99,22 @@ def test_crafted_key_arguments_are_refused(project, references):
 
 # -- the project root ------------------------------------------------------------------------
 
+
 @pytest.fixture
 def outside(tmp_path) -> Path:
     folder = tmp_path / "outside"
     folder.mkdir()
-    (folder / "secret.tri").write_text((Path(__file__).parents[1] / "driver" / "fixtures" /
-                                        "mini" / "models" / "lib" / "blocks.tri").read_text())
+    (folder / "secret.tri").write_text(
+        (
+            Path(__file__).parents[1]
+            / "driver"
+            / "fixtures"
+            / "mini"
+            / "models"
+            / "lib"
+            / "blocks.tri"
+        ).read_text()
+    )
     return folder
 
 
@@ -139,6 +154,7 @@ def test_config_path_through_symlink_outside_root_is_refused(project, outside, k
 
 # -- the output folder -----------------------------------------------------------------------
 
+
 def test_symlinked_kernel_folder_is_not_written_through(project, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -172,8 +188,13 @@ def test_crafted_output_record_cannot_delete_outside(project, tmp_path, referenc
     victim.write_bytes(b"precious\n")
     (project / OUT).mkdir()
     from tribuild.driver.noop.manifest import digest
-    record = {"version": 1, "targets": {"gone": {"../../victim.py": digest(b"precious\n"),
-                                                 str(victim): digest(b"precious\n")}}}
+
+    record = {
+        "version": 1,
+        "targets": {
+            "gone": {"../../victim.py": digest(b"precious\n"), str(victim): digest(b"precious\n")}
+        },
+    }
     (project / OUT / ".tribuild-outputs.json").write_text(json.dumps(record))
     done = tribuild(project, "build", "-q")
     assert done.returncode == 0, done.stderr
@@ -192,20 +213,29 @@ def test_file_names_do_not_inject_code(project):
     (project / "models" / INJECTED).write_text((project / "models" / "net.tri").read_text())
     (project / "Tribuild.toml").write_text(
         '[project]\nname = "evil"\nsources = ["models"]\nout = "out"\n\n[targets.net]\n'
-        f'entry = {json.dumps("models/" + INJECTED + ":Net")}\n')
+        f'entry = {json.dumps("models/" + INJECTED + ":Net")}\n'
+    )
     done = tribuild(project, "build", "-q")
     assert done.returncode == 0, done.stderr
-    assert "__import__('os')" in (project / OUT / "net.py").read_text()    # it is there, as text
+    assert "__import__('os')" in (project / OUT / "net.py").read_text()  # it is there, as text
     code = "import sys; sys.path.insert(0, 'out'); import net; net.Model"
-    ran = subprocess.run([sys.executable, "-c", code], cwd=project, env=env(),
-                         capture_output=True, text=True, timeout=120)
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ran.returncode == 0, ran.stderr
     assert not (project / "CANARY").exists()
 
 
 def test_control_characters_in_file_names_are_refused(project):
     name = "evil\n\ttouch CANARY\n.tri"
-    (project / "models" / "lib" / name).write_text((project / "models" / "lib" / "blocks.tri").read_text())
+    (project / "models" / "lib" / name).write_text(
+        (project / "models" / "lib" / "blocks.tri").read_text()
+    )
     net = project / "models" / "net.tri"
     net.write_text(net.read_text().replace('"lib/blocks.tri"', json.dumps("lib/" + name)))
     done = tribuild(project, "build", "-q", "net")

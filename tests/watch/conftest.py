@@ -1,6 +1,7 @@
 """Fixtures of the watch tests: a copy of the zoo's models with a small Tribuild.toml, a
 watcher running in a thread of this process (its JSON events collected), and a clean
 `tribuild build` of a fresh copy of the same sources to compare with."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.driver.conftest import snapshot
+from tribuild.cli import main
 from tribuild.driver.session import Project
 from tribuild.watch.loop import Options, Watcher
 from tribuild.watch.screen import Json
-from tribuild.cli import main
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -56,8 +57,7 @@ class Session:
 
     def __init__(self, root: Path, **options):
         self.events = Events()
-        self.watcher = Watcher(Project.discover(str(root)), Options(**options),
-                               Json(self.events))
+        self.watcher = Watcher(Project.discover(str(root)), Options(**options), Json(self.events))
         self.thread = threading.Thread(target=self.watcher.run)
         self.thread.start()
 
@@ -74,6 +74,7 @@ def watch(project):
     def start(**options) -> Session:
         sessions.append(Session(project, **options))
         return sessions[-1]
+
     yield start
     for session in sessions:
         session.stop()

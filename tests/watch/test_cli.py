@@ -1,6 +1,7 @@
 """`tribuild watch --json` as a process: JSON events on stdout, --on-success, the project
 lock (a concurrent `tribuild build` waits with a clear message), SIGINT or SIGTERM exits 0
 with the cache saved."""
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,26 @@ def _next(proc, kind: str) -> dict:
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_watch_process_locks_runs_the_command_and_stops_cleanly(project, stop):
     cache = project / ".tribuild-cache"
-    proc = subprocess.Popen(TRIBUILD + ["watch", "--json", "mlp", "--on-success", "touch ok.flag"],
-                            cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        TRIBUILD + ["watch", "--json", "mlp", "--on-success", "touch ok.flag"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert _next(proc, "watching")["targets"] == ["mlp"]
         first = _next(proc, "rebuild")
         assert first["ok"] and "mlp.py" in first["written"]
         assert _next(proc, "command") == {"event": "command", "command": "touch ok.flag", "code": 0}
         assert (project / "ok.flag").exists()
-        build = subprocess.Popen(TRIBUILD + ["build", "-q", "mlp"], cwd=project,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        build = subprocess.Popen(
+            TRIBUILD + ["build", "-q", "mlp"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         waiting = build.stderr.readline()
         assert waiting.startswith(f"waiting for another tribuild (pid {proc.pid})"), waiting
         assert build.poll() is None

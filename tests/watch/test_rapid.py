@@ -1,5 +1,6 @@
 """200 rapid saves of one file under a running watch: one correct final state, no crash,
 and never a half-written output (every output module parses at random moments)."""
+
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,7 @@ def _parse_outputs(out, stop: threading.Event, seen: list) -> None:
             try:
                 ast.parse(path.read_bytes())
             except FileNotFoundError:
-                continue                    # a stale kernel removed meanwhile
+                continue  # a stale kernel removed meanwhile
             except SyntaxError as err:
                 seen.append(f"{path}: {err}")
             seen.append(None)
@@ -46,7 +47,7 @@ def test_200_rapid_saves_end_in_the_final_state(project, watch, tmp_path, monkey
     code, clean = clean_build(project, tmp_path / "clean", monkeypatch)
     assert code == 0
     last = session.events.next("rebuild")
-    while snapshot(project / "out") != clean:   # until the rebuild of the last save
+    while snapshot(project / "out") != clean:  # until the rebuild of the last save
         last = session.events.next("rebuild")
     stop.set()
     checker.join()

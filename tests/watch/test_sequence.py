@@ -3,6 +3,7 @@ after each step the outputs equal those of a clean `tribuild build` of the same 
 byte for byte (where that build fails on a configuration error, the watch keeps the outputs
 it had; where a target fails, that target's previous outputs stay), and the queries that
 re-ran are the expected ones (fixtures/steps.json; ``TRIBUILD_UPDATE_GOLDEN=1`` records them)."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,14 @@ def test_each_step_gives_the_outputs_of_a_clean_build(project, watch, tmp_path, 
     session = watch()
     first = session.events.next("rebuild")
     assert first["ok"] and "target_build" in first["executed"]
-    assert list(first["phases"]) == ["late", "read sources", "build units", "collect outputs",
-                                     "debounce", "write outputs"]
+    assert list(first["phases"]) == [
+        "late",
+        "read sources",
+        "build units",
+        "collect outputs",
+        "debounce",
+        "write outputs",
+    ]
     for step in STEPS:
         before = snapshot(project / "out")
         _apply(project, step)
@@ -51,9 +58,9 @@ def test_each_step_gives_the_outputs_of_a_clean_build(project, watch, tmp_path, 
         code, clean = clean_build(project, tmp_path / "clean", monkeypatch)
         watched = snapshot(project / "out")
         assert code == step.get("clean_exit", 1 if step.get("failed") else 0), step["name"]
-        if code == 2:               # a configuration error: nothing is built or written
+        if code == 2:  # a configuration error: nothing is built or written
             assert not clean and watched == before, step["name"]
-        elif code == 1:             # a failed target keeps its previous outputs and record
+        elif code == 1:  # a failed target keeps its previous outputs and record
             clean.pop(RECORD)
             assert {rel: watched.get(rel) for rel in clean} == clean, step["name"]
         else:

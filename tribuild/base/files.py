@@ -1,6 +1,7 @@
 """Reading, writing, listing and removing files, without ``pathlib``: importing it loads
 ``urllib.parse`` and ``ipaddress`` (~3 ms in every build process), for what ``os`` does.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ def listdir(folder: str) -> list[str]:
         return []
 
 
-_IOV_MAX = 1024     # byte strings per ``writev`` (Linux's limit)
+_IOV_MAX = 1024  # byte strings per ``writev`` (Linux's limit)
 
 
 def write_all(fd: int, chunks: list) -> None:
@@ -41,10 +42,10 @@ def write_all(fd: int, chunks: list) -> None:
     them: ``writev`` of up to ``_IOV_MAX`` at a time; after a short write (rare: a signal, a
     full disk) the rest is joined and written on."""
     for at in range(0, len(chunks), _IOV_MAX):
-        batch = chunks[at:at + _IOV_MAX]
+        batch = chunks[at : at + _IOV_MAX]
         written = os.writev(fd, batch)
         if written < sum(map(len, batch)):
             rest = memoryview(b"".join(chunks[at:]))[written:]
             while rest:
-                rest = rest[os.write(fd, rest):]
+                rest = rest[os.write(fd, rest) :]
             return

@@ -18,12 +18,13 @@ generation (``gc.freeze`` then ``gc.unfreeze``), which collections reach only ra
   when its command returns goes object by object: 34 ms after a 50-file ``--jobs 2``
   build, 47 ms after ``--jobs 1``. A library caller (``tribuild.driver``) holds none.
 """
+
 from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
 
-_HELD: list | None = None     # what ``held`` keeps, once ``hold_until_exit`` was called
+_HELD: list | None = None  # what ``held`` keeps, once ``hold_until_exit`` was called
 
 
 @contextmanager

@@ -11,6 +11,7 @@ build), although its BLAKE2b is CPython's own ``_blake2`` whatever OpenSSL offer
 (the kernels' names) is built in too. These are the functions ``hashlib`` returns, so every
 digest is the same; a Python without these modules gets ``hashlib``'s.
 """
+
 from __future__ import annotations
 
 try:

@@ -17,6 +17,7 @@ the other methods are shared functions reading the fields through a per-class
 ``operator.attrgetter``. ``fields`` and ``replace`` serve records as their dataclasses
 namesakes serve dataclasses.
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -33,11 +34,20 @@ def record(cls: type) -> type:
     """The record made from ``cls`` (see the module docstring)."""
     names = tuple(cls.__dict__.get("__annotations__", {}))
     defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
-    body = {k: v for k, v in cls.__dict__.items()
-            if k not in defaults and k not in ("__dict__", "__weakref__")}
-    shared = {"__init__": _init(cls.__qualname__, names, defaults), "__eq__": _eq,
-              "__hash__": _hash, "__repr__": _repr, "__setattr__": _setattr,
-              "__delattr__": _delattr, "__reduce__": _reduce}
+    body = {
+        k: v
+        for k, v in cls.__dict__.items()
+        if k not in defaults and k not in ("__dict__", "__weakref__")
+    }
+    shared = {
+        "__init__": _init(cls.__qualname__, names, defaults),
+        "__eq__": _eq,
+        "__hash__": _hash,
+        "__repr__": _repr,
+        "__setattr__": _setattr,
+        "__delattr__": _delattr,
+        "__reduce__": _reduce,
+    }
     for method, function in shared.items():
         body.setdefault(method, function)
     body["__slots__"] = names
@@ -48,13 +58,15 @@ def record(cls: type) -> type:
 
 
 def _init(qualname: str, names: tuple[str, ...], defaults: dict) -> FunctionType:
-    if tuple(defaults) != names[len(names) - len(defaults):]:
+    if tuple(defaults) != names[len(names) - len(defaults) :]:
         raise TypeError(f"{qualname}: a field without a default follows one with a default")
     template = _template(len(names))
     renamed = {f"_{i}": name for i, name in enumerate(names)}
     code = template.replace(
-        co_qualname=f"{qualname}.__init__", co_varnames=("self", *names),
-        co_consts=tuple(renamed.get(c, c) for c in template.co_consts))
+        co_qualname=f"{qualname}.__init__",
+        co_varnames=("self", *names),
+        co_consts=tuple(renamed.get(c, c) for c in template.co_consts),
+    )
     return FunctionType(code, _GLOBALS, "__init__", tuple(defaults.values()) or None)
 
 

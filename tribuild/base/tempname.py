@@ -6,6 +6,7 @@ litter left by killed builds match it), created exclusively so two processes nev
 one. Made here without ``tempfile``, whose import (``shutil``, ``random``, ...) costs ~4 ms of
 CPU in every build process.
 """
+
 from __future__ import annotations
 
 import os

@@ -12,6 +12,7 @@ Terms:
 - *symbols*: the dims that `reshape` and friends read at run time are bound first, as
   ``N = x.shape[0]``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -42,8 +43,10 @@ def _used_symbols(g: Graph) -> set[str]:
 
 
 def _inlined(g: Graph, uses: list[list[int]]) -> list[bool]:
-    return [n.op == "const" or (n.op != "param" and not n.name and len(uses[i]) == 1)
-            for i, n in enumerate(g.nodes)]
+    return [
+        n.op == "const" or (n.op != "param" and not n.name and len(uses[i]) == 1)
+        for i, n in enumerate(g.nodes)
+    ]
 
 
 def _last_reads(g: Graph, uses: list[list[int]], inlined: list[bool]) -> list[int]:
@@ -52,11 +55,14 @@ def _last_reads(g: Graph, uses: list[list[int]], inlined: list[bool]) -> list[in
     for i in range(end - 1, -1, -1):
         if inlined[i] and uses[i]:
             point[i] = point[uses[i][0]] if uses[i][0] != -1 else end
-    return [max((end if u == -1 else point[u]) for u in uses[i]) if uses[i] else i for i in range(end)]
+    return [
+        max((end if u == -1 else point[u]) for u in uses[i]) if uses[i] else i for i in range(end)
+    ]
 
 
-def body_lines(g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dict,
-               names: dict[str, str]) -> list[str]:
+def body_lines(
+    g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dict, names: dict[str, str]
+) -> list[str]:
     """The body's statements; ``params`` are the Python names (or, for weights, expressions)
     of the param nodes, in order;
     ``names`` the members' attributes. Locals avoid the module's fn names."""
@@ -64,7 +70,7 @@ def body_lines(g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dic
     inlined = _inlined(g, uses)
     last = _last_reads(g, uses, inlined)
     exprs: dict[int, Expr] = {}
-    holder: dict[str, int] = {}   # Python name -> node whose value it holds
+    holder: dict[str, int] = {}  # Python name -> node whose value it holds
     lines: list[str] = []
     taken = RESERVED | frozenset(fn_names.values())
     param_ids = g.params()
@@ -90,8 +96,9 @@ def body_lines(g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dic
     return lines
 
 
-def _fresh(base: str, holder: dict[str, int], last: list[int], at: int, node_id: int,
-           taken: frozenset[str]) -> str:
+def _fresh(
+    base: str, holder: dict[str, int], last: list[int], at: int, node_id: int, taken: frozenset[str]
+) -> str:
     """``base`` if no live value holds it (read after statement ``at``) and it is not
     ``taken``, else a suffixed name."""
     k = 0

@@ -9,19 +9,27 @@ Terms:
 - *kernels*: the keys of the kernel files a node runs, called as ``K.<key>``.
 - *names*: the attribute of each member of the class (``pyname.member_names``).
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import record
 from tribuild.codegen.pyname import literal, member
 from tribuild.ir.graph import In, InList, Node
 from tribuild.lang import dims
 from tribuild.lang.check.values import Sym, Trit
-from tribuild.base.record import record
 
 ATOM, POWER, UNARY, MUL, ADD = 100, 16, 15, 13, 12
 _PREC = {"**": POWER, "*": MUL, "/": MUL, "//": MUL, "%": MUL, "@": MUL, "+": ADD, "-": ADD}
-_ELEMENTWISE = {"relu": "torch.relu", "relu6": "F.relu6", "gelu": "F.gelu", "silu": "F.silu",
-                "sigmoid": "torch.sigmoid", "tanh": "torch.tanh", "sqrt": "torch.sqrt", "exp": "torch.exp"}
+_ELEMENTWISE = {
+    "relu": "torch.relu",
+    "relu6": "F.relu6",
+    "gelu": "F.gelu",
+    "silu": "F.silu",
+    "sigmoid": "torch.sigmoid",
+    "tanh": "torch.tanh",
+    "sqrt": "torch.sqrt",
+    "exp": "torch.exp",
+}
 
 
 @record
@@ -40,8 +48,12 @@ def dim_text(d: dims.DimLike, symbols: dict[str, str]) -> str:
         return "-1"
     terms = []
     for monomial, coeff in d.terms:
-        atoms = [symbols[a] if isinstance(a, str) else
-                 f"({dim_text(a.num, symbols)} {a.op} {dim_text(a.den, symbols)})" for a in monomial]
+        atoms = [
+            symbols[a]
+            if isinstance(a, str)
+            else f"({dim_text(a.num, symbols)} {a.op} {dim_text(a.den, symbols)})"
+            for a in monomial
+        ]
         factors = ([str(abs(coeff))] if abs(coeff) != 1 or not atoms else []) + atoms
         terms.append(("-" if coeff < 0 else "+", " * ".join(factors)))
     if not terms:
@@ -61,8 +73,14 @@ def value_text(v: object, symbols: dict[str, str]) -> str:
     return literal(v)
 
 
-def expression(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str, ...],
-               fn_names: dict, names: dict[str, str]) -> Expr:
+def expression(
+    n: Node,
+    args: list[Expr],
+    symbols: dict[str, str],
+    kernels: tuple[str, ...],
+    fn_names: dict,
+    names: dict[str, str],
+) -> Expr:
     match n.op:
         case "const":
             v = n.attr("value")
@@ -116,7 +134,11 @@ def _call(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str
         return f"{_ELEMENTWISE[fn]}({arg('x')})"
     match fn:
         case "quantize_activations":
-            return f"K.{kernels[0]}({arg('x')})" if kernels else f"launch.quantize_activations({arg('x')})"
+            return (
+                f"K.{kernels[0]}({arg('x')})"
+                if kernels
+                else f"launch.quantize_activations({arg('x')})"
+            )
         case "softmax":
             return f"torch.softmax({arg('x')}, {arg('dim')})"
         case "flatten":

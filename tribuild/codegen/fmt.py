@@ -1,6 +1,7 @@
 """Line wrapping for generated Python: a statement longer than ``WIDTH`` is split at the
 top-level commas of its first bracket, one item per line, recursively; a bracket holding a
 single bracketed item hugs it (``nn.ModuleList([`` ... ``])``)."""
+
 from __future__ import annotations
 
 import re
@@ -52,9 +53,13 @@ def wrap(line: str, indent: str) -> list[str]:
         end = _matching(line, start)
         if end == -1 or end - start < 2:
             continue
-        head, inner, tail = line[:start + 1], line[start + 1:end], line[end:]
+        head, inner, tail = line[: start + 1], line[start + 1 : end], line[end:]
         items = _split(inner)
-        if len(items) == 1 and items[0][:1] in _CLOSE and _matching(items[0], 0) == len(items[0]) - 1:
+        if (
+            len(items) == 1
+            and items[0][:1] in _CLOSE
+            and _matching(items[0], 0) == len(items[0]) - 1
+        ):
             head, tail = head + items[0][0], items[0][-1] + tail
             items = _split(items[0][1:-1])
         if len(items) < 2:

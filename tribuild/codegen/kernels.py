@@ -16,16 +16,17 @@ Terms:
   the same arithmetic in PyTorch). At -O3 the configs are the tuned set, except under the
   Triton interpreter, which runs the one default config.
 """
+
 from __future__ import annotations
 
 import functools
 
+from tribuild.base.hashing import sha256
+from tribuild.base.record import record
 from tribuild.codegen.fmt import wrap_text
 from tribuild.codegen.pyname import literal
-from tribuild.base.hashing import sha256
 from tribuild.ir.graph import Node
 from tribuild.lang import dims
-from tribuild.base.record import record
 
 FAMILIES = ("linear", "conv2d", "depthwise", "act_quant")
 
@@ -46,8 +47,9 @@ class KernelSpec:
 @functools.lru_cache(maxsize=4096)
 def _key(spec: KernelSpec) -> str:
     """``spec.key``, remembered: a spec's key is read wherever its kernel is used."""
-    digest = sha256(repr((spec.family, spec.shape, spec.dtype, spec.epilogue,
-                         spec.options)).encode()).hexdigest()[:10]
+    digest = sha256(
+        repr((spec.family, spec.shape, spec.dtype, spec.epilogue, spec.options)).encode()
+    ).hexdigest()[:10]
     return f"{spec.family}_{_short(spec)}_{digest}"
 
 
@@ -60,8 +62,9 @@ def _short(spec: KernelSpec) -> str:
     return f"{s['out_channels']}x{s['in_channels']}_k{s['kernel']}s{s['stride']}p{s['padding']}"
 
 
-def epilogue(act: str = "none", bias: bool = False, channel_scale: bool = False,
-             residual: bool = False) -> tuple[tuple[str, object], ...]:
+def epilogue(
+    act: str = "none", bias: bool = False, channel_scale: bool = False, residual: bool = False
+) -> tuple[tuple[str, object], ...]:
     return (("act", act), ("bias", bias), ("channel_scale", channel_scale), ("residual", residual))
 
 
@@ -69,15 +72,24 @@ def _options(tuned: bool, zero_skip: bool) -> tuple[tuple[str, object], ...]:
     return (("tuned", tuned),) + ((("zero_skip", True),) if zero_skip else ())
 
 
-def linear_spec(layer_args: dict, dtype: str, epi: tuple, tuned: bool, zero_skip: bool = False) -> KernelSpec:
-    shape = (("in_features", layer_args["in_features"]), ("out_features", layer_args["out_features"]))
+def linear_spec(
+    layer_args: dict, dtype: str, epi: tuple, tuned: bool, zero_skip: bool = False
+) -> KernelSpec:
+    shape = (
+        ("in_features", layer_args["in_features"]),
+        ("out_features", layer_args["out_features"]),
+    )
     return KernelSpec("linear", shape, dtype, epi, _options(tuned, zero_skip))
 
 
-def conv_spec(layer_args: dict, dtype: str, epi: tuple, tuned: bool, zero_skip: bool = False) -> KernelSpec:
+def conv_spec(
+    layer_args: dict, dtype: str, epi: tuple, tuned: bool, zero_skip: bool = False
+) -> KernelSpec:
     a = layer_args
     family = "depthwise" if a["groups"] == a["in_channels"] > 1 else "conv2d"
-    shape = tuple((k, a[k]) for k in ("in_channels", "out_channels", "kernel", "stride", "padding", "groups"))
+    shape = tuple(
+        (k, a[k]) for k in ("in_channels", "out_channels", "kernel", "stride", "padding", "groups")
+    )
     return KernelSpec(family, shape, dtype, epi, _options(tuned, zero_skip))
 
 
@@ -88,18 +100,27 @@ def act_quant_spec(features: int, dtype: str, tuned: bool) -> KernelSpec:
 def _describe(spec: KernelSpec) -> str:
     s, e = dict(spec.shape), dict(spec.epilogue)
     if spec.family == "act_quant":
-        return (f"Per-token int8 absmax quantization of {spec.dtype} activations with {s['features']} "
-                "features (tribuild.gpu.kernels.act_quant).")
+        return (
+            f"Per-token int8 absmax quantization of {spec.dtype} activations with {s['features']} "
+            "features (tribuild.gpu.kernels.act_quant)."
+        )
     if spec.family == "linear":
-        what = (f"Ternary linear layer, {s['in_features']} -> {s['out_features']} features: GEMV for up "
-                "to launch.GEMV_MAX_ROWS rows, GEMM otherwise, on 16-row tiles up to "
-                "launch.SMALL_GEMM_MAX_ROWS (tribuild.gpu.kernels.ternary_gemv, ternary_gemm).")
+        what = (
+            f"Ternary linear layer, {s['in_features']} -> {s['out_features']} features: GEMV for up "
+            "to launch.GEMV_MAX_ROWS rows, GEMM otherwise, on 16-row tiles up to "
+            "launch.SMALL_GEMM_MAX_ROWS (tribuild.gpu.kernels.ternary_gemv, ternary_gemm)."
+        )
     else:
-        how = ("depthwise convolution", "ternary_depthwise") if spec.family == "depthwise" else \
-              ("convolution as an implicit GEMM", "ternary_conv2d")
-        what = (f"Ternary {s['kernel']}x{s['kernel']} {how[0]}, {s['in_channels']} -> {s['out_channels']} "
-                f"channels, stride {s['stride']}, padding {s['padding']}, groups {s['groups']} "
-                f"(tribuild.gpu.kernels.{how[1]}).")
+        how = (
+            ("depthwise convolution", "ternary_depthwise")
+            if spec.family == "depthwise"
+            else ("convolution as an implicit GEMM", "ternary_conv2d")
+        )
+        what = (
+            f"Ternary {s['kernel']}x{s['kernel']} {how[0]}, {s['in_channels']} -> {s['out_channels']} "
+            f"channels, stride {s['stride']}, padding {s['padding']}, groups {s['groups']} "
+            f"(tribuild.gpu.kernels.{how[1]})."
+        )
     parts = ["per-channel scale" if e.get("channel_scale") else "per-tensor scale"]
     parts += ["bias"] if e.get("bias") else []
     parts += [f"{e['act']} activation"] if e.get("act", "none") != "none" else []
@@ -116,14 +137,18 @@ def kernel_source(spec: KernelSpec) -> str:
     consts += "".join(f"{name.upper()} = {literal(value)}\n" for name, value in spec.epilogue)
     skip = dict(spec.options).get("zero_skip", False)
     if skip:
-        doc += "\nZero-skip: " + wrap_text("output channels whose codes are all zero and K blocks that are zero in "
-                                            "every channel are left out (tribuild.gpu.skip).")
+        doc += "\nZero-skip: " + wrap_text(
+            "output channels whose codes are all zero and K blocks that are zero in "
+            "every channel are left out (tribuild.gpu.skip)."
+        )
     imports = ", ".join(["autotune"] * tuned + ["skip" if skip else "launch"])
     head = f'"""Kernel {spec.key}, generated by tribuild.\n\n{doc}\n"""\nfrom tribuild.gpu import {imports}\n\n'
     head += f"{consts}LEVEL = {level}\n"
     body = _BODIES[spec.family]
     if skip:
-        body = body.replace("launch.ternary_linear(", "skip.linear(").replace("launch.ternary_conv2d(", "skip.conv2d(")
+        body = body.replace("launch.ternary_linear(", "skip.linear(").replace(
+            "launch.ternary_conv2d(", "skip.conv2d("
+        )
     return head + body
 
 
@@ -163,12 +188,20 @@ def node_kernels(n: Node, level: str) -> tuple[KernelSpec, ...]:
     a = dict(layer.args)
     if layer.name == "MultiHeadAttention":
         d = a["d"]
-        return (linear_spec({"in_features": d, "out_features": 3 * d}, dtype, epilogue(bias=True), tuned),
-                linear_spec({"in_features": d, "out_features": d}, dtype, epilogue(bias=True), tuned))
+        return (
+            linear_spec(
+                {"in_features": d, "out_features": 3 * d}, dtype, epilogue(bias=True), tuned
+            ),
+            linear_spec({"in_features": d, "out_features": d}, dtype, epilogue(bias=True), tuned),
+        )
     if layer.name not in ("TernaryLinear", "TernaryConv2d"):
         return ()
     folded = n.op == "ternary" and n.attr("bn") is not None
-    epi = epilogue(n.attr("act", "none"), a["bias"] or folded, a["scale"] == "channel" or folded,
-                   bool(n.attr("residual", False)))
+    epi = epilogue(
+        n.attr("act", "none"),
+        a["bias"] or folded,
+        a["scale"] == "channel" or folded,
+        bool(n.attr("residual", False)),
+    )
     make = linear_spec if layer.name == "TernaryLinear" else conv_spec
     return (make(a, dtype, epi, tuned, bool(n.attr("zero_skip", False))),)

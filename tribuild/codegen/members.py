@@ -16,6 +16,7 @@ Terms:
   buffer (``model.Module.register_trits``, read as float codes with ``self.trits(name)``), a
   float tensor an ``nn.Parameter`` of zeros; both named as the `.tri` parameter.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -58,8 +59,11 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
         case "TernaryConv2d" | "Conv2d":
             ternary = layer.name == "TernaryConv2d"
             head = "ternary.TernaryConv2d" if ternary else "nn.Conv2d"
-            options = "".join(f", {k}={a[k]}" for k, default in (("stride", 1), ("padding", 0), ("groups", 1))
-                              if a[k] != default)
+            options = "".join(
+                f", {k}={a[k]}"
+                for k, default in (("stride", 1), ("padding", 0), ("groups", 1))
+                if a[k] != default
+            )
             options += f", bias={a['bias']}" if a["bias"] != (not ternary) else ""
             tail = _scale(a) + _kernel_kw(path, kernels) if ternary else ""
             return f"{head}({a['in_channels']}, {a['out_channels']}, {a['kernel']}{options}{tail})"
@@ -70,8 +74,10 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
         case "MaxPool2d" | "AvgPool2d":
             return _pool(layer.name, a)
         case "Sequential":
-            inner = ", ".join(construct(v, path + (i,), kernels, class_of) or "nn.Identity()"
-                              for i, v in enumerate(a["layers"]))
+            inner = ", ".join(
+                construct(v, path + (i,), kernels, class_of) or "nn.Identity()"
+                for i, v in enumerate(a["layers"])
+            )
             return f"nn.Sequential({inner})"
         case "MultiHeadAttention":
             return f"ternary.MultiHeadAttention({a['d']}, {a['heads']}{_kernel_kw(path, kernels, 'kernels')})"
@@ -83,7 +89,9 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
 def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> str | None:
     """Python that builds the member at ``path``, or None when it is not a module."""
     if isinstance(value, LayerV) and value.ref is not None:
-        return f"{class_of(InstanceKey(value.ref.path, value.ref.item_id, value.name, value.args))}()"
+        return (
+            f"{class_of(InstanceKey(value.ref.path, value.ref.item_id, value.name, value.args))}()"
+        )
     if isinstance(value, LayerV):
         return builtin(value, path, kernels, class_of)
     if isinstance(value, tuple) and value:
@@ -93,8 +101,9 @@ def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> st
     return None
 
 
-def init_lines(members: tuple[tuple[str, Value], ...], attrs: dict[str, str], kernels: dict,
-               class_of: ClassOf) -> list[str]:
+def init_lines(
+    members: tuple[tuple[str, Value], ...], attrs: dict[str, str], kernels: dict, class_of: ClassOf
+) -> list[str]:
     """The statements of ``__init__`` after ``super().__init__()``; ``attrs`` is each
     member's attribute name (``pyname.member_names``)."""
     out = []
@@ -103,8 +112,11 @@ def init_lines(members: tuple[tuple[str, Value], ...], attrs: dict[str, str], ke
         if code is None:
             continue
         target = attr("self", attrs[name])
-        out.append(f"{target} = {code}" if target.startswith("self.") else
-                   f"setattr(self, {literal(attrs[name])}, {code})")
+        out.append(
+            f"{target} = {code}"
+            if target.startswith("self.")
+            else f"setattr(self, {literal(attrs[name])}, {code})"
+        )
     return out
 
 
@@ -120,12 +132,19 @@ def weight_lines(g: Graph, attrs: dict[str, str]) -> list[str]:
         dtype = "" if n.type.dtype == "float32" else f", dtype=torch.{n.type.dtype}"
         value = f"nn.Parameter(torch.zeros({literal(shape)}{dtype}))"
         target = attr("self", attrs[n.name])
-        out.append(f"{target} = {value}" if target.startswith("self.") else
-                   f"setattr(self, {literal(attrs[n.name])}, {value})")
+        out.append(
+            f"{target} = {value}"
+            if target.startswith("self.")
+            else f"setattr(self, {literal(attrs[n.name])}, {value})"
+        )
     return out
 
 
 def weight_access(g: Graph, attrs: dict[str, str]) -> dict[int, str]:
     """How ``forward`` reads each weight param: the Python expression by node id."""
-    return {i: f"self.trits({literal(attrs[g.nodes[i].name])})" if g.nodes[i].type.ternary
-            else attr("self", attrs[g.nodes[i].name]) for i in g.weights()}
+    return {
+        i: f"self.trits({literal(attrs[g.nodes[i].name])})"
+        if g.nodes[i].type.ternary
+        else attr("self", attrs[g.nodes[i].name])
+        for i in g.weights()
+    }

@@ -18,18 +18,18 @@ Terms:
 - *ModuleText*: generated text, one class (``class_text``) or a whole module
   (``module_text``, the join of its classes), with the kernels it uses.
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import record
 from tribuild.codegen.body import body_lines
 from tribuild.codegen.fmt import wrap, wrap_text
 from tribuild.codegen.kernels import KernelSpec, node_kernels
 from tribuild.codegen.members import init_lines, weight_access, weight_lines
 from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_names
 from tribuild.ir.graph import Graph, Node
-from tribuild.lang.types import TensorT
 from tribuild.lang.check.values import InstanceKey, LayerV, Value, describe_instance
-from tribuild.base.record import record
+from tribuild.lang.types import TensorT
 
 _FLOAT = TensorT("float32", None)  # the type of the nodes that stand for plain member uses
 
@@ -70,7 +70,11 @@ def class_names(keys: list[InstanceKey], taken: set[str]) -> dict[InstanceKey, s
 def _plain_specs(value: Value, path: tuple, level: str) -> dict[tuple, tuple[KernelSpec, ...]]:
     """Plain-epilogue kernels of every ternary layer inside a member value, by path."""
     if isinstance(value, tuple):
-        return {p: s for i, v in enumerate(value) for p, s in _plain_specs(v, path + (i,), level).items()}
+        return {
+            p: s
+            for i, v in enumerate(value)
+            for p, s in _plain_specs(v, path + (i,), level).items()
+        }
     if not isinstance(value, LayerV) or value.ref is not None:
         return {}
     if value.name == "Sequential":
@@ -82,7 +86,7 @@ def _plain_specs(value: Value, path: tuple, level: str) -> dict[tuple, tuple[Ker
 def _member_kernels(inst: Instance, level: str) -> dict[tuple, tuple[KernelSpec, ...]]:
     fused_only = {n.attr("path") for n in inst.graph.nodes if n.op == "ternary"}
     applied = [n.attr("path") for n in inst.graph.nodes if n.op == "apply"]
-    fused_only = {p for p in fused_only if not any(p[:len(a)] == a for a in applied)}
+    fused_only = {p for p in fused_only if not any(p[: len(a)] == a for a in applied)}
     out = {}
     for name, value in inst.members:
         out.update(_plain_specs(value, (name,), level))
@@ -104,8 +108,9 @@ def fn_bodies(g: Graph) -> tuple[tuple[str, Graph], ...]:
     return tuple((fn, body) for body, fn in out.items())
 
 
-def module_names(keys: list[InstanceKey], fns: list[tuple[tuple[str, Graph], ...]]
-                 ) -> tuple[dict[InstanceKey, str], dict[Graph, str]]:
+def module_names(
+    keys: list[InstanceKey], fns: list[tuple[tuple[str, Graph], ...]]
+) -> tuple[dict[InstanceKey, str], dict[Graph, str]]:
     """The class of each instance and the function of each fn body (``fns``: each instance's
     ``fn_bodies``, in the order of ``keys``)."""
     taken: set[str] = set()
@@ -132,14 +137,18 @@ class _Emitter:
     def kernels_of(self, n: Node) -> tuple[str, ...]:
         return self.keys(node_kernels(n, self.level))
 
-    def function(self, name: str, g: Graph, indent: str, attrs: dict[str, str] | None = None) -> list[str]:
+    def function(
+        self, name: str, g: Graph, indent: str, attrs: dict[str, str] | None = None
+    ) -> list[str]:
         """The function ``name`` computing ``g``: a method (``self`` first, weights read from
         ``self``) when the class's member ``attrs`` are given."""
         weights = weight_access(g, attrs or {})
         params: list[str] = []
         for i in g.params():
             if i not in weights:
-                params.append(_unique(ident(g.nodes[i].name), set(params) | set(self.fn_names.values())))
+                params.append(
+                    _unique(ident(g.nodes[i].name), set(params) | set(self.fn_names.values()))
+                )
         args = ", ".join((["self"] if attrs is not None else []) + params)
         lines = [f"{indent}def {name}({args}):"]
         data = iter(params)
@@ -149,8 +158,14 @@ class _Emitter:
         return lines
 
 
-def class_text(inst: Instance, level: str, name: str, root: bool, children: dict[InstanceKey, str],
-               fn_names: dict[Graph, str]) -> ModuleText:
+def class_text(
+    inst: Instance,
+    level: str,
+    name: str,
+    root: bool,
+    children: dict[InstanceKey, str],
+    fn_names: dict[Graph, str],
+) -> ModuleText:
     """The class ``name`` of one instance (``root``: the target's entry, which also gets
     ``ARGS``); ``children`` names the classes its members build, ``fn_names`` the module's fn
     functions. Its kernels in order of first use."""
@@ -158,20 +173,34 @@ def class_text(inst: Instance, level: str, name: str, root: bool, children: dict
     kernels = {p: em.keys(s) for p, s in _member_kernels(inst, level).items()}
     weights = tuple(inst.graph.nodes[i].name for i in inst.graph.weights())
     attrs = member_names(tuple(member for member, _ in inst.members) + weights)
-    doc = docstring(wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88)).replace("\n", "\n    ")
+    doc = docstring(wrap_text(f"{describe_instance(inst.key)} ({inst.key.path}).", 88)).replace(
+        "\n", "\n    "
+    )
     lines = [f"class {name}(model.Module):", f"    {doc}", ""]
     if root:
-        lines += wrap(f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in inst.key.args)}}}", "    ")
+        lines += wrap(
+            f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in inst.key.args)}}}",
+            "    ",
+        )
         lines.append("")
     lines += ["    def __init__(self):", "        super().__init__()"]
-    for line in init_lines(inst.members, attrs, kernels, children.__getitem__) + weight_lines(inst.graph, attrs):
+    for line in init_lines(inst.members, attrs, kernels, children.__getitem__) + weight_lines(
+        inst.graph, attrs
+    ):
         lines += wrap(line, "        ")
     lines += [""] + em.function("forward", inst.graph, "    ", attrs)
     return ModuleText("\n".join(lines), tuple(em.specs.values()))
 
 
-def module_text(target: str, entry: str, root: InstanceKey, root_name: str, classes: list[ModuleText],
-                fn_names: dict[Graph, str], level: str) -> ModuleText:
+def module_text(
+    target: str,
+    entry: str,
+    root: InstanceKey,
+    root_name: str,
+    classes: list[ModuleText],
+    fn_names: dict[Graph, str],
+    level: str,
+) -> ModuleText:
     """The module of a target: its fn functions, then ``classes`` (each instance's
     ``class_text``, the root's last), ``Model`` and ``build()``, under a header importing
     what the body uses and loading its kernels."""
@@ -188,17 +217,27 @@ def module_text(target: str, entry: str, root: InstanceKey, root_name: str, clas
     return ModuleText(head + body, tuple(specs[k] for k in sorted(specs)))
 
 
-def _header(target: str, entry: str, root: InstanceKey, level: str, body: str, keys: list[str]) -> str:
-    about = (f"Generated by tribuild from {entry} at -O{level}; do not edit. Entry layer: "
-             f"{describe_instance(root)}. `build()` makes the model with packed ternary weights; "
-             "`Model.from_float(state_dict)` ternarizes and loads float weights.")
+def _header(
+    target: str, entry: str, root: InstanceKey, level: str, body: str, keys: list[str]
+) -> str:
+    about = (
+        f"Generated by tribuild from {entry} at -O{level}; do not edit. Entry layer: "
+        f"{describe_instance(root)}. `build()` makes the model with packed ternary weights; "
+        "`Model.from_float(state_dict)` ternarizes and loads float weights."
+    )
     doc = docstring(f"Target {target}.\n\n{wrap_text(about)}\n") + "\n"
     imports = ["import torch"]
     imports += ["import torch.nn.functional as F"] if "F." in body else []
     imports += ["from torch import nn", ""]
-    gpu = [m for m in ("launch", "model") if f"{m}." in body] + (["nn as ternary"] if "ternary." in body else [])
+    gpu = [m for m in ("launch", "model") if f"{m}." in body] + (
+        ["nn as ternary"] if "ternary." in body else []
+    )
     imports.append(f"from tribuild.gpu import {', '.join(gpu)}")
     text = doc + "\n".join(imports) + "\n"
     if keys:
-        text += "\n" + "\n".join(wrap(f"K = model.load_kernels(__file__, {literal(tuple(keys))})", "")) + "\n"
+        text += (
+            "\n"
+            + "\n".join(wrap(f"K = model.load_kernels(__file__, {literal(tuple(keys))})", ""))
+            + "\n"
+        )
     return text + "\n\n"

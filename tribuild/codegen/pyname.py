@@ -17,16 +17,37 @@ Terms:
 - *literal*: a construction-time value (int, float, bool, str, None, tuple) as Python source;
   *docstring*: any text as a triple-quoted string literal that no text can close early.
 """
+
 from __future__ import annotations
 
 import keyword
 import math
 
-RESERVED = frozenset({"torch", "nn", "F", "launch", "model", "ternary", "K", "self", "Model",
-                      "ARGS", "build", "super", "getattr", "setattr", "True", "False", "None"})
+RESERVED = frozenset(
+    {
+        "torch",
+        "nn",
+        "F",
+        "launch",
+        "model",
+        "ternary",
+        "K",
+        "self",
+        "Model",
+        "ARGS",
+        "build",
+        "super",
+        "getattr",
+        "setattr",
+        "True",
+        "False",
+        "None",
+    }
+)
 # dir(nn.Module), an instance's own attributes and tribuild.gpu.model.Module's, torch 2.13
 # (tests/codegen/test_names.py checks the list against the installed torch).
-MODULE_ATTRS = frozenset("""
+MODULE_ATTRS = frozenset(
+    """
 ARGS T_destination _apply _backward_hooks _backward_pre_hooks _buffers _call_impl
 _compiled_call_impl _forward_hooks _forward_hooks_always_called _forward_hooks_with_kwargs
 _forward_pre_hooks _forward_pre_hooks_with_kwargs _get_backward_hooks _get_backward_pre_hooks
@@ -44,7 +65,8 @@ register_load_state_dict_post_hook register_load_state_dict_pre_hook register_mo
 register_parameter register_state_dict_post_hook register_state_dict_pre_hook requires_grad_
 set_extra_state set_submodule share_memory state_dict to to_empty train training type xpu
 zero_grad
-""".split())
+""".split()
+)
 
 
 def check_identifier(name: str) -> str:
@@ -55,7 +77,11 @@ def check_identifier(name: str) -> str:
 
 def ident(name: str) -> str:
     check_identifier(name)
-    return f"{name}_" if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in RESERVED else name
+    return (
+        f"{name}_"
+        if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in RESERVED
+        else name
+    )
 
 
 def attr(obj: str, name: str) -> str:

@@ -16,6 +16,7 @@ may be given the *known table* of the file's bytes (the table an earlier process
 exactly those bytes, kept by the build manifest): it is validated as a fresh parse is, and
 problems are placed in the text as for a fresh parse, so only the TOML parser is skipped.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,18 +26,27 @@ import re
 from collections.abc import Callable
 from ntpath import isabs as _windows_isabs
 
-from tribuild.config.schema import Checker
+from tribuild.base.record import record
 from tribuild.config.locate import Locator, Path
 from tribuild.config.problems import ConfigError, Problem, syntax_problem
+from tribuild.config.schema import Checker
 from tribuild.diagnostics import closest
-from tribuild.base.record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Config", "ConfigError", "Problem", "STARTER_TOML", "Target", "find_project_root",
-           "load_config", "resolves_inside", "write_starter"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Problem",
+    "STARTER_TOML",
+    "Target",
+    "find_project_root",
+    "load_config",
+    "resolves_inside",
+    "write_starter",
+]
 
 FILENAME = "Tribuild.toml"
 ArgValue = int | float | bool | str | tuple["ArgValue", ...]
@@ -46,7 +56,7 @@ _PROJECT_KEYS = ("name", "sources", "out", "opt_level", "jobs")
 _CACHE_KEYS = ("dir", "max_size_mb")
 _TARGET_KEYS = ("entry", "args", "input")
 _OPT_LEVELS = (0, 1, 2, 3, "s")
-_TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")     # a leading - reads as an option
+_TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # a leading - reads as an option
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = frozenset("import from layer fn let return if else for in true false".split())
 _ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
@@ -84,8 +94,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     return read_config(path)[0]
 
 
-def read_config(path: str | os.PathLike[str],
-                known: Callable[[bytes], dict | None] | None = None) -> tuple[Config, bytes, dict]:
+def read_config(
+    path: str | os.PathLike[str], known: Callable[[bytes], dict | None] | None = None
+) -> tuple[Config, bytes, dict]:
     """``load_config``, with the file's bytes and their table. ``known(data)`` gives the
     known table of ``data``, or None: then the text is parsed."""
     path = os.fspath(path)
@@ -96,13 +107,14 @@ def read_config(path: str | os.PathLike[str],
         problem = Problem(path, None, None, "", f"cannot read: {error.strerror}")
         raise ConfigError([problem]) from None
     try:
-        text = data.decode("utf-8-sig")     # a byte order mark, as some editors write, is no key
+        text = data.decode("utf-8-sig")  # a byte order mark, as some editors write, is no key
     except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
+        line = data[: error.start].count(b"\n") + 1
         raise ConfigError([Problem(path, line, 1, "", "invalid TOML: not UTF-8 text")]) from None
     table = known(data) if known is not None else None
     if table is None:
         import tomllib
+
         try:
             table = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
@@ -116,6 +128,7 @@ def read_config(path: str | os.PathLike[str],
 
 class _LazyLocator:
     """The Locator of ``text``, made when a problem is first placed: a valid file needs none."""
+
     __slots__ = ("text", "_locator")
 
     def __init__(self, text: str) -> None:
@@ -142,7 +155,7 @@ def job_count(jobs: int) -> int:
 def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
     """The nearest folder at or above ``start_dir`` that holds a Tribuild.toml."""
     folder = os.path.abspath(start_dir)
-    while not os.path.exists(os.path.join(folder, FILENAME)):   # a folder: reported when read
+    while not os.path.exists(os.path.join(folder, FILENAME)):  # a folder: reported when read
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
@@ -151,9 +164,14 @@ def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
 
 
 def _starter_toml(name: str) -> str:
-    quoted = '"' + "".join(
-        f"\\u{ord(ch):04x}" if ch in '"\\' or ord(ch) < 0x20 or ch == "\x7f" else ch for ch in name
-    ) + '"'
+    quoted = (
+        '"'
+        + "".join(
+            f"\\u{ord(ch):04x}" if ch in '"\\' or ord(ch) < 0x20 or ch == "\x7f" else ch
+            for ch in name
+        )
+        + '"'
+    )
     return f"""\
 # Tribuild.toml: what `tribuild build` compiles. Paths are relative to this file's folder.
 
@@ -219,8 +237,9 @@ class _Reader:
             path=os.path.abspath(path),
         )
 
-    def _section(self, top: dict, name: str, allowed: tuple[str, ...],
-                 required: dict[str, str]) -> dict:
+    def _section(
+        self, top: dict, name: str, allowed: tuple[str, ...], required: dict[str, str]
+    ) -> dict:
         """The table ``top[name]`` ({} when absent or not a table, which is reported)."""
         if name not in top:
             return {}
@@ -234,9 +253,13 @@ class _Reader:
         where = ("targets", name)
         if not _TARGET_NAME.fullmatch(name):
             why = " (the command line would take it for an option)" if name[:1] == "-" else ""
-            self.c.report(where, f"invalid target name `{name}`: use letters, digits, `_` and "
-                          f"`-`, not `-` first{why}", self.c.locator.key(where),
-                          expected="letters, digits, `_` and `-`, not `-` first")
+            self.c.report(
+                where,
+                f"invalid target name `{name}`: use letters, digits, `_` and "
+                f"`-`, not `-` first{why}",
+                self.c.locator.key(where),
+                expected="letters, digits, `_` and `-`, not `-` first",
+            )
         table = self.c.table(where, value, _TARGET_KEYS, _REQUIRED_TARGET)
         if table is None:
             return None
@@ -262,29 +285,44 @@ class _Reader:
         return self.c.expect(where, value, _is_positive_int, "a positive integer")
 
     def _jobs(self, where: Path, value: Any) -> int | None:
-        return self.c.expect(where, value, lambda v: _is_int(v) and v >= 0,
-                             "a non-negative integer (0 = one job per CPU)")
+        return self.c.expect(
+            where,
+            value,
+            lambda v: _is_int(v) and v >= 0,
+            "a non-negative integer (0 = one job per CPU)",
+        )
 
     def _opt_level(self, where: Path, value: Any) -> str | None:
-        ok = self.c.expect(where, value, lambda v: (_is_int(v) or v == "s") and v in _OPT_LEVELS,
-                           '0, 1, 2, 3 or "s"')     # not 2.0: it equals 2, but names no level
+        ok = self.c.expect(
+            where,
+            value,
+            lambda v: (_is_int(v) or v == "s") and v in _OPT_LEVELS,
+            '0, 1, 2, 3 or "s"',
+        )  # not 2.0: it equals 2, but names no level
         return None if ok is None else str(ok)
 
     def _sources(self, where: Path, value: Any) -> tuple[str, ...] | None:
-        folders = self.c.expect_list(where, value, lambda v: isinstance(v, str) and v,
-                                     "a non-empty array of folder paths")
+        folders = self.c.expect_list(
+            where, value, lambda v: isinstance(v, str) and v, "a non-empty array of folder paths"
+        )
         if folders is None:
             return None
-        found = [self._inside_root(where + (i,), raw, os.path.isdir, "source folder")
-                 for i, raw in enumerate(folders)]
+        found = [
+            self._inside_root(where + (i,), raw, os.path.isdir, "source folder")
+            for i, raw in enumerate(folders)
+        ]
         return None if None in found else tuple(dict.fromkeys(found))
 
     def _entry(self, where: Path, value: Any) -> tuple[str, str] | None:
         expected = 'a string "file.tri:Layer"'
         file, _, layer = value.rpartition(":") if isinstance(value, str) else ("", "", "")
         if not (file.endswith(".tri") and _IDENTIFIER.fullmatch(layer) and layer not in _KEYWORDS):
-            self.c.wrong(where, expected, value,
-                         help='e.g. "models/mlp.tri:MLP": the file, a colon, the layer to build')
+            self.c.wrong(
+                where,
+                expected,
+                value,
+                help='e.g. "models/mlp.tri:MLP": the file, a colon, the layer to build',
+            )
             return None
         found = self._inside_root(where, file, os.path.isfile, "entry file")
         return None if found is None else (found, layer)
@@ -293,17 +331,29 @@ class _Reader:
         """``raw`` as a normalised posix path under the root, if it is one and ``exists``."""
         path = posixpath.normpath(raw.replace("\\", "/"))
         if posixpath.isabs(path) or _windows_isabs(raw):
-            message, expected, help = f"{what} `{raw}` is an absolute path", \
-                "a path relative to the project root", None
+            message, expected, help = (
+                f"{what} `{raw}` is an absolute path",
+                "a path relative to the project root",
+                None,
+            )
         elif path == ".." or path.startswith("../"):
-            message, expected, help = f"{what} `{raw}` is outside the project root", \
-                "a path inside the project root", None
+            message, expected, help = (
+                f"{what} `{raw}` is outside the project root",
+                "a path inside the project root",
+                None,
+            )
         elif not exists(os.path.join(self.root, path)):
-            message, expected, help = f"{what} `{path}` does not exist", None, \
-                _similar_path(self.root, path, exists)
+            message, expected, help = (
+                f"{what} `{path}` does not exist",
+                None,
+                _similar_path(self.root, path, exists),
+            )
         elif not resolves_inside(self.root, os.path.join(self.root, path)):
-            message, expected, help = f"{what} `{path}` leads outside the project root " \
-                "through a symbolic link", "a path inside the project root", None
+            message, expected, help = (
+                f"{what} `{path}` leads outside the project root through a symbolic link",
+                "a path inside the project root",
+                None,
+            )
         else:
             return path
         self.c.report(where, message, self.c.locator.value(where), expected=expected, help=help)
@@ -316,8 +366,12 @@ class _Reader:
         args = []
         for name, arg in table.items():
             if not _IDENTIFIER.fullmatch(name) or name in _KEYWORDS:
-                self.c.report(where + (name,), f"argument name `{name}` is not a .tri identifier",
-                              self.c.locator.key(where + (name,)), expected="an identifier")
+                self.c.report(
+                    where + (name,),
+                    f"argument name `{name}` is not a .tri identifier",
+                    self.c.locator.key(where + (name,)),
+                    expected="an identifier",
+                )
             bad = _bad_arg(arg)
             if bad is not None:
                 self.c.wrong(where + (name,), _ARG_EXPECTED, bad[1], bad[0])
@@ -365,8 +419,11 @@ def _similar_path(root: str, path: str, exists: Any) -> str | None:
     """A did-you-mean for a missing path, from the names in its parent folder that ``exists``."""
     folder, name = posixpath.split(path)
     try:
-        names = [n for n in os.listdir(os.path.join(root, folder))
-                 if exists(os.path.join(root, folder, n))]
+        names = [
+            n
+            for n in os.listdir(os.path.join(root, folder))
+            if exists(os.path.join(root, folder, n))
+        ]
     except OSError:
         return None
     close = closest(name, names)

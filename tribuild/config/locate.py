@@ -25,6 +25,7 @@ key position of its first mention, ``b``'s header. The text must be valid TOML: 
 assumes so. ``key`` and ``value`` fall back to the nearest recorded ancestor (and finally to
 line 1, column 1) for a path that was not seen.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -126,12 +127,13 @@ class _Scanner:
             start = self.i
             if self.text[start] in "\"'":
                 self._string()
-                raw = self.text[start:self.i]
-                import tomllib      # quoted keys only; a build with an unchanged config never gets here
+                raw = self.text[start : self.i]
+                import tomllib  # quoted keys only; a build with an unchanged config never gets here
+
                 parts.append((next(iter(tomllib.loads(f"{raw} = 0"))), start))
             else:
                 self.i = _BARE_KEY.match(self.text, start).end()
-                parts.append((self.text[start:self.i], start))
+                parts.append((self.text[start : self.i], start))
             self._skip()
             if not self.text.startswith(".", self.i):
                 return parts

@@ -11,13 +11,14 @@ Terms:
       Tribuild.toml:12:1: error: unknown key `nmae` in [project]
         help: did you mean `name`? allowed keys: name, sources, out, opt_level, jobs
 """
+
 from __future__ import annotations
 
 import json
 import re
 
-from tribuild.config.locate import Path
 from tribuild.base.record import record
+from tribuild.config.locate import Path
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_MESSAGE = re.compile(r"(.*) \(at (?:line (\d+), column (\d+)|end of document)\)", re.S)
@@ -74,7 +75,8 @@ def describe(value: object) -> str:
         return "an array" if value else "an empty array"
     if isinstance(value, dict):
         return "a table"
-    import datetime     # tomllib's dates; a build with an unchanged config never needs it
+    import datetime  # tomllib's dates; a build with an unchanged config never needs it
+
     if isinstance(value, datetime.datetime):
         return "a date-time"
     return "a date" if isinstance(value, datetime.date) else "a time"
@@ -83,6 +85,7 @@ def describe(value: object) -> str:
 def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Problem:
     """Re-render tomllib's message (``Invalid value (at line 3, column 8)``) as a Problem."""
     import ast
+
     match = _TOML_MESSAGE.fullmatch(str(error))
     message, line, column = match.groups() if match else (str(error), None, None)
     if line is None:  # "at end of document": point just past the last non-blank character
@@ -90,7 +93,7 @@ def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Prob
         line = content.count("\n") + 1
         column = len(content) - (content.rfind("\n") + 1) + 1
     message = _TUPLE_KEY.sub(lambda m: f"`{render_key(ast.literal_eval(m.group()))}`", message)
-    if message == "Cannot overwrite a value":       # tomllib does not say which
+    if message == "Cannot overwrite a value":  # tomllib does not say which
         key = text.split("\n")[int(line) - 1].partition("=")[0].strip()
         message = f"`{key}` is set twice in its table" if key else message
     return Problem(path, int(line), int(column), "", f"invalid TOML: {message}")

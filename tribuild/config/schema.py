@@ -6,6 +6,7 @@ Terms:
   normalised) when it is acceptable, and otherwise reports a problem and returns None.
   Checks never raise: a caller keeps going so that one load reports every mistake.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,18 +30,32 @@ class Checker:
         self.locator = locator
         self.problems: list[Problem] = []
 
-    def report(self, where: Path, message: str, at: Position, *,
-               expected: str | None = None, help: str | None = None) -> None:
+    def report(
+        self,
+        where: Path,
+        message: str,
+        at: Position,
+        *,
+        expected: str | None = None,
+        help: str | None = None,
+    ) -> None:
         line, column = at
         self.problems.append(
-            Problem(self.path, line, column, render_key(where), message, expected, help))
+            Problem(self.path, line, column, render_key(where), message, expected, help)
+        )
 
-    def wrong(self, where: Path, expected: str, value: Any, item: Path = (),
-              help: str | None = None) -> None:
+    def wrong(
+        self, where: Path, expected: str, value: Any, item: Path = (), help: str | None = None
+    ) -> None:
         """``where`` (or its array item ``item``) holds ``value``, which is not ``expected``."""
         found = describe(value) + (f" at {render_key(item)}" if item else "")
-        self.report(where, f"expected {expected} for `{render_key(where)}`, found {found}",
-                    self.locator.value(where + item), expected=expected, help=help)
+        self.report(
+            where,
+            f"expected {expected} for `{render_key(where)}`, found {found}",
+            self.locator.value(where + item),
+            expected=expected,
+            help=help,
+        )
 
     def expect(self, where: Path, value: Any, ok: Callable[[Any], bool], expected: str) -> Any:
         if ok(value):
@@ -48,8 +63,9 @@ class Checker:
         self.wrong(where, expected, value)
         return None
 
-    def expect_list(self, where: Path, value: Any, ok: Callable[[Any], bool],
-                    expected: str) -> list | None:
+    def expect_list(
+        self, where: Path, value: Any, ok: Callable[[Any], bool], expected: str
+    ) -> list | None:
         """A non-empty array whose items all pass ``ok``; the first bad item is reported."""
         if not isinstance(value, list) or not value:
             self.wrong(where, expected, value)
@@ -60,8 +76,9 @@ class Checker:
                 return None
         return value
 
-    def table(self, where: Path, value: Any, allowed: tuple[str, ...],
-              required: dict[str, str]) -> dict | None:
+    def table(
+        self, where: Path, value: Any, allowed: tuple[str, ...], required: dict[str, str]
+    ) -> dict | None:
         """A table with only ``allowed`` keys and every ``required`` one.
 
         ``required`` maps each required key to the help shown when it is missing.
@@ -76,13 +93,21 @@ class Checker:
             if name not in allowed:
                 hint = did_you_mean(name, allowed)
                 listed = f"allowed {noun}s: {names}"
-                self.report(where + (name,), f"unknown {noun} `{name}`{inside}",
-                            self.locator.key(where + (name,)), expected=f"one of {names}",
-                            help=f"{hint} {listed}" if hint else listed)
+                self.report(
+                    where + (name,),
+                    f"unknown {noun} `{name}`{inside}",
+                    self.locator.key(where + (name,)),
+                    expected=f"one of {names}",
+                    help=f"{hint} {listed}" if hint else listed,
+                )
         for name, help in required.items():
             if name not in value:
-                self.report(where + (name,), f"missing required {noun} `{name}`{inside}",
-                            self.locator.key(where), help=help)
+                self.report(
+                    where + (name,),
+                    f"missing required {noun} `{name}`{inside}",
+                    self.locator.key(where),
+                    help=help,
+                )
         return value
 
     def get(self, table: dict, where: Path, key: str, default: Any, check: Check) -> Any:

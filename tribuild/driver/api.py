@@ -8,6 +8,7 @@ Terms:
 - *model manifest*: one manifest per compiled layer (``manifest`` module), so a later call
   whose inputs are unchanged imports the module straight away: no engine, no compiler.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,8 +16,8 @@ import json
 import os
 import sys
 
-from tribuild.driver.noop import manifest
 from tribuild.base.hashing import digest
+from tribuild.driver.noop import manifest
 
 
 class BuildError(RuntimeError):
@@ -27,6 +28,7 @@ def opt(level) -> str:
     """An ``-O`` level as the driver names it ("0"-"3", "s"), from an int or a string;
     ValueError for anything else (before any work starts)."""
     from tribuild.cli import OPT_LEVELS
+
     text = str(level) if type(level) in (int, str) else None
     if text not in OPT_LEVELS:
         raise ValueError(f"opt_level must be one of 0, 1, 2, 3 or 's', not {level!r}")
@@ -39,10 +41,13 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
     opt_level = opt(opt_level)
     source = os.path.abspath(path)
     located = manifest.locate(os.path.dirname(source))
-    root, cache_dir = located or (os.path.dirname(source), os.path.join(
-        os.path.dirname(source), manifest.DEFAULT_CACHE))
-    key = json.dumps([os.path.relpath(source, root), layer, sorted(args.items()),
-                      opt_level], default=list)
+    root, cache_dir = located or (
+        os.path.dirname(source),
+        os.path.join(os.path.dirname(source), manifest.DEFAULT_CACHE),
+    )
+    key = json.dumps(
+        [os.path.relpath(source, root), layer, sorted(args.items()), opt_level], default=list
+    )
     stem = f"{os.path.splitext(os.path.basename(source))[0]}_{layer}_{digest(key.encode())[:12]}"
     module_path = os.path.join(cache_dir, "models", f"{stem}.py")
     record = f"model-{stem}.json"
@@ -52,15 +57,21 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
 
 
 def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record) -> None:
-    from tribuild.driver.compile import compile_file
     from tribuild.diagnostics_render import render_text
+    from tribuild.driver.compile import compile_file
+
     result = compile_file(source, module_path, layer, tuple(args.items()), None, opt, cwd=root)
     if result.target.failed:
-        raise BuildError("\n".join([result.target.error or ""] + [
-            render_text(d, result.sources) for d in result.target.diagnostics]).strip())
+        raise BuildError(
+            "\n".join(
+                [result.target.error or ""]
+                + [render_text(d, result.sources) for d in result.target.diagnostics]
+            ).strip()
+        )
     outputs = [os.path.relpath(p, root) for p in result.files]
-    manifest.write(cache_dir, manifest.snapshot(root, cache_dir, key, result.inputs,
-                                                tuple(outputs)), record)
+    manifest.write(
+        cache_dir, manifest.snapshot(root, cache_dir, key, result.inputs, tuple(outputs)), record
+    )
 
 
 def _import(stem: str, path: str):
@@ -72,26 +83,36 @@ def _import(stem: str, path: str):
     return module
 
 
-def build(project_dir: str = ".", jobs: int | None = None, timing: bool = False,
-          targets: tuple[str, ...] = (), opt_level: str | None = None,
-          trace_memory: bool = False):
+def build(
+    project_dir: str = ".",
+    jobs: int | None = None,
+    timing: bool = False,
+    targets: tuple[str, ...] = (),
+    opt_level: str | None = None,
+    trace_memory: bool = False,
+):
     """Build a project like `tribuild build`; returns the driver's ``BuildResult``
     (``.outputs``, ``.diagnostics``, ``.failed``, ``.timing``). ConfigError for mistakes in
     Tribuild.toml, ValueError for bad arguments (``targets``: a name or names; ``jobs``: a
     number of processes, 0 for one per CPU; ``opt_level``: 0-3 or "s", as int or string).
     ``trace_memory``: the timing report with Python's allocations traced (like
     ``--trace-memory``; implies ``timing``)."""
-    from tribuild.driver.build import Request, build as run
-    from tribuild.driver.session import Project
     from tribuild.config.load import job_count
+    from tribuild.driver.build import Request
+    from tribuild.driver.build import build as run
+    from tribuild.driver.session import Project
+
     targets = (targets,) if isinstance(targets, str) else tuple(targets)
     if jobs is not None and (type(jobs) is not int or jobs < 0):
-        raise ValueError(f"jobs must be a number of processes (0: one per CPU) or None, "
-                         f"not {jobs!r}")
+        raise ValueError(
+            f"jobs must be a number of processes (0: one per CPU) or None, not {jobs!r}"
+        )
     opt_level = None if opt_level is None else opt(opt_level)
     project = Project.discover(project_dir)
     if jobs is None:
         jobs = project.config.jobs if project.config else 1
     jobs = job_count(jobs)
-    return run(project, Request(targets, jobs, opt_level, None, False,
-                                timing or trace_memory, trace_memory))
+    return run(
+        project,
+        Request(targets, jobs, opt_level, None, False, timing or trace_memory, trace_memory),
+    )

@@ -25,29 +25,31 @@ the files of the targets it built as soon as they are built (*written early*: at
 and only if changed, like every output); ``write_result`` then finds them holding their
 bytes, records them and deletes what is stale, as for any build.
 """
+
 from __future__ import annotations
 
 import os
 from functools import partial
 
-from tribuild.driver import cache, depfile, explain, outputs, progress as progress_mod, timing
-from tribuild.driver.noop import manifest
-from tribuild.driver.check import sort_diagnostics, target_problem
-from tribuild.driver.lock import project_lock
-from tribuild.driver.pool.scheduler import run_units
-from tribuild.driver.session import Project, open_database, save_database
-from tribuild.driver.sources import load_sources, scan
-from tribuild.driver.pool.units import Outcome, Unit
+from tribuild.base.hashing import digest
+from tribuild.base.record import record
 from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError, Problem
+from tribuild.driver import cache, depfile, explain, outputs, timing
+from tribuild.driver import progress as progress_mod
+from tribuild.driver.check import sort_diagnostics, target_problem
+from tribuild.driver.lock import project_lock
+from tribuild.driver.noop import manifest
+from tribuild.driver.pool.scheduler import run_units
+from tribuild.driver.pool.units import Outcome, Unit
+from tribuild.driver.session import Project, open_database, save_database
+from tribuild.driver.sources import load_sources, scan
 from tribuild.engine.explain import NEVER_RAN
-from tribuild.base.hashing import digest
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import imports
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
-from tribuild.base.record import record
 
 STAGES = ("parse", "check", "codegen")
 
@@ -55,6 +57,7 @@ STAGES = ("parse", "check", "codegen")
 def target_build_query():
     """The codegen contract's ``target_build`` query (interfaces.md)."""
     from tribuild.queries.codegen import target_build
+
     return target_build
 
 
@@ -66,39 +69,63 @@ class Request:
     stop_after: str | None = None
     keep_going: bool = False
     timing: bool = False
-    trace_memory: bool = False      # with ``timing``: also trace Python allocations (slow)
+    trace_memory: bool = False  # with ``timing``: also trace Python allocations (slow)
 
 
 class TargetResult:
     __slots__ = ("name", "files", "diagnostics", "error", "problem")
 
-    def __init__(self, name: str, files: tuple[str, ...] = (), diagnostics: tuple = (),
-                 error: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        files: tuple[str, ...] = (),
+        diagnostics: tuple = (),
+        error: str | None = None,
+    ) -> None:
         self.name, self.files, self.diagnostics, self.error = name, files, diagnostics, error
-        self.problem: ConfigError | None = None     # cannot be instantiated (``_collect``)
+        self.problem: ConfigError | None = None  # cannot be instantiated (``_collect``)
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or self.problem is not None \
+        return (
+            self.error is not None
+            or self.problem is not None
             or any(d.severity == "error" for d in self.diagnostics)
+        )
 
 
 class BuildResult:
     """What a build did: ``compute`` fills it in, then ``build`` (the fields past
     ``opt_level`` start empty)."""
-    __slots__ = ("targets", "out_dir", "sources", "opt_level", "report", "generated", "timing",
-                 "explain", "inputs", "written_early")
 
-    def __init__(self, targets: list[TargetResult], out_dir: str,
-                 sources: QuerySources | None = None, opt_level: str = "") -> None:
+    __slots__ = (
+        "targets",
+        "out_dir",
+        "sources",
+        "opt_level",
+        "report",
+        "generated",
+        "timing",
+        "explain",
+        "inputs",
+        "written_early",
+    )
+
+    def __init__(
+        self,
+        targets: list[TargetResult],
+        out_dir: str,
+        sources: QuerySources | None = None,
+        opt_level: str = "",
+    ) -> None:
         self.targets, self.out_dir, self.sources = targets, out_dir, sources
-        self.opt_level = opt_level                           # the -O level of the targets
+        self.opt_level = opt_level  # the -O level of the targets
         self.report: outputs.WriteReport | None = None
         self.generated: dict[str, bytes] = {}
         self.timing: timing.Report | None = None
-        self.explain: dict[str, list[str]] = {}              # output -> why written
-        self.inputs: tuple[str, ...] = ()          # the .tri files the targets were made from
-        self.written_early: tuple[str, ...] = ()   # outputs written as built (relative paths)
+        self.explain: dict[str, list[str]] = {}  # output -> why written
+        self.inputs: tuple[str, ...] = ()  # the .tri files the targets were made from
+        self.written_early: tuple[str, ...] = ()  # outputs written as built (relative paths)
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -108,8 +135,9 @@ class BuildResult:
     def outputs(self) -> list[str]:
         """Every file the targets produced (absolute paths), written or already up to date,
         each once (targets share kernel files)."""
-        return list(dict.fromkeys(os.path.join(self.out_dir, rel) for t in self.targets
-                                  for rel in t.files))
+        return list(
+            dict.fromkeys(os.path.join(self.out_dir, rel) for t in self.targets for rel in t.files)
+        )
 
     @property
     def diagnostics(self) -> list:
@@ -125,15 +153,33 @@ def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
     """The configured targets named (all of them for no names); ConfigError otherwise."""
     config = project.config
     if config is None:
-        raise ConfigError([Problem(os.path.join(project.root, manifest.CONFIG), None, None, "",
-                                   "no Tribuild.toml here or in any parent folder",
-                                   help="`tribuild init` writes a starter project")])
+        raise ConfigError(
+            [
+                Problem(
+                    os.path.join(project.root, manifest.CONFIG),
+                    None,
+                    None,
+                    "",
+                    "no Tribuild.toml here or in any parent folder",
+                    help="`tribuild init` writes a starter project",
+                )
+            ]
+        )
     known = {t.name: t for t in config.targets}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ConfigError([Problem(config.path, None, None, "targets",
-                                   f"no target named `{unknown[0]}`",
-                                   help="targets: " + ", ".join(known) if known else None)])
+        raise ConfigError(
+            [
+                Problem(
+                    config.path,
+                    None,
+                    None,
+                    "targets",
+                    f"no target named `{unknown[0]}`",
+                    help="targets: " + ", ".join(known) if known else None,
+                )
+            ]
+        )
     return tuple(known[n] for n in dict.fromkeys(names)) if names else config.targets
 
 
@@ -142,16 +188,19 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     targets = select(project, request.targets)
     show = show or progress_mod.Quiet()
     config = project.config
-    with timing.Clock(request.timing, request.trace_memory) as clock, \
-            project_lock(project.cache_dir, on_wait):
-        if request.stop_after is None:      # a build that writes nothing leaves it true
+    with (
+        timing.Clock(request.timing, request.trace_memory) as clock,
+        project_lock(project.cache_dir, on_wait),
+    ):
+        if request.stop_after is None:  # a build that writes nothing leaves it true
             manifest.forget(project.cache_dir)
         with clock.stage("load cache"):
             db = open_database(project)
         try:
-            with db.log(queries=(_unit_query(request),)) as log:    # what ``_explain`` needs
-                result, units, outcomes = compute(db, project, targets, request, show, clock,
-                                                  write=request.stop_after is None)
+            with db.log(queries=(_unit_query(request),)) as log:  # what ``_explain`` needs
+                result, units, outcomes = compute(
+                    db, project, targets, request, show, clock, write=request.stop_after is None
+                )
                 if request.stop_after is None:
                     with clock.stage("write outputs"):
                         write_result(project, result)
@@ -160,15 +209,15 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 result.explain = _explain(db, keys, result, log.executed)
                 explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
             with clock.stage("save cache"):
-                taken = None                # while the save's helper works, if any
+                taken = None  # while the save's helper works, if any
                 if not result.failed and request.stop_after is None:
                     taken = _manifest(db, project, request, result)
                 save_database(db, project)
                 cache.evict(project.cache_dir, config.cache_max_bytes)
-                if taken is not None:       # written last: it vouches for a whole build
+                if taken is not None:  # written last: it vouches for a whole build
                     manifest.write(project.cache_dir, taken)
         finally:
-            db.end_apart()      # a helper the save did not take (``compute``)
+            db.end_apart()  # a helper the save did not take (``compute``)
     result.timing = clock.report(db, outcomes)
     problems = result.problems()
     if problems is not None:
@@ -176,8 +225,9 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     return result
 
 
-def compute(db, project: Project, targets, request: Request, show, clock, write: bool = False
-            ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
+def compute(
+    db, project: Project, targets, request: Request, show, clock, write: bool = False
+) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
     """Read the sources from disk into ``db`` (an open database, kept by the caller) and
     build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
     unless ``write``: then a build with workers writes its targets' outputs as they are
@@ -204,8 +254,9 @@ def write_result(project: Project, result: BuildResult) -> None:
     record = outputs.Record.load(result.out_dir)
     produced = {t.name: t.files for t in result.targets if not t.failed}
     known = {t.name for t in project.config.targets}
-    result.report = outputs.write_outputs(result.out_dir, result.generated, record, produced,
-                                          known, frozenset(result.written_early))
+    result.report = outputs.write_outputs(
+        result.out_dir, result.generated, record, produced, known, frozenset(result.written_early)
+    )
 
 
 class _EarlyWriter:
@@ -238,8 +289,11 @@ class _EarlyWriter:
             with outputs.writing(self.out_dir, wait) as mine:
                 if not mine:
                     return None
-                done = set(outputs.write_changed({paths[rel]: files[rel] for rel in paths},
-                                                 early=self.out_dir))
+                done = set(
+                    outputs.write_changed(
+                        {paths[rel]: files[rel] for rel in paths}, early=self.out_dir
+                    )
+                )
         except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
             return [() for _ in jobs]
         written = {rel for rel, path in paths.items() if path in done}
@@ -268,8 +322,9 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
         if query is not target_report:
             args = (t.name,) + args + (opt,)
         size = len(source_text(db, t.entry_path).text or "")
-        units.append(Unit(t.name, query, args, cost=float(size),
-                          prelude=partial(_file_checks, t.entry_path)))
+        units.append(
+            Unit(t.name, query, args, cost=float(size), prelude=partial(_file_checks, t.entry_path))
+        )
     return units
 
 
@@ -282,12 +337,14 @@ def _file_checks(entry_path: str, db) -> list[tuple]:
     """The keys of what `tribuild check` reports for each file of the import closure of
     ``entry_path`` (``file_diagnostics``), and of its ``imports``: the driver reads both
     after the units, so they come with a worker's results."""
-    return [(query, (p,)) for p in depfile.import_closure(db, entry_path)
-            for query in (imports, file_diagnostics)]
+    return [
+        (query, (p,))
+        for p in depfile.import_closure(db, entry_path)
+        for query in (imports, file_diagnostics)
+    ]
 
 
-def run(db, targets, request: Request, opt: str, show, clock, emit=None
-        ) -> tuple[list[Unit], dict]:
+def run(db, targets, request: Request, opt: str, show, clock, emit=None) -> tuple[list[Unit], dict]:
     """The units of ``targets`` and their outcomes (sources must be loaded); ``emit`` is
     the step after each unit of a build with workers (``scheduler.run_units``)."""
     units = _units(db, targets, request, opt)
@@ -297,18 +354,26 @@ def run(db, targets, request: Request, opt: str, show, clock, emit=None
         show.start(len(units))
         try:
             outcomes, clock.extra_stats, clock.workers = run_units(
-                db, units, _jobs(db, request), show, emit, save_next=emit is not None)
+                db, units, _jobs(db, request), show, emit, save_next=emit is not None
+            )
         finally:
             show.stop()
     return units, outcomes
 
 
-def _collect(db, project: Project, targets, outcomes: dict[str, Outcome],
-             result: BuildResult, request: Request) -> None:
+def _collect(
+    db,
+    project: Project,
+    targets,
+    outcomes: dict[str, Outcome],
+    result: BuildResult,
+    request: Request,
+) -> None:
     """Fill ``result`` from the outcomes: its targets and the files they generate."""
     files: dict[str, bytes] = {}
-    result.inputs = tuple(sorted({p for t in targets
-                                  for p in depfile.import_closure(db, t.entry_path)}))
+    result.inputs = tuple(
+        sorted({p for t in targets for p in depfile.import_closure(db, t.entry_path)})
+    )
     for t in targets:
         target, value = target_result(db, t, outcomes, request.stop_after)
         result.targets.append(target)
@@ -339,8 +404,9 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
 def judged(db, t: Target, value) -> TargetResult:
     """The TargetResult of target ``t`` whose unit gave ``value``: the diagnostics of the
     files of its import closure and its own, in the order `check` prints them."""
-    files_diags = [d for p in depfile.import_closure(db, t.entry_path)
-                   for d in file_diagnostics(db, p)]
+    files_diags = [
+        d for p in depfile.import_closure(db, t.entry_path) for d in file_diagnostics(db, p)
+    ]
     diags = files_diags + list(value.diagnostics)
     if len(diags) > 1:
         diags = sort_diagnostics(diags, db)
@@ -359,7 +425,8 @@ def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[s
     module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
     config_name = os.path.relpath(project.config.path, project.root)
     files[f"{t.name}.d"] = depfile.render(
-        module, depfile.import_closure(db, t.entry_path) + (config_name,)).encode()
+        module, depfile.import_closure(db, t.entry_path) + (config_name,)
+    ).encode()
     return files
 
 
@@ -377,19 +444,27 @@ def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, l
             lines = db.explain(query, *args).splitlines()
             why = [f"target {target.name}:"] + ["  " + line for line in lines]
             if lines[-1].endswith(NEVER_RAN):
-                why.append("  (no build this cache remembers made this target with this entry, "
-                           "args, input shape and -O level: Tribuild.toml or the command line "
-                           "changed, or the cache is new)")
+                why.append(
+                    "  (no build this cache remembers made this target with this entry, "
+                    "args, input shape and -O level: Tribuild.toml or the command line "
+                    "changed, or the cache is new)"
+                )
         else:
-            why = [f"target {target.name}: its queries were up to date; the file on disk "
-                   "was missing or held other bytes"]
+            why = [
+                f"target {target.name}: its queries were up to date; the file on disk "
+                "was missing or held other bytes"
+            ]
         out.update({rel: why for rel in written})
     return out
 
 
 def _syntax(db, entry_path: str) -> tuple:
-    return tuple(d for path in depfile.import_closure(db, entry_path)
-                 for e in item_index(db, path) for d in item_ast(db, path, e.id).diagnostics)
+    return tuple(
+        d
+        for path in depfile.import_closure(db, entry_path)
+        for e in item_index(db, path)
+        for d in item_ast(db, path, e.id).diagnostics
+    )
 
 
 def _manifest(db, project: Project, request: Request, result: BuildResult) -> dict:
@@ -403,6 +478,12 @@ def _manifest(db, project: Project, request: Request, result: BuildResult) -> di
         inputs[path] = digest(source_text(db, path).text.encode("utf-8"))
     prefix = os.path.relpath(result.out_dir, root)
     outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
-    outs.append(os.path.normpath(os.path.join(prefix, outputs.RECORD)))    # stale removal's
-    return manifest.snapshot(root, project.cache_dir, manifest.request_key(
-        request.targets, request.opt_level), inputs, tuple(outs), config=table)
+    outs.append(os.path.normpath(os.path.join(prefix, outputs.RECORD)))  # stale removal's
+    return manifest.snapshot(
+        root,
+        project.cache_dir,
+        manifest.request_key(request.targets, request.opt_level),
+        inputs,
+        tuple(outs),
+        config=table,
+    )

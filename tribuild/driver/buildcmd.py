@@ -6,6 +6,7 @@ Without ``--keep-going`` only the first failing target (in Tribuild.toml order) 
 full and the others are named; every target is built either way. Exit codes: 0 built,
 1 some target failed, 2 configuration (raised as ConfigError, printed by the CLI).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,15 @@ EXIT_OK, EXIT_USER = 0, 1
 
 
 def run(project, args) -> int:
-    request = Request(tuple(args.targets), args.jobs or (project.config.jobs if project.config
-                      else None), args.opt_level, _stop_after(args), args.keep_going,
-                      args.timing or args.trace_memory, args.trace_memory)
+    request = Request(
+        tuple(args.targets),
+        args.jobs or (project.config.jobs if project.config else None),
+        args.opt_level,
+        _stop_after(args),
+        args.keep_going,
+        args.timing or args.trace_memory,
+        args.trace_memory,
+    )
     show = progress.choose(args.quiet)
     if args.profile:
         result = _profiled(args.profile, lambda: build(project, request, show, _say))
@@ -41,10 +48,12 @@ def run(project, args) -> int:
                 _say(f"  {line}")
     if not args.quiet or result.failed:
         _say(summary(result))
-    for rel in result.report.kept if result.report else ():     # shown even with -q
+    for rel in result.report.kept if result.report else ():  # shown even with -q
         path = os.path.relpath(os.path.join(result.out_dir, rel))
-        _say(f"kept {path}: no target makes it any more, but it was edited since tribuild "
-             "wrote it; delete it if it is not yours")
+        _say(
+            f"kept {path}: no target makes it any more, but it was edited since tribuild "
+            "wrote it; delete it if it is not yours"
+        )
     if result.timing is not None:
         _say(result.timing.text())
     return EXIT_USER if result.failed else EXIT_OK
@@ -74,6 +83,7 @@ def _print_failures(result, keep_going: bool) -> None:
 def show_target(target, sources) -> None:
     """A target's diagnostics (with source excerpts), or the traceback of a bug, on stderr."""
     from tribuild.diagnostics_render import render_text
+
     if target.error is not None:
         _say(f"error: internal error while building `{target.name}` (a bug in tribuild):")
         _say(target.error.rstrip())
@@ -101,6 +111,7 @@ def summary(result) -> str:
 def _profiled(path: str, fn):
     import cProfile
     import pstats
+
     profile = cProfile.Profile()
     try:
         return profile.runcall(fn)
@@ -115,6 +126,7 @@ def _dump_ast(result) -> None:
     import pprint
 
     from tribuild.queries.syntax import item_ast, item_index
+
     db = result.sources.db
     for path in result.inputs:
         for entry in item_index(db, path):
@@ -125,8 +137,10 @@ def _dump_ast(result) -> None:
 def _dump_ir(project, result) -> None:
     """The optimised IR of every instance of each target that built, in target order."""
     from tribuild.ir.text import target_ir
+
     configured = {t.name: t for t in project.config.targets}
     for target in result.targets:
         if not target.failed:
-            sys.stdout.write(target_ir(result.sources.db, configured[target.name],
-                                       result.opt_level))
+            sys.stdout.write(
+                target_ir(result.sources.db, configured[target.name], result.opt_level)
+            )

@@ -17,6 +17,7 @@ Terms:
   what it held) and reported.
 Every change happens under the project lock.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,22 +25,23 @@ import os
 import re
 import time
 
+from tribuild.base.files import listdir, read_bytes, unlink
+from tribuild.base.record import record
 from tribuild.driver.outputs import remove_temps
 from tribuild.driver.session import salt
-from tribuild.base.files import listdir, read_bytes, unlink
 from tribuild.engine.store import disk as store
 from tribuild.engine.store.packs import pack_name
-from tribuild.base.record import record
 
 _WRITTEN_UNDER_LOCK = re.compile(
-    r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json|salt\.json")
+    r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json|salt\.json"
+)
 _STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
 
 
 @record
 class Generation:
     id: str
-    files: tuple[str, ...]       # the graph file first, then its packs
+    files: tuple[str, ...]  # the graph file first, then its packs
     bytes: int
     last_used: float
     current: bool
@@ -59,8 +61,15 @@ def generations(cache_dir: str) -> list[Generation]:
         packs = sorted(n for n in names if pack_name(sid, n))
         files = tuple(os.path.join(cache_dir, name) for name in (graph, *packs))
         stats = [os.stat(f) for f in files if os.path.exists(f)]
-        out.append(Generation(sid, files, sum(s.st_size for s in stats),
-                              os.stat(files[0]).st_mtime, sid == current))
+        out.append(
+            Generation(
+                sid,
+                files,
+                sum(s.st_size for s in stats),
+                os.stat(files[0]).st_mtime,
+                sid == current,
+            )
+        )
     return sorted(out, key=lambda g: (g.last_used, g.id))
 
 
@@ -111,6 +120,7 @@ def clear(cache_dir: str, root: str) -> int:
     (``model_files``); the number of files deleted. The explanations stay: they say why each
     output was last written, which stays true."""
     from tribuild.driver.noop.manifest import NAME
+
     files = [f for g in generations(cache_dir) for f in g.files]
     files += [os.path.join(cache_dir, NAME)] + model_files(cache_dir, root)
     gone = [f for f in files if os.path.lexists(f)]
@@ -134,8 +144,12 @@ def model_files(cache_dir: str, root: str) -> list[str]:
             except (OSError, ValueError, KeyError, TypeError, IndexError):
                 outputs = []
             found.append(path)
-            found += [p for rel in outputs if type(rel) is str
-                      and os.path.realpath(p := os.path.join(root, rel)).startswith(folder)]
+            found += [
+                p
+                for rel in outputs
+                if type(rel) is str
+                and os.path.realpath(p := os.path.join(root, rel)).startswith(folder)
+            ]
     return sorted(set(found))
 
 
@@ -156,10 +170,15 @@ def _problem(g: Generation) -> str | None:
         body = store.read_graph(read_bytes(graph))
         names = [name for name, _, _ in store.pack_list(body, g.id)]
         data = [read_bytes(os.path.join(os.path.dirname(graph), name)) for name in names]
-        entries = zip(body["entry_pack"], body["entry_offset"], body["entry_length"],
-                      body["entry_checksum"], strict=True)
+        entries = zip(
+            body["entry_pack"],
+            body["entry_offset"],
+            body["entry_length"],
+            body["entry_checksum"],
+            strict=True,
+        )
         for index, (pack, offset, length, expected) in enumerate(entries):
-            if store.checksum(data[pack][offset:offset + length]) != expected:
+            if store.checksum(data[pack][offset : offset + length]) != expected:
                 return f"entry {index} of {names[pack]} fails its checksum"
     except FileNotFoundError as err:
         return f"missing {os.path.basename(err.filename)}"
@@ -173,8 +192,10 @@ def describe(cache_dir: str, max_bytes: int | None) -> str:
     gens = generations(cache_dir)
     total = sum(g.bytes for g in gens)
     limit = f" of {max_bytes / 2**20:.0f} MiB" if max_bytes else ""
-    lines = [f"{cache_dir}: {len(gens)} generation{'s' * (len(gens) != 1)}, "
-             f"{total / 2**20:.1f} MiB{limit}"]
+    lines = [
+        f"{cache_dir}: {len(gens)} generation{'s' * (len(gens) != 1)}, "
+        f"{total / 2**20:.1f} MiB{limit}"
+    ]
     for g in reversed(gens):
         age = (time.time() - g.last_used) / 86400
         mark = "current" if g.current else f"last used {age:.1f} days ago"

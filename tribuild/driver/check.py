@@ -5,22 +5,23 @@ Terms:
   considered, and the engine's counters for this run (queries executed / validated / reused),
   which is what makes the incremental behaviour visible to users.
 """
+
 from __future__ import annotations
 
 import os
 
-from tribuild.driver.sources import load_sources, scan
-from tribuild.driver.session import Project, open_database, save_database
-from tribuild.diagnostics import Diagnostic
+from tribuild.base.files import read_text
+from tribuild.base.record import record
 from tribuild.config.load import Target
 from tribuild.config.locate import Locator
 from tribuild.config.problems import ConfigError, Problem
-from tribuild.base.files import read_text
+from tribuild.diagnostics import Diagnostic
+from tribuild.driver.session import Project, open_database, save_database
+from tribuild.driver.sources import load_sources, scan
 from tribuild.lang.check.checker import CANNOT_INSTANTIATE
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, read_error
 from tribuild.queries.targets import target_report
-from tribuild.base.record import record
 
 
 @record
@@ -49,17 +50,29 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         closure = load_sources(db, project.root, files + tuple(t.entry_path for t in targets))
         reported = [p for p in closure if p in files or read_error(db, p) is None]
         diags = [d for path in reported for d in file_diagnostics(db, path)]
-        reports = [(t, target_report(db, t.entry_path, t.entry_layer, t.args, t.input))
-                   for t in targets]
-        problems = [p for t, r in reports if r.problem is not None
-                    for p in target_problem(project, t, r.problem).problems]
-        if problems:        # every target that cannot be instantiated, at its line
+        reports = [
+            (t, target_report(db, t.entry_path, t.entry_layer, t.args, t.input)) for t in targets
+        ]
+        problems = [
+            p
+            for t, r in reports
+            if r.problem is not None
+            for p in target_problem(project, t, r.problem).problems
+        ]
+        if problems:  # every target that cannot be instantiated, at its line
             raise ConfigError(problems)
         diags += [d for _, r in reports for d in r.diagnostics]
     sources = QuerySources(db)
-    result = CheckResult(sort_diagnostics(diags, db), closure, len(targets), sources,
-                         len(log.executed), len(log.validated), len(log.hits),
-                         db.store_report.status)
+    result = CheckResult(
+        sort_diagnostics(diags, db),
+        closure,
+        len(targets),
+        sources,
+        len(log.executed),
+        len(log.validated),
+        len(log.hits),
+        db.store_report.status,
+    )
     save_database(db, project)
     return result
 
@@ -70,10 +83,23 @@ def target_problem(project: Project, target: Target, problem: str) -> ConfigErro
     text = read_text(project.config.path)
     field = "args" if target.args and problem.startswith(CANNOT_INSTANTIATE) else "entry"
     line, col = Locator(text).value(("targets", target.name, field))
-    expected = ("construction arguments that fit the layer's parameters" if field == "args"
-                else "a layer of that file whose construction arguments fit `args`")
-    return ConfigError([Problem(project.config.path, line, col, f"targets.{target.name}.{field}",
-                                f"target `{target.name}` cannot be built: {problem}", expected)])
+    expected = (
+        "construction arguments that fit the layer's parameters"
+        if field == "args"
+        else "a layer of that file whose construction arguments fit `args`"
+    )
+    return ConfigError(
+        [
+            Problem(
+                project.config.path,
+                line,
+                col,
+                f"targets.{target.name}.{field}",
+                f"target `{target.name}` cannot be built: {problem}",
+                expected,
+            )
+        ]
+    )
 
 
 def _folders(project: Project, paths: tuple[str, ...]) -> tuple[str, ...]:
@@ -81,8 +107,11 @@ def _folders(project: Project, paths: tuple[str, ...]) -> tuple[str, ...]:
     missing, outside the project, or neither a folder nor a .tri file)."""
     if not paths:
         return project.config.sources if project.config else (".",)
-    problems = [Problem(p, None, None, "", why) for p in paths
-                if (why := _not_checkable(project.root, p)) is not None]
+    problems = [
+        Problem(p, None, None, "", why)
+        for p in paths
+        if (why := _not_checkable(project.root, p)) is not None
+    ]
     if problems:
         raise ConfigError(problems)
     return tuple(os.path.relpath(os.path.abspath(p), project.root) for p in paths)
@@ -110,4 +139,5 @@ def sort_diagnostics(diags: list[Diagnostic], db) -> list[Diagnostic]:
             starts[loc.path] = {e.id: e.start for e in item_index(db, loc.path)}
         base = 0 if loc.item is None else starts[loc.path].get(loc.item, 0)
         return (loc.path, base + max(loc.span[0], 0), d.code, d.message)
+
     return sorted(dict.fromkeys(diags), key=key)

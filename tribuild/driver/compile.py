@@ -15,34 +15,35 @@ Terms:
   many compiles at once. An output path that names the source or the other output is
   refused.
 """
+
 from __future__ import annotations
 
 import os
 import tomllib
 
-from tribuild.driver import cache, depfile, outputs, timing
-from tribuild.driver.noop import manifest
-from tribuild.driver.build import Request, TargetResult, generated, run, target_result
-from tribuild.driver.lock import project_lock
-from tribuild.driver.session import Project, open_database, save_database
-from tribuild.driver.sources import load_sources
-from tribuild.driver.progress import Quiet
+from tribuild.base.hashing import digest
+from tribuild.base.record import record
 from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError, Problem
-from tribuild.base.hashing import digest
+from tribuild.driver import cache, depfile, outputs, timing
+from tribuild.driver.build import Request, TargetResult, generated, run, target_result
+from tribuild.driver.lock import project_lock
+from tribuild.driver.noop import manifest
+from tribuild.driver.progress import Quiet
+from tribuild.driver.session import Project, open_database, save_database
+from tribuild.driver.sources import load_sources
 from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_index
-from tribuild.base.record import record
 
 
 @record
 class CompileResult:
     target: TargetResult
     sources: QuerySources
-    written: tuple[str, ...]                 # paths whose bytes changed
-    files: tuple[str, ...] = ()              # every path of the module and its kernels
-    inputs: dict[str, str] | None = None     # root-relative input -> digest of its bytes
+    written: tuple[str, ...]  # paths whose bytes changed
+    files: tuple[str, ...] = ()  # every path of the module and its kernels
+    inputs: dict[str, str] | None = None  # root-relative input -> digest of its bytes
 
 
 def parse_arg(text: str) -> tuple[str, object]:
@@ -61,9 +62,15 @@ def _frozen(value):
     return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
-def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
-                 depfile_path: str | None = None, opt_level: str | None = None,
-                 cwd: str | None = None) -> CompileResult:
+def compile_file(
+    src: str,
+    out: str,
+    layer: str | None = None,
+    args: tuple = (),
+    depfile_path: str | None = None,
+    opt_level: str | None = None,
+    cwd: str | None = None,
+) -> CompileResult:
     """Compile layer ``layer`` of ``src`` into ``out`` (ConfigError for usage mistakes)."""
     cwd = cwd or os.getcwd()
     _distinct(cwd, src, out, depfile_path)
@@ -71,8 +78,13 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
     entry = _entry(project, os.path.join(cwd, src))
     db = open_database(project)
     load_sources(db, project.root, (entry,))
-    target = Target(os.path.splitext(os.path.basename(out))[0], entry,
-                    layer or _only_layer(db, entry, src), tuple(sorted(args)), None)
+    target = Target(
+        os.path.splitext(os.path.basename(out))[0],
+        entry,
+        layer or _only_layer(db, entry, src),
+        tuple(sorted(args)),
+        None,
+    )
     opt = opt_level or (project.config.opt_level if project.config else "2")
     _, outcomes = run(db, (target,), Request(), opt, Quiet(), timing.Clock(False))
     result, value = target_result(db, target, outcomes, None)
@@ -84,20 +96,27 @@ def compile_file(src: str, out: str, layer: str | None = None, args: tuple = (),
         _sweep(os.path.join(cwd, out), depfile_path and os.path.join(cwd, depfile_path))
         files, written = _write(os.path.join(cwd, out), generated(value), target.name)
         if depfile_path:
-            inputs = [os.path.relpath(os.path.join(project.root, p), cwd)
-                      for p in depfile.import_closure(db, entry)]
+            inputs = [
+                os.path.relpath(os.path.join(project.root, p), cwd)
+                for p in depfile.import_closure(db, entry)
+            ]
             if project.config:
                 inputs.append(os.path.relpath(project.config.path, cwd))
-            outputs.write_if_changed(os.path.join(cwd, depfile_path),
-                                     depfile.render(out, tuple(inputs)).encode())
+            outputs.write_if_changed(
+                os.path.join(cwd, depfile_path), depfile.render(out, tuple(inputs)).encode()
+            )
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
-    inputs = {p: digest(source_text(db, p).text.encode("utf-8"))
-              for p in depfile.import_closure(db, entry) if source_text(db, p).text is not None}
+    inputs = {
+        p: digest(source_text(db, p).text.encode("utf-8"))
+        for p in depfile.import_closure(db, entry)
+        if source_text(db, p).text is not None
+    }
     if project.config:
-        inputs[os.path.relpath(project.config.path, project.root)] = \
-            manifest.file_digest(project.config.path)
+        inputs[os.path.relpath(project.config.path, project.root)] = manifest.file_digest(
+            project.config.path
+        )
     return CompileResult(result, QuerySources(db), written, files, inputs)
 
 
@@ -108,8 +127,9 @@ def _distinct(cwd: str, src: str, out: str, depfile_path: str | None) -> None:
     for path, what in ((out, "-o"), (depfile_path, "--depfile")):
         full = path and os.path.abspath(os.path.join(cwd, path))
         if full in seen:
-            raise _usage(path, f"{what} names {seen[full]}, which it would overwrite: "
-                               "give it another path")
+            raise _usage(
+                path, f"{what} names {seen[full]}, which it would overwrite: give it another path"
+            )
         seen[full] = f"the {what} output"
 
 
@@ -130,8 +150,11 @@ def _outside(path: str, root: str) -> bool:
 def _entry(project: Project, full: str) -> str:
     shown = os.path.normpath(full)
     if _outside(full, project.root):
-        raise _usage(shown, f"is outside the project, whose root is {project.root} (the "
-                            "folder of its Tribuild.toml): compile files of the project only")
+        raise _usage(
+            shown,
+            f"is outside the project, whose root is {project.root} (the "
+            "folder of its Tribuild.toml): compile files of the project only",
+        )
     if not os.path.isfile(full):
         raise _usage(shown, "no such file")
     return os.path.relpath(os.path.abspath(full), project.root).replace(os.sep, "/")

@@ -8,14 +8,20 @@ Terms:
   ninja read them (``\\ ``, ``\\#``, ``\\:``, ``$$``; an unescaped colon in a prerequisite
   makes make read a pattern rule).
 """
+
 from __future__ import annotations
 
 from tribuild.queries.targets import import_closure  # noqa: F401  (the depfile's inputs)
 
 
 def escape(path: str) -> str:
-    return (path.replace("\\", "/").replace("$", "$$").replace("#", "\\#").replace(" ", "\\ ")
-            .replace(":", "\\:"))
+    return (
+        path.replace("\\", "/")
+        .replace("$", "$$")
+        .replace("#", "\\#")
+        .replace(" ", "\\ ")
+        .replace(":", "\\:")
+    )
 
 
 def render(output: str, inputs: tuple[str, ...]) -> str:

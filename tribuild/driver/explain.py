@@ -14,6 +14,7 @@ Terms:
 - *query graph*: every key of the persistent database (``Database.graph()``), edges from a
   dependency to its dependent.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,11 +36,15 @@ def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list
     prefix = os.path.relpath(out_dir, root)
     for rel, lines in explanations.items():
         data[os.path.normpath(os.path.join(prefix, rel))] = lines
-    index: dict[tuple[str, ...], int] = {}     # an explanation -> its place in "why"
-    outputs = {path: index.setdefault(tuple(lines), len(index)) for path, lines in
-               sorted(data.items())}
-    replace(os.path.join(cache_dir, NAME),
-            json.dumps({"why": list(index), "outputs": outputs}).encode(), sync=False)
+    index: dict[tuple[str, ...], int] = {}  # an explanation -> its place in "why"
+    outputs = {
+        path: index.setdefault(tuple(lines), len(index)) for path, lines in sorted(data.items())
+    }
+    replace(
+        os.path.join(cache_dir, NAME),
+        json.dumps({"why": list(index), "outputs": outputs}).encode(),
+        sync=False,
+    )
 
 
 def load(cache_dir: str) -> dict[str, list[str]]:
@@ -47,10 +52,12 @@ def load(cache_dir: str) -> dict[str, list[str]]:
     try:
         data = json.loads(read_text(os.path.join(cache_dir, NAME)))
         why, outputs = data["why"], data["outputs"]
-        good = [type(lines) is list and all(type(line) is str for line in lines)
-                for lines in why]
-        return {path: why[i] for path, i in outputs.items()
-                if type(path) is str and type(i) is int and 0 <= i < len(why) and good[i]}
+        good = [type(lines) is list and all(type(line) is str for line in lines) for lines in why]
+        return {
+            path: why[i]
+            for path, i in outputs.items()
+            if type(path) is str and type(i) is int and 0 <= i < len(why) and good[i]
+        }
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
 
@@ -65,19 +72,25 @@ def unknown(root: str, out_dir: str, output: str) -> str:
     it is no output of this project, or no build recorded since the cache was made has
     written it (its bytes were up to date)."""
     from tribuild.driver.outputs import Record
+
     rel = os.path.relpath(os.path.abspath(output), out_dir)
     for target, files in sorted(Record.load(out_dir).targets.items()):
         if rel in files:
-            return (f"{output} (target {target}) has not been written since the cache was "
-                    "made: every build since found its bytes up to date")
-    return (f"{output} is not an output of this project (its outputs are written under "
-            f"{os.path.relpath(out_dir, root)}{os.sep})")
+            return (
+                f"{output} (target {target}) has not been written since the cache was "
+                "made: every build since found its bytes up to date"
+            )
+    return (
+        f"{output} is not an output of this project (its outputs are written under "
+        f"{os.path.relpath(out_dir, root)}{os.sep})"
+    )
 
 
 def file_graph(db, targets) -> dict:
     """``{"nodes": [...], "edges": [[from, to], ...]}`` of the file graph."""
     from tribuild.driver.depfile import import_closure
     from tribuild.queries.names import import_targets
+
     files = sorted({p for t in targets for p in import_closure(db, t.entry_path)})
     edges = [[f"target:{t.name}", t.entry_path] for t in targets]
     edges += [[path, dep] for path in files for dep in import_targets(db, path)]
@@ -87,8 +100,10 @@ def file_graph(db, targets) -> dict:
 def query_graph(db) -> dict:
     g = db.graph()
     label = {node: f"{node[0]}{node[1]!r}" for node in g.nodes}
-    return {"nodes": sorted(label.values()),
-            "edges": sorted([label[a], label[b]] for a, b in g.edges)}
+    return {
+        "nodes": sorted(label.values()),
+        "edges": sorted([label[a], label[b]] for a, b in g.edges),
+    }
 
 
 def dot(graph: dict) -> str:

@@ -10,6 +10,7 @@ Terms:
 
 This module imports only the standard library: the no-op path uses it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -27,9 +28,12 @@ def project_lock(cache_dir: str, on_wait=None, wait: bool = True):
     """Hold the lock of the project whose cache folder is ``cache_dir`` while the block runs.
     ``on_wait(message)`` is called once if another process holds it."""
     if os.path.lexists(cache_dir) and not os.path.isdir(cache_dir):
-        raise NotADirectoryError(errno.ENOTDIR, "the cache folder is a file (or a link to "
-                                 "nothing): move it away, or set [cache] dir in Tribuild.toml",
-                                 cache_dir)
+        raise NotADirectoryError(
+            errno.ENOTDIR,
+            "the cache folder is a file (or a link to "
+            "nothing): move it away, or set [cache] dir in Tribuild.toml",
+            cache_dir,
+        )
     os.makedirs(cache_dir, exist_ok=True)
     fd = os.open(os.path.join(cache_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:

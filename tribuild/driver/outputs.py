@@ -25,29 +25,30 @@ Terms:
   file's new bytes wait for their rename. A killed writer leaves
   it behind, never at an output's path; the next build of the folder deletes it.
 """
+
 from __future__ import annotations
 
+import _thread
 import fcntl
 import json
 import os
 import posixpath
 import re
-import _thread
 from contextlib import contextmanager
 from queue import SimpleQueue
 
-from tribuild.base.hashing import digest
-from tribuild.config.load import resolves_inside
-from tribuild.config.problems import ConfigError, Problem
 from tribuild.base.files import read_bytes, read_text, unlink
+from tribuild.base.hashing import digest
 from tribuild.base.record import record
 from tribuild.base.tempname import create_beside
+from tribuild.config.load import resolves_inside
+from tribuild.config.problems import ConfigError, Problem
 
 RECORD = ".tribuild-outputs.json"
 EARLY = ".tribuild-outputs.early"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
-_SYNC_THREADS = 32            # fsyncs in flight at once
-_SYNCERS: dict = {}           # pid -> the _Syncers of that process
+_SYNC_THREADS = 32  # fsyncs in flight at once
+_SYNCERS: dict = {}  # pid -> the _Syncers of that process
 
 
 class OutsideOutput(ValueError):
@@ -72,8 +73,14 @@ def _normal(relpath: str) -> str:
     """``relpath`` normalized; raises OutsideOutput if it leaves the folder it is relative
     to."""
     norm = posixpath.normpath(relpath)
-    if not relpath or posixpath.isabs(relpath) or norm == ".." or norm.startswith("../") \
-            or "\\" in relpath or norm == ".":
+    if (
+        not relpath
+        or posixpath.isabs(relpath)
+        or norm == ".."
+        or norm.startswith("../")
+        or "\\" in relpath
+        or norm == "."
+    ):
         raise OutsideOutput(f"refusing to write `{relpath}` outside the output folder")
     return norm
 
@@ -83,8 +90,11 @@ def inside_output(out_dir: str, relpaths) -> dict[str, str]:
     folder leads outside ``out_dir`` through a symbolic link (each folder checked once), and
     an output folder that is not a folder."""
     if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
-        raise WriteFailed(out_dir, "the output folder is a file (or a link to nothing): move "
-                                   "it away, or set `out` in Tribuild.toml to a folder")
+        raise WriteFailed(
+            out_dir,
+            "the output folder is a file (or a link to nothing): move "
+            "it away, or set `out` in Tribuild.toml to a folder",
+        )
     paths = {rel: resolve(out_dir, rel) for rel in relpaths}
     inside = {}
     for rel, path in paths.items():
@@ -92,8 +102,11 @@ def inside_output(out_dir: str, relpaths) -> dict[str, str]:
         if folder not in inside:
             inside[folder] = resolves_inside(out_dir, folder)
         if not inside[folder]:
-            raise WriteFailed(path, f"refusing to write `{rel}`: its folder leads outside the "
-                              f"output folder through a symbolic link")
+            raise WriteFailed(
+                path,
+                f"refusing to write `{rel}`: its folder leads outside the "
+                f"output folder through a symbolic link",
+            )
     return paths
 
 
@@ -125,12 +138,11 @@ def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str
         for folder in {os.path.dirname(path) or "." for path in changed}:
             os.makedirs(folder, exist_ok=True)
         for path in changed:
-            fd, tmp = create_beside(path, 0o666)   # outputs are not private: the umask decides
+            fd, tmp = create_beside(path, 0o666)  # outputs are not private: the umask decides
             temps.append(tmp)
             with os.fdopen(fd, "wb") as file:
                 file.write(files[path])
-        journal = _note_early(early, {p: files[p] for p in changed}) if early and changed \
-            else []
+        journal = _note_early(early, {p: files[p] for p in changed}) if early and changed else []
         fsync_all(temps + journal)
         for tmp, path in zip(temps, changed):
             os.replace(tmp, path)
@@ -139,8 +151,11 @@ def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str
             unlink(tmp)
         if isinstance(err, OSError):
             where = err.filename or (changed[len(temps) - 1] if temps else "output")
-            raise WriteFailed(where, f"cannot write outputs: {err.strerror or err}; each "
-                              "output holds its previous or its new bytes") from err
+            raise WriteFailed(
+                where,
+                f"cannot write outputs: {err.strerror or err}; each "
+                "output holds its previous or its new bytes",
+            ) from err
         raise
     fsync_all(sorted({os.path.dirname(path) or "." for path in changed}))
     return changed
@@ -151,8 +166,10 @@ def _note_early(out_dir: str, files: dict[str, bytes]) -> list[str]:
     fsync before renaming them: the journal, and its folder when this created it."""
     path = os.path.join(out_dir, EARLY)
     new = not os.path.exists(path)
-    lines = [json.dumps([_relative_to(out_dir, full), digest(data)]) + "\n"
-             for full, data in files.items()]
+    lines = [
+        json.dumps([_relative_to(out_dir, full), digest(data)]) + "\n"
+        for full, data in files.items()
+    ]
     with open(path, "a", encoding="utf-8") as journal:
         journal.write("".join(lines))
     return [path, out_dir] if new else [path]
@@ -162,7 +179,7 @@ def _relative_to(out_dir: str, full: str) -> str:
     """``full`` relative to ``out_dir``: the rest of it, when it starts with that folder (as
     the paths ``resolve`` gives do; ``os.path.relpath`` costs 3 µs a file)."""
     inside = os.path.join(out_dir, "")
-    return full[len(inside):] if full.startswith(inside) else os.path.relpath(full, out_dir)
+    return full[len(inside) :] if full.startswith(inside) else os.path.relpath(full, out_dir)
 
 
 def _early(out_dir: str) -> dict[str, str]:
@@ -179,8 +196,13 @@ def _early(out_dir: str) -> dict[str, str]:
         rows = [_journal_row(line) for line in lines]
     found = {}
     for row in rows:
-        if type(row) is list and len(row) == 2 and type(row[0]) is str \
-                and type(row[1]) is str and _relative(row[0]):
+        if (
+            type(row) is list
+            and len(row) == 2
+            and type(row[0]) is str
+            and type(row[1]) is str
+            and _relative(row[0])
+        ):
             found[row[0]] = row[1]
     return found
 
@@ -211,7 +233,7 @@ def writing(out_dir: str, wait: bool):
             return
         yield True
     finally:
-        os.close(fd)      # releases the lock
+        os.close(fd)  # releases the lock
 
 
 def fsync_all(paths: list[str]) -> None:
@@ -267,7 +289,7 @@ class _Syncers:
             try:
                 _fsync(path)
                 done.put((index, None))
-            except BaseException as error:      # handed to ``run``, which raises it
+            except BaseException as error:  # handed to ``run``, which raises it
                 done.put((index, error))
 
 
@@ -297,10 +319,12 @@ def _holds(path: str, data: bytes) -> bool:
 class Record:
     """What tribuild wrote, per target: ``{target: {relpath: digest}}``, and ``early``:
     what the early journal lists (relpath -> digest; never written into the record)."""
+
     __slots__ = ("targets", "early")
 
-    def __init__(self, targets: dict[str, dict[str, str]] | None = None,
-                 early: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, targets: dict[str, dict[str, str]] | None = None, early: dict[str, str] | None = None
+    ) -> None:
         self.targets = {} if targets is None else targets
         self.early = {} if early is None else early
 
@@ -324,8 +348,10 @@ def _recorded(out_dir: str) -> dict[str, dict[str, str]]:
         data = json.loads(read_text(os.path.join(out_dir, RECORD)))
         targets = data["targets"]
         if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
-            return {str(k): {str(p): str(d) for p, d in v.items() if _relative(str(p))}
-                    for k, v in targets.items()}
+            return {
+                str(k): {str(p): str(d) for p, d in v.items() if _relative(str(p))}
+                for k, v in targets.items()
+            }
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return {}
@@ -333,15 +359,20 @@ def _recorded(out_dir: str) -> dict[str, dict[str, str]]:
 
 @record
 class WriteReport:
-    written: tuple[str, ...]     # relative paths whose bytes changed
+    written: tuple[str, ...]  # relative paths whose bytes changed
     unchanged: tuple[str, ...]
-    removed: tuple[str, ...]     # stale files deleted
-    kept: tuple[str, ...]        # stale files not deleted: their bytes are not tribuild's
+    removed: tuple[str, ...]  # stale files deleted
+    kept: tuple[str, ...]  # stale files not deleted: their bytes are not tribuild's
 
 
-def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
-                  produced: dict[str, tuple[str, ...]], targets: set[str],
-                  done: frozenset[str] = frozenset()) -> WriteReport:
+def write_outputs(
+    out_dir: str,
+    files: dict[str, bytes],
+    record: Record,
+    produced: dict[str, tuple[str, ...]],
+    targets: set[str],
+    done: frozenset[str] = frozenset(),
+) -> WriteReport:
     """Delete what is stale: what the targets of ``produced`` (target -> its relpaths)
     produced before but not now, and what targets no longer in ``targets`` (those of the
     configuration) produced. Then write ``files`` (relpath -> bytes) and record them under
@@ -352,27 +383,34 @@ def write_outputs(out_dir: str, files: dict[str, bytes], record: Record,
     already (as their targets were built, under the same lock): they count as written and
     are not read back."""
     paths = inside_output(out_dir, sorted(files))
-    mine = set(paths.values()) | {resolve(out_dir, rel) for rel in (*record.owned(), RECORD)
-                                  if rel not in paths}
+    mine = set(paths.values()) | {
+        resolve(out_dir, rel) for rel in (*record.owned(), RECORD) if rel not in paths
+    }
     names = {os.path.basename(p) for p in mine}
     for folder in sorted({os.path.dirname(p) for p in mine}):
         if resolves_inside(out_dir, folder):
             remove_temps(folder, names.__contains__)
     before = record.owned()
-    early, record.early = record.early, {}      # recorded again only if produced now
+    early, record.early = record.early, {}  # recorded again only if produced now
     for name in [t for t in record.targets if t not in targets]:
         del record.targets[name]
-    for target, rels in produced.items():       # this build journaled what it wrote early
-        record.targets[target] = {rel: early.get(rel) if rel in done and rel in early
-                                  else digest(files[rel]) for rel in sorted(rels)}
+    for target, rels in produced.items():  # this build journaled what it wrote early
+        record.targets[target] = {
+            rel: early.get(rel) if rel in done and rel in early else digest(files[rel])
+            for rel in sorted(rels)
+        }
     removed, kept = remove_stale(out_dir, before, record.owned())
     batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
     written = set(write_changed(batch))
-    unlink(os.path.join(out_dir, EARLY))        # the record now says what is tribuild's
+    unlink(os.path.join(out_dir, EARLY))  # the record now says what is tribuild's
     changed = {rel for rel, full in paths.items() if rel in done or full in written}
-    return WriteReport(tuple(r for r in paths if r in changed),
-                       tuple(r for r in paths if r not in changed), removed, kept)
+    return WriteReport(
+        tuple(r for r in paths if r in changed),
+        tuple(r for r in paths if r not in changed),
+        removed,
+        kept,
+    )
 
 
 def remove_temps(folder: str, owns) -> tuple[str, ...]:
@@ -394,16 +432,19 @@ def remove_temps(folder: str, owns) -> tuple[str, ...]:
     return tuple(gone)
 
 
-def remove_stale(out_dir: str, before: dict[str, str], now: dict[str, str]
-                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def remove_stale(
+    out_dir: str, before: dict[str, str], now: dict[str, str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Delete the files of ``before`` missing from ``now`` that still hold tribuild's bytes;
     empty folders they leave are removed too. Returns (removed, kept)."""
     removed, kept = [], []
     for rel in sorted(set(before) - set(now)):
         full = resolve(out_dir, rel)
         try:
-            if resolves_inside(out_dir, os.path.dirname(full)) \
-                    and digest(read_bytes(full)) == before[rel]:
+            if (
+                resolves_inside(out_dir, os.path.dirname(full))
+                and digest(read_bytes(full)) == before[rel]
+            ):
                 os.unlink(full)
                 removed.append(rel)
                 _remove_empty_parents(out_dir, os.path.dirname(full))

@@ -8,6 +8,7 @@ Terms:
 - *quiet*: no progress at all (``-q``); messages that matter (a wait for the lock, the
   summary) are still printed by the caller.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,9 +42,15 @@ class Bar(Quiet):
     def __init__(self):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-        self.bar = Progress(TextColumn("building"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.description}"),
-                            console=Console(stderr=True), transient=True)
+
+        self.bar = Progress(
+            TextColumn("building"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=True,
+        )
         self.running: list[str] = []
         self.task = None
 
@@ -52,7 +59,7 @@ class Bar(Quiet):
         self.task = self.bar.add_task("", total=total)
 
     def started(self, name: str) -> None:
-        if name not in self.running:      # a unit a worker died with is handed out again
+        if name not in self.running:  # a unit a worker died with is handed out again
             self.running.append(name)
         self.bar.update(self.task, description=", ".join(self.running))
 

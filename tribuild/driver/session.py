@@ -16,30 +16,36 @@ Terms:
   was last changed over ``RACY_NS`` before the signature was taken: a file changed again
   later, even within one tick of the file system's clock, has a newer ctime.
 """
+
 from __future__ import annotations
 
 import json
 import os
 
 import tribuild
-from tribuild.driver.noop import manifest
-from tribuild.config.load import FILENAME, Config, find_project_root, read_config
-from tribuild.engine import Database
-from tribuild.engine.fingerprint import package_hash
 from tribuild.base.gcpause import held
 from tribuild.base.hashing import digest
+from tribuild.config.load import FILENAME, Config, find_project_root, read_config
+from tribuild.driver.noop import manifest
+from tribuild.engine import Database
+from tribuild.engine.fingerprint import package_hash
 
 SALT_RECORD = "salt.json"
 RACY_NS = 2_000_000_000
 PACKAGE = os.path.dirname(os.path.abspath(tribuild.__file__))
-_DIGESTS: dict[str, str] = {}     # package folder -> its package_hash, once per process
+_DIGESTS: dict[str, str] = {}  # package folder -> its package_hash, once per process
 
 
 class Project:
     __slots__ = ("root", "config", "cache_dir", "config_source")
 
-    def __init__(self, root: str, config: Config | None, cache_dir: str,
-                 config_source: tuple[str, dict] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        config: Config | None,
+        cache_dir: str,
+        config_source: tuple[str, dict] | None = None,
+    ) -> None:
         self.root, self.config, self.cache_dir = root, config, cache_dir
         self.config_source = config_source
 
@@ -60,17 +66,20 @@ class Project:
 
         def recorded(data: bytes) -> dict | None:
             return manifest.recorded_config(default_cache, digest(data))
+
         config, data, table = read_config(os.path.join(root, FILENAME), recorded)
-        return cls(config.root, config, os.path.join(config.root, config.cache_dir),
-                   (digest(data), table))
+        return cls(
+            config.root, config, os.path.join(config.root, config.cache_dir), (digest(data), table)
+        )
 
 
 def salt(options: str = "", cache_dir: str | None = None, record: bool = True) -> str:
     return f"{package_digest(cache_dir, record=record)}:{options}"
 
 
-def package_digest(cache_dir: str | None = None, package: str = PACKAGE,
-                   record: bool = True) -> str:
+def package_digest(
+    cache_dir: str | None = None, package: str = PACKAGE, record: bool = True
+) -> str:
     """``package_hash(package)``, from the salt record in ``cache_dir`` when it holds the
     package's signature (recorded there when it did not, if ``record``: the `cache`
     commands only read it); once per process."""
@@ -99,11 +108,12 @@ def _recorded(path: str, package: str, rows: list[list]) -> str | None:
 
 def _record(path: str, data: dict) -> None:
     from tribuild.engine.store.disk import write_atomic
+
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
     except OSError:
-        pass      # a read-only cache folder: the next process hashes the files again
+        pass  # a read-only cache folder: the next process hashes the files again
 
 
 def open_database(project: Project, options: str = "") -> Database:

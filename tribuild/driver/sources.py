@@ -20,18 +20,19 @@ link (of the file or of a folder on the way; a shared cache or CI job must not r
 the project does not hold), and a name holding a control character (a newline in a name
 would inject lines into depfiles and generated text).
 """
+
 from __future__ import annotations
 
 import os
 import stat
 
+from tribuild.base.files import read_bytes
 from tribuild.config.load import resolves_inside
 from tribuild.engine import Durability
-from tribuild.base.files import read_bytes
 from tribuild.queries.inputs import SourceText, project_files, source_text
 from tribuild.queries.names import import_targets
 
-MAX_BYTES = 4 << 20   # 4 MiB: the zoo's largest file is a few KiB
+MAX_BYTES = 4 << 20  # 4 MiB: the zoo's largest file is a few KiB
 
 
 def read_source(root: str, path: str) -> SourceText:
@@ -42,8 +43,11 @@ def read_source(root: str, path: str) -> SourceText:
     try:
         info = os.stat(full)
         if stat.S_ISREG(info.st_mode) and info.st_size > MAX_BYTES:
-            return SourceText(None, f"is {info.st_size} bytes, more than the limit of {MAX_BYTES}: "
-                                    "split it into several files")
+            return SourceText(
+                None,
+                f"is {info.st_size} bytes, more than the limit of {MAX_BYTES}: "
+                "split it into several files",
+            )
         if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
             return SourceText(None, "is not a regular file (a FIFO, socket or device)")
         data = read_bytes(full)
@@ -58,8 +62,11 @@ def read_source(root: str, path: str) -> SourceText:
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - data.rfind(b"\n", 0, err.start)
-        return SourceText(None, f"not valid UTF-8: byte 0x{data[err.start]:02x} at line {line}, "
-                                f"column {column} (offset {err.start})")
+        return SourceText(
+            None,
+            f"not valid UTF-8: byte 0x{data[err.start]:02x} at line {line}, "
+            f"column {column} (offset {err.start})",
+        )
 
 
 def _refused(root: str, path: str, full: str) -> str | None:
@@ -67,8 +74,10 @@ def _refused(root: str, path: str, full: str) -> str | None:
     if any(ord(ch) < 0x20 or ch == "\x7f" for ch in path):
         return "its name holds a control character"
     if not resolves_inside(root, full):
-        return (f"it leads outside the project root through a symbolic link "
-                f"(to `{os.path.realpath(full)}`)")
+        return (
+            f"it leads outside the project root through a symbolic link "
+            f"(to `{os.path.realpath(full)}`)"
+        )
     return None
 
 
@@ -103,8 +112,15 @@ def load_sources(db, root: str, files: tuple[str, ...]) -> tuple[str, ...]:
         for path in pending:
             db.set(source_text, path, read_source(root, path))
             loaded.add(path)
-        pending = sorted({t for p in pending if may_import(source_text(db, p).text)
-                          for t in import_targets(db, p)} - loaded)
+        pending = sorted(
+            {
+                t
+                for p in pending
+                if may_import(source_text(db, p).text)
+                for t in import_targets(db, p)
+            }
+            - loaded
+        )
     return tuple(sorted(loaded))
 
 

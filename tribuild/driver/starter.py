@@ -1,6 +1,7 @@
 """`tribuild init`: a starter project, the Tribuild.toml of ``config.STARTER_TOML`` and the
 model it names, ``models/mlp.tri:MLP`` (a forward over ``[N, 784]``, ``hidden = 256`` by
 default). Nothing is written when either file exists already."""
+
 from __future__ import annotations
 
 import os

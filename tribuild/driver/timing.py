@@ -19,6 +19,7 @@ Terms:
   Tracing hooks every allocation: the zoo's clean build took 2.1 s instead of 0.35 s, so
   the times of a traced build say little, and the stages slow down unevenly.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,19 +28,25 @@ from contextlib import contextmanager
 
 from tribuild.base.record import record
 
-_STAGE_OF_MODULE = {"inputs": "inputs", "syntax": "parse", "names": "resolve",
-                    "semantic": "check", "targets": "check", "report": "check"}
+_STAGE_OF_MODULE = {
+    "inputs": "inputs",
+    "syntax": "parse",
+    "names": "resolve",
+    "semantic": "check",
+    "targets": "check",
+    "report": "check",
+}
 
 
 @record
 class Report:
     wall: float
     driver: dict[str, float]
-    stages: dict[str, tuple[float, int, int, int]]   # stage -> (seconds, executed, validated, hits)
-    units: list[tuple[str, float]]                   # slowest first
-    peak_bytes: int | None            # resident, this process (None: the system does not say)
-    child_peak_bytes: int | None      # resident, its largest child (None: none waited for)
-    traced_bytes: int | None = None   # traced peak (None: not traced)
+    stages: dict[str, tuple[float, int, int, int]]  # stage -> (seconds, executed, validated, hits)
+    units: list[tuple[str, float]]  # slowest first
+    peak_bytes: int | None  # resident, this process (None: the system does not say)
+    child_peak_bytes: int | None  # resident, its largest child (None: none waited for)
+    traced_bytes: int | None = None  # traced peak (None: not traced)
     workers: str = ""
 
     def text(self) -> str:
@@ -47,26 +54,35 @@ class Report:
         for name, seconds in self.driver.items():
             lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, self.wall)}")
         total = sum(seconds for seconds, *_ in self.stages.values())
-        lines.append(f"query stages (own time, {total:.3f}s in all processes; share of that; "
-                     "hit rate):")
+        lines.append(
+            f"query stages (own time, {total:.3f}s in all processes; share of that; hit rate):"
+        )
         for name, (seconds, executed, validated, hits) in sorted(
-                self.stages.items(), key=lambda kv: -kv[1][0]):
+            self.stages.items(), key=lambda kv: -kv[1][0]
+        ):
             reads = executed + validated + hits
             rate = f"{(validated + hits) / reads:6.1%}" if reads else "     -"
-            lines.append(f"  {name:<16} {seconds:8.3f}s {_share(seconds, total)}  "
-                         f"hits {rate}  ({executed} run, {validated} validated, {hits} hit)")
+            lines.append(
+                f"  {name:<16} {seconds:8.3f}s {_share(seconds, total)}  "
+                f"hits {rate}  ({executed} run, {validated} validated, {hits} hit)"
+            )
         if self.units:
             lines.append("slowest units:")
             lines += [f"  {name:<24} {seconds:8.3f}s" for name, seconds in self.units[:5]]
         if self.workers:
             lines.append(self.workers)
         if self.peak_bytes is not None:
-            child = "" if self.child_peak_bytes is None \
+            child = (
+                ""
+                if self.child_peak_bytes is None
                 else f", {_mib(self.child_peak_bytes)} its largest child"
+            )
             lines.append(f"peak memory {_mib(self.peak_bytes)} resident this process{child}")
         if self.traced_bytes is not None:
-            lines.append(f"traced peak {_mib(self.traced_bytes)} of Python allocations, this "
-                         "process (tracing slows the build: the times above are inflated)")
+            lines.append(
+                f"traced peak {_mib(self.traced_bytes)} of Python allocations, this "
+                "process (tracing slows the build: the times above are inflated)"
+            )
         return "\n".join(lines)
 
 
@@ -82,6 +98,7 @@ class Clock:
     """Times the driver's stages (``stage``) of one build; with ``enabled``, gives a Report
     at the end, with ``trace_memory`` also the traced peak. Used as a context manager, it
     stops tracing when the build ends, even by an exception (a notebook goes on untraced)."""
+
     __slots__ = ("enabled", "tracing", "traced", "start", "driver", "extra_stats", "workers")
 
     def __init__(self, enabled: bool, trace_memory: bool = False) -> None:
@@ -94,6 +111,7 @@ class Clock:
         self.workers = ""
         if self.tracing:
             import tracemalloc
+
             tracemalloc.start()
 
     def __enter__(self) -> "Clock":
@@ -106,6 +124,7 @@ class Clock:
         """Keep the traced peak and stop tracing (once)."""
         if self.tracing:
             import tracemalloc
+
             self.traced = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             self.tracing = False
@@ -123,9 +142,15 @@ class Clock:
             return None
         self._stop_tracing()
         units = sorted(((name, o.seconds) for name, o in outcomes.items()), key=lambda u: -u[1])
-        return Report(time.perf_counter() - self.start, self.driver,
-                      query_stages([db.stats()] + self.extra_stats), units, *_resident_peaks(),
-                      self.traced, self.workers)
+        return Report(
+            time.perf_counter() - self.start,
+            self.driver,
+            query_stages([db.stats()] + self.extra_stats),
+            units,
+            *_resident_peaks(),
+            self.traced,
+            self.workers,
+        )
 
 
 def _resident_peaks() -> tuple[int | None, int | None]:
@@ -135,7 +160,7 @@ def _resident_peaks() -> tuple[int | None, int | None]:
         import resource
     except ImportError:
         return None, None
-    unit = 1 if sys.platform == "darwin" else 1024      # ru_maxrss: bytes there, KiB here
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes there, KiB here
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
     child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * unit
     return own, child or None
@@ -143,6 +168,7 @@ def _resident_peaks() -> tuple[int | None, int | None]:
 
 def stage_of(query_name: str) -> str:
     from tribuild.engine.query import REGISTRY
+
     for ident, query in REGISTRY.items():
         if query.name == query_name:
             module = ident.rsplit(".", 2)[-2] if ident.count(".") >= 2 else ident

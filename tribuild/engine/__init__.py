@@ -7,17 +7,33 @@ stacks, cycles, cancellation), ``fetch`` (hit / verify / execute), ``lru``, ``st
 ``explain`` (why / graph), ``codec`` and ``store`` (persistence), ``fingerprint`` (salts),
 ``merge`` (export from forked workers, merge into the parent).
 """
-from tribuild.engine.store import codec
+
 from tribuild.engine import fingerprint
 from tribuild.engine.database import Database
 from tribuild.engine.durability import Durability
 from tribuild.engine.errors import Cancelled, CycleError, MissingInput
 from tribuild.engine.explain import Step
-from tribuild.engine.store.merge import MergeReport
 from tribuild.engine.query import Query, derived, input_query
 from tribuild.engine.stats import Log, QueryStats
+from tribuild.engine.store import codec
 from tribuild.engine.store.disk import LoadReport, SaveReport
+from tribuild.engine.store.merge import MergeReport
 
-__all__ = ["Cancelled", "CycleError", "Database", "Durability", "LoadReport", "Log",
-           "MergeReport", "MissingInput", "Query", "QueryStats", "SaveReport", "Step", "codec",
-           "derived", "fingerprint", "input_query"]
+__all__ = [
+    "Cancelled",
+    "CycleError",
+    "Database",
+    "Durability",
+    "LoadReport",
+    "Log",
+    "MergeReport",
+    "MissingInput",
+    "Query",
+    "QueryStats",
+    "SaveReport",
+    "Step",
+    "codec",
+    "derived",
+    "fingerprint",
+    "input_query",
+]

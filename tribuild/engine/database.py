@@ -8,20 +8,21 @@ Terms:
   same encoding for a value still lazy: ``fetch.same_value``) or to another durability, or
   a ``remove`` of a set input. Each bumps ``revision`` by one; other calls are no-ops.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
 
 from tribuild.engine import explain
-from tribuild.engine.store import disk as store
-from tribuild.engine.store import merge as merging
 from tribuild.engine.durability import Durability, DurabilityClock
 from tribuild.engine.fetch import same_value
-from tribuild.engine.store.loaded import Loaded
 from tribuild.engine.lru import Lru
 from tribuild.engine.memo import NO_VALUE, Memo
 from tribuild.engine.runtime import Gate, ThreadState
 from tribuild.engine.stats import Counters, Log, QueryStats
+from tribuild.engine.store import disk as store
+from tribuild.engine.store import merge as merging
+from tribuild.engine.store.loaded import Loaded
 
 
 class Database:
@@ -29,7 +30,7 @@ class Database:
         self._tables: dict = {}
         self._memos: list[Memo | None] = []
         self._loaded: Loaded | None = None
-        self._helper = None     # an ``apart.Helper`` making the next save's table
+        self._helper = None  # an ``apart.Helper`` making the next save's table
         self._revision = 0
         self._clock = DurabilityClock()
         self._gate = Gate()
@@ -94,7 +95,7 @@ class Database:
             if not same or memo.durability != durability:
                 self._change(memo, value, durability, blob)
             elif memo.value is NO_VALUE:
-                memo.value = value      # its blob is the stored encoding of ``value``
+                memo.value = value  # its blob is the stored encoding of ``value``
 
     def remove(self, query, *args) -> None:
         """Make an input unset: reading it raises ``MissingInput``."""
@@ -175,6 +176,7 @@ class Database:
         (``apart``); ``on_end`` is called once it has ended. Call ``save`` next: it waits
         for the helper only after doing the rest of its work."""
         from tribuild.engine.store import helper as apart
+
         self._helper = apart.Helper(self, on_end)
 
     def end_apart(self) -> None:

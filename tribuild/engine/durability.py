@@ -12,6 +12,7 @@ Terms:
   >= d. A memo of durability ``d`` verified at revision ``v`` with ``changed[d] <= v`` is
   valid without looking at its dependencies (salsa's durability shortcut).
 """
+
 from __future__ import annotations
 
 from enum import IntEnum

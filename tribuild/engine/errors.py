@@ -5,6 +5,7 @@ Terms:
 - *cycle*: a chain of keys, each asked for by the previous one while it was being computed
   or verified, that comes back to its first key.
 """
+
 from __future__ import annotations
 
 
@@ -35,4 +36,5 @@ def warn(message: str) -> None:
     file): a warning on the ``tribuild.engine`` logger. ``logging`` is imported only when there
     is something to say: importing it costs ~7 ms of CPU, a tenth of a no-change build."""
     import logging
+
     logging.getLogger("tribuild.engine").warning("engine store: %s", message)

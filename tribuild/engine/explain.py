@@ -8,13 +8,13 @@ Terms:
   cause only while that record still describes the run that produced the change
   (``executed_at`` equals the revision the predecessor saw it change at).
 """
+
 from __future__ import annotations
 
 from tribuild.base.record import record
 from tribuild.engine.memo import FIRST_RUN, key_label
 
-
-NEVER_RAN = "it had never run"      # the reason of a chain of one step: a key new to the store
+NEVER_RAN = "it had never run"  # the reason of a chain of one step: a key new to the store
 
 
 @record
@@ -51,8 +51,9 @@ def explain(db, query, args: tuple) -> str:
     head, *rest = chain
     lines = [f"{key_label(head.query, head.args)} ran at revision {head.revision}"]
     for step in rest:
-        lines.append(f"  because {key_label(step.query, step.args)} changed at revision "
-                     f"{step.revision}")
+        lines.append(
+            f"  because {key_label(step.query, step.args)} changed at revision {step.revision}"
+        )
     if not rest:
         memo = db._find(query, args)
         reason = NEVER_RAN if memo.cause == FIRST_RUN else "its value was not held"
@@ -71,8 +72,13 @@ def graph(db):
         memos = list(db._every_memo())
     nodes = [(m.query.name, m.args) for m in memos]
     for node, memo in zip(nodes, memos):
-        g.add_node(node, changed_at=memo.changed_at, verified_at=memo.verified_at,
-                   durability=memo.durability, input=memo.query.is_input)
+        g.add_node(
+            node,
+            changed_at=memo.changed_at,
+            verified_at=memo.verified_at,
+            durability=memo.durability,
+            input=memo.query.is_input,
+        )
     for node, memo in zip(nodes, memos):
         for dep in memo.deps or ():
             g.add_edge(nodes[dep], node)

@@ -17,6 +17,7 @@ Terms:
   (``VALUE_LOST``: evicted, or undecodable from the store) keeps it too: its dependencies did
   not change, so by purity neither did its value.
 """
+
 from __future__ import annotations
 
 from time import perf_counter
@@ -24,8 +25,8 @@ from time import perf_counter
 from tribuild.engine.durability import Durability
 from tribuild.engine.errors import Cancelled, CycleError, MissingInput
 from tribuild.engine.memo import FIRST_RUN, NO_VALUE, VALUE_LOST
-from tribuild.engine.store.packs import encoded
 from tribuild.engine.runtime import DEPS, FAILED, MEMO, POS, cycle_error
+from tribuild.engine.store.packs import encoded
 
 
 def fetch(db, query, args: tuple):
@@ -196,7 +197,7 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
     if not same:
         memo.value, memo.blob = value, blob
     elif memo.value is NO_VALUE:
-        memo.value = value     # its blob (if any) is the stored encoding of ``value``
+        memo.value = value  # its blob (if any) is the stored encoding of ``value``
     memo.deps = deps
     memo.durability = durability
     memo.verified_at = rev

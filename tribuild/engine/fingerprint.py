@@ -4,6 +4,7 @@ Terms:
 - *package hash*: a digest of every ``.py`` file under a folder, by relative path and bytes,
   so any edit, addition, removal or rename of a source file changes it.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ Terms:
   and revisions, so dependents still verify green through it and it re-runs only if its
   value is asked for again.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict

@@ -15,6 +15,7 @@ Terms:
   ``cause_rev``, the revision that dependency changed at), ``FIRST_RUN`` or ``VALUE_LOST``
   (it ran only to recompute a value the memo no longer held).
 """
+
 from __future__ import annotations
 
 ALWAYS = 1 << 62
@@ -33,12 +34,33 @@ NO_VALUE = _NoValue()
 
 
 class Memo:
-    __slots__ = ("id", "query", "args", "value", "changed_at", "verified_at", "durability",
-                 "deps", "busy", "cause", "cause_rev", "executed_at", "blob")
+    __slots__ = (
+        "id",
+        "query",
+        "args",
+        "value",
+        "changed_at",
+        "verified_at",
+        "durability",
+        "deps",
+        "busy",
+        "cause",
+        "cause_rev",
+        "executed_at",
+        "blob",
+    )
 
-    def __init__(self, key_id: int, query, args: tuple, changed_at: int = 0,
-                 verified_at: int = -1, durability: int = 0,
-                 deps: tuple[int, ...] | None = None, blob: tuple[bytes, str] | None = None):
+    def __init__(
+        self,
+        key_id: int,
+        query,
+        args: tuple,
+        changed_at: int = 0,
+        verified_at: int = -1,
+        durability: int = 0,
+        deps: tuple[int, ...] | None = None,
+        blob: tuple[bytes, str] | None = None,
+    ):
         self.id = key_id
         self.query = query
         self.args = args

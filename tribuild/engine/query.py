@@ -11,6 +11,7 @@ Terms:
 - *ident*: ``module.qualname``, the query's identity in a persisted store; ``REGISTRY`` maps
   idents to the query last declared under them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -18,6 +18,7 @@ Terms:
   at a time anyway, so serialising the slow path costs concurrent readers nothing measurable,
   and it makes every memo update atomic for the lock-free hit path.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,7 +26,6 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from tribuild.engine.errors import Cancelled, CycleError
-
 
 MEMO, DEPS, POS, FAILED = range(4)
 

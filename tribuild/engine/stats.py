@@ -10,10 +10,10 @@ Terms:
   ``log.validated`` or ``log.hits`` in order;
   a record merged from a worker is logged as what the worker did with it (``merge``).
 """
+
 from __future__ import annotations
 
 from tribuild.base.record import record
-
 
 
 @record
@@ -26,6 +26,7 @@ class QueryStats:
 
 class Log:
     """``only``: the queries whose events it keeps (None: every query)."""
+
     __slots__ = ("executed", "validated", "hits", "only")
 
     def __init__(self, only: frozenset | None = None):
@@ -70,6 +71,7 @@ class Counters:
         out = {}
         for query in set(self.work) | set(self.validations) | set(hits):
             executed, seconds = self.work.get(query, (0, 0.0))
-            out[query.name] = QueryStats(executed, self.validations.get(query, 0),
-                                         hits.get(query, 0), seconds)
+            out[query.name] = QueryStats(
+                executed, self.validations.get(query, 0), hits.get(query, 0), seconds
+            )
         return out

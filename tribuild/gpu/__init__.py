@@ -7,4 +7,10 @@ from tribuild.gpu.launch import quantize_activations, ternary_conv2d, ternary_li
 from tribuild.gpu.packing import pack_ternary
 from tribuild.gpu.ternarize import ternarize_ste
 
-__all__ = ["pack_ternary", "quantize_activations", "ternarize_ste", "ternary_conv2d", "ternary_linear"]
+__all__ = [
+    "pack_ternary",
+    "quantize_activations",
+    "ternarize_ste",
+    "ternary_conv2d",
+    "ternary_linear",
+]

@@ -57,8 +57,11 @@ class KernelConfig:
 
     @staticmethod
     def from_json(data: dict) -> KernelConfig:
-        return KernelConfig(tuple(sorted((str(k), int(v)) for k, v in data["meta"].items())),
-                            int(data["num_warps"]), int(data["num_stages"]))
+        return KernelConfig(
+            tuple(sorted((str(k), int(v)) for k, v in data["meta"].items())),
+            int(data["num_warps"]),
+            int(data["num_stages"]),
+        )
 
 
 def config(num_warps: int = 4, num_stages: int = 2, **meta: int) -> KernelConfig:
@@ -72,27 +75,60 @@ def _mnk(m: int, n: int, k: int, warps: int, stages: int) -> KernelConfig:
 
 # family -> (default config, the -O3 set)
 CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
-    "gemm": (_mnk(64, 64, 64, 4, 3),
-             (_mnk(128, 128, 64, 8, 3), _mnk(64, 128, 64, 4, 4), _mnk(128, 64, 64, 4, 4),
-              _mnk(64, 64, 128, 4, 3), _mnk(32, 64, 128, 4, 4),
-              _mnk(16, 32, 256, 4, 3))),     # 17-32 rows: 1.5-1.6x faster on two of three shapes
+    "gemm": (
+        _mnk(64, 64, 64, 4, 3),
+        (
+            _mnk(128, 128, 64, 8, 3),
+            _mnk(64, 128, 64, 4, 4),
+            _mnk(128, 64, 64, 4, 4),
+            _mnk(64, 64, 128, 4, 3),
+            _mnk(32, 64, 128, 4, 4),
+            _mnk(16, 32, 256, 4, 3),
+        ),
+    ),  # 17-32 rows: 1.5-1.6x faster on two of three shapes
     # a few rows (5 to launch.SMALL_GEMM_MAX_ROWS): 16-row tiles, narrow and deep, so that the
     # grid has enough programs (64-row tiles left most of the GPU idle: 1.3-2.5x slower)
-    "gemm_small": (_mnk(16, 16, 256, 4, 3),
-                   (_mnk(16, 16, 256, 4, 3), _mnk(16, 16, 128, 4, 3), _mnk(16, 32, 128, 4, 3),
-                    _mnk(16, 32, 256, 4, 3), _mnk(16, 64, 64, 4, 3))),
-    "gemv": (config(4, 2, BLOCK_N=16, BLOCK_K=512),
-             (config(4, 2, BLOCK_N=8, BLOCK_K=1024), config(4, 2, BLOCK_N=16, BLOCK_K=512),
-              config(8, 2, BLOCK_N=16, BLOCK_K=1024), config(4, 2, BLOCK_N=32, BLOCK_K=256),
-              config(8, 2, BLOCK_N=64, BLOCK_K=256))),
-    "conv2d": (_mnk(64, 64, 32, 4, 2),
-               (_mnk(128, 64, 32, 4, 3), _mnk(64, 128, 32, 4, 3), _mnk(128, 128, 32, 8, 3),
-                _mnk(64, 64, 64, 4, 3))),
-    "depthwise": (config(4, 2, BLOCK_M=128, BLOCK_N=8),
-                  (config(4, 2, BLOCK_M=64, BLOCK_N=16), config(4, 2, BLOCK_M=256, BLOCK_N=4),
-                   config(8, 2, BLOCK_M=32, BLOCK_N=32))),
-    "act_quant": (config(4, 2, BLOCK_K=1024),
-                  (config(4, 2, BLOCK_K=512), config(8, 2, BLOCK_K=2048), config(8, 2, BLOCK_K=4096))),
+    "gemm_small": (
+        _mnk(16, 16, 256, 4, 3),
+        (
+            _mnk(16, 16, 256, 4, 3),
+            _mnk(16, 16, 128, 4, 3),
+            _mnk(16, 32, 128, 4, 3),
+            _mnk(16, 32, 256, 4, 3),
+            _mnk(16, 64, 64, 4, 3),
+        ),
+    ),
+    "gemv": (
+        config(4, 2, BLOCK_N=16, BLOCK_K=512),
+        (
+            config(4, 2, BLOCK_N=8, BLOCK_K=1024),
+            config(4, 2, BLOCK_N=16, BLOCK_K=512),
+            config(8, 2, BLOCK_N=16, BLOCK_K=1024),
+            config(4, 2, BLOCK_N=32, BLOCK_K=256),
+            config(8, 2, BLOCK_N=64, BLOCK_K=256),
+        ),
+    ),
+    "conv2d": (
+        _mnk(64, 64, 32, 4, 2),
+        (
+            _mnk(128, 64, 32, 4, 3),
+            _mnk(64, 128, 32, 4, 3),
+            _mnk(128, 128, 32, 8, 3),
+            _mnk(64, 64, 64, 4, 3),
+        ),
+    ),
+    "depthwise": (
+        config(4, 2, BLOCK_M=128, BLOCK_N=8),
+        (
+            config(4, 2, BLOCK_M=64, BLOCK_N=16),
+            config(4, 2, BLOCK_M=256, BLOCK_N=4),
+            config(8, 2, BLOCK_M=32, BLOCK_N=32),
+        ),
+    ),
+    "act_quant": (
+        config(4, 2, BLOCK_K=1024),
+        (config(4, 2, BLOCK_K=512), config(8, 2, BLOCK_K=2048), config(8, 2, BLOCK_K=4096)),
+    ),
 }
 
 
@@ -139,8 +175,10 @@ def gpu_ms(fn: Callable[[], object], device: torch.device, replays: int = GPU_RE
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             fn()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(replays)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(replays)
+        ]
         for start, end in events:
             flush.zero_()
             start.record()
@@ -201,7 +239,9 @@ class AutotuneCache:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"version": CACHE_VERSION, "entries": entries}, f, indent=1, sort_keys=True)
+                json.dump(
+                    {"version": CACHE_VERSION, "entries": entries}, f, indent=1, sort_keys=True
+                )
             os.replace(tmp, self.path)
         except BaseException:
             os.unlink(tmp)
@@ -222,14 +262,21 @@ _caches: dict[tuple[str | None, ...], AutotuneCache] = {}
 def default_cache() -> AutotuneCache:
     """The process's cache object for :func:`cache_path`, one per value of the variables that
     choose the path (so a launch looks up a dict rather than building a path)."""
-    env = tuple(os.environ.get(name) for name in ("TRIBUILD_AUTOTUNE_CACHE", "XDG_CACHE_HOME", "HOME"))
+    env = tuple(
+        os.environ.get(name) for name in ("TRIBUILD_AUTOTUNE_CACHE", "XDG_CACHE_HOME", "HOME")
+    )
     if (cache := _caches.get(env)) is None:
         cache = _caches[env] = AutotuneCache(cache_path())
     return cache
 
 
-def choose(key: str, candidates: Sequence[KernelConfig], run: Callable[[KernelConfig], None],
-           device: torch.device, cache: AutotuneCache | None = None) -> KernelConfig:
+def choose(
+    key: str,
+    candidates: Sequence[KernelConfig],
+    run: Callable[[KernelConfig], None],
+    device: torch.device,
+    cache: AutotuneCache | None = None,
+) -> KernelConfig:
     """The fastest of ``candidates`` for ``key`` on ``device``: cached, else timed and cached.
 
     A single candidate is returned as is, untimed and uncached.

@@ -40,8 +40,14 @@ def activation_name(act: str | None) -> str:
     return name
 
 
-def apply_epilogue(acc: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None, act: str,
-                   residual: torch.Tensor | None, channel_dim: int) -> torch.Tensor:
+def apply_epilogue(
+    acc: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    act: str,
+    residual: torch.Tensor | None,
+    channel_dim: int,
+) -> torch.Tensor:
     """The float32 epilogue of ``acc``; per-channel terms broadcast along ``channel_dim``."""
     shape = [1] * acc.dim()
     shape[channel_dim] = -1

@@ -81,21 +81,39 @@ def unpacked_codes(packed: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor
     return codes
 
 
-def _check_epilogue(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
-                    n: int, out_shape: tuple[int, ...]) -> None:
+def _check_epilogue(
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    n: int,
+    out_shape: tuple[int, ...],
+) -> None:
     """Raise ValueError unless the epilogue operands fit ``n`` channels and ``out_shape``."""
     if scale.dtype != torch.float32 or scale.numel() not in (1, n):
-        raise ValueError(f"scale must be float32 with 1 or {n} elements, "
-                         f"got {scale.dtype} {tuple(scale.shape)}")
+        raise ValueError(
+            f"scale must be float32 with 1 or {n} elements, got {scale.dtype} {tuple(scale.shape)}"
+        )
     if bias is not None and tuple(bias.shape) != (n,):
         raise ValueError(f"bias must have shape ({n},), got {tuple(bias.shape)}")
     if residual is not None and tuple(residual.shape) != out_shape:
-        raise ValueError(f"residual must have the output's shape {out_shape}, got {tuple(residual.shape)}")
+        raise ValueError(
+            f"residual must have the output's shape {out_shape}, got {tuple(residual.shape)}"
+        )
 
 
-def _launch(kernel, family: str, grid, args: tuple, flags: dict, shape_key: str, device: torch.device,
-            opt_level: int, configs: Sequence[KernelConfig] | None) -> None:
+def _launch(
+    kernel,
+    family: str,
+    grid,
+    args: tuple,
+    flags: dict,
+    shape_key: str,
+    device: torch.device,
+    opt_level: int,
+    configs: Sequence[KernelConfig] | None,
+) -> None:
     """Run ``kernel`` with the chosen config (tuned and cached when there are several)."""
+
     def run(cfg: KernelConfig) -> None:
         kernel[grid(dict(cfg.meta))](*args, **flags, **cfg.launch_kwargs())
 
@@ -104,12 +122,25 @@ def _launch(kernel, family: str, grid, args: tuple, flags: dict, shape_key: str,
     run(autotune.choose(key, tuple(configs or autotune.configs(family, opt_level)), run, device))
 
 
-def _epilogue_args(out: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
-                   act: str, residual: torch.Tensor | None) -> tuple[tuple, dict]:
+def _epilogue_args(
+    out: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    act: str,
+    residual: torch.Tensor | None,
+) -> tuple[tuple, dict]:
     """The kernels' ``scale, bias, residual`` pointers (``out`` stands in for absent ones) and flags."""
-    ptrs = (scale, out if bias is None else bias, out if residual is None else residual.contiguous())
-    flags = {"CHANNEL_SCALE": scale.numel() > 1, "HAS_BIAS": bias is not None, "ACT": act,
-             "HAS_RESIDUAL": residual is not None}
+    ptrs = (
+        scale,
+        out if bias is None else bias,
+        out if residual is None else residual.contiguous(),
+    )
+    flags = {
+        "CHANNEL_SCALE": scale.numel() > 1,
+        "HAS_BIAS": bias is not None,
+        "ACT": act,
+        "HAS_RESIDUAL": residual is not None,
+    }
     return ptrs, flags
 
 
@@ -126,10 +157,17 @@ def _tile_grid(m: int, n: int, *rest: int):
     return lambda meta: (_cdiv(m, meta["BLOCK_M"]), _cdiv(n, meta["BLOCK_N"]), *rest)
 
 
-def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
-                   bias: torch.Tensor | None = None, act: str | None = None,
-                   residual: torch.Tensor | None = None, *, opt_level: int = 2,
-                   configs: Sequence[KernelConfig] | None = None) -> torch.Tensor:
+def ternary_linear(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+    *,
+    opt_level: int = 2,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
     """``act(scale · (x @ codesᵀ) + bias + residual)`` for ``x [..., K]``: shape ``[..., N]``."""
     act = activation_name(act)
     n, k = packed.shape[0], x.shape[-1]
@@ -141,13 +179,18 @@ def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
         return apply_epilogue(acc, scale, bias, act, residual, -1).to(x.dtype)
     from tribuild.gpu.kernels.ternary_gemm import ternary_gemm_kernel
     from tribuild.gpu.kernels.ternary_gemv import ternary_gemv_kernel
+
     x2 = x.reshape(-1, k).contiguous()
     m = x2.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     ptrs, flags = _epilogue_args(out, scale, bias, act, residual)
     args = (x2, packed, *ptrs, out, m, n, k, packed.shape[1])
     if m <= GEMV_MAX_ROWS:
-        kernel, family, grid = ternary_gemv_kernel, "gemv", lambda meta: (m, _cdiv(n, meta["BLOCK_N"]))
+        kernel, family, grid = (
+            ternary_gemv_kernel,
+            "gemv",
+            lambda meta: (m, _cdiv(n, meta["BLOCK_N"])),
+        )
     else:
         family = "gemm_small" if m <= SMALL_GEMM_MAX_ROWS else "gemm"
         kernel, grid = ternary_gemm_kernel, _tile_grid(m, n)
@@ -156,8 +199,14 @@ def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     return out.reshape(*x.shape[:-1], n)
 
 
-def dense_conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: int | tuple[int, int],
-                 padding: int | tuple[int, int], groups: int) -> torch.Tensor:
+def dense_conv2d(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: int | tuple[int, int],
+    padding: int | tuple[int, int],
+    groups: int,
+) -> torch.Tensor:
     """``F.conv2d(x, w, bias, stride, padding, 1, groups)`` on the torch backend. A window that
     covers the whole input (ungrouped, unpadded: one output position) runs as the matrix product
     it is, which PyTorch's CPU convolution computes several times slower."""
@@ -171,11 +220,21 @@ def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
-def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
-                   bias: torch.Tensor | None = None, *, kernel_size: int | tuple[int, int],
-                   stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
-                   groups: int = 1, act: str | None = None, residual: torch.Tensor | None = None,
-                   opt_level: int = 2, configs: Sequence[KernelConfig] | None = None) -> torch.Tensor:
+def ternary_conv2d(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int | tuple[int, int],
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    groups: int = 1,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+    opt_level: int = 2,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
     """The fused ternary convolution of NCHW ``x``: shape ``[B, N, OH, OW]``.
 
     ``groups == C > 1`` runs the depthwise kernel, any other ``groups`` the implicit GEMM.
@@ -188,11 +247,15 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
         raise ValueError(f"groups={groups} must divide the channels (in {c}, out {n})")
     shape = (n, c // groups, kh, kw)
     if packed.shape[1] != packed_cols(c // groups * kh * kw):
-        raise ValueError(f"packed weight {tuple(packed.shape)} does not fit a weight of shape {shape}")
+        raise ValueError(
+            f"packed weight {tuple(packed.shape)} does not fit a weight of shape {shape}"
+        )
     oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     _check_epilogue(scale, bias, residual, n, (b, n, oh, ow))
     if backend_for(x) == "torch":
-        acc = dense_conv2d(x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), groups)
+        acc = dense_conv2d(
+            x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), groups
+        )
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)
     x = x.contiguous()
     out = torch.empty((b, n, oh, ow), dtype=x.dtype, device=x.device)
@@ -202,26 +265,40 @@ def ternary_conv2d(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
     flags.update(KH=kh, KW=kw)
     if groups == c > 1:
         from tribuild.gpu.kernels.ternary_depthwise import ternary_depthwise_kernel as kernel
+
         family, grid = "depthwise", _tile_grid(m, n)
     else:
         from tribuild.gpu.kernels.ternary_conv2d import ternary_conv2d_kernel as kernel
+
         family, grid = "conv2d", _tile_grid(m, n // groups, groups)
-    shape_key = (f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},"
-                 f"S={sh}x{sw},P={ph}x{pw}")
+    shape_key = (
+        f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},S={sh}x{sw},P={ph}x{pw}"
+    )
     _launch(kernel, family, grid, args, flags, shape_key, x.device, opt_level, configs)
     return out
 
 
-def quantize_activations(x: torch.Tensor, *, opt_level: int = 2,
-                         configs: Sequence[KernelConfig] | None = None) -> torch.Tensor:
+def quantize_activations(
+    x: torch.Tensor, *, opt_level: int = 2, configs: Sequence[KernelConfig] | None = None
+) -> torch.Tensor:
     """Per-token int8 absmax fake quantization (``tribuild.gpu.ternarize.quantize_activations``)."""
     if backend_for(x) == "torch":
         return quantize_activations_torch(x)
     from tribuild.gpu.kernels.act_quant import act_quant_kernel
+
     k = x.shape[-1]
     x2 = x.reshape(-1, k).contiguous()
     out = torch.empty_like(x2)
     m = x2.shape[0]
-    _launch(act_quant_kernel, "act_quant", lambda meta: (m,), (x2, out, k), {}, f"{x.dtype}|K={k}",
-            x.device, opt_level, configs)
+    _launch(
+        act_quant_kernel,
+        "act_quant",
+        lambda meta: (m,),
+        (x2, out, k),
+        {},
+        f"{x.dtype}|K={k}",
+        x.device,
+        opt_level,
+        configs,
+    )
     return out.reshape(x.shape)

@@ -24,17 +24,17 @@ Terms:
   backend, whose kernels read NCHW; ``nchw(x)`` gives ``x`` contiguous (NCHW). Both return
   ``x`` itself when it already has the format; values never change.
 """
+
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 from torch import nn
-
-import math
 
 from tribuild.gpu.launch import backend_for, unpacked_codes
 from tribuild.gpu.nn import TernaryLayer
@@ -65,12 +65,16 @@ class Module(nn.Module):
         for prefix, module in model.named_modules():
             for name in getattr(module, "trit_shapes", {}):
                 key = f"{prefix}.{name}" if prefix else name
-                converted[key] = pack(torch.clamp(torch.round(converted[key].float()), -1, 1).to(torch.int8))
+                converted[key] = pack(
+                    torch.clamp(torch.round(converted[key].float()), -1, 1).to(torch.int8)
+                )
         model.load_state_dict(converted)
         return model
 
     def register_trits(self, name: str, shape: tuple[int, ...]) -> None:
-        self.register_buffer(name, torch.zeros(shape[0], packed_cols(math.prod(shape[1:])), dtype=torch.uint8))
+        self.register_buffer(
+            name, torch.zeros(shape[0], packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
+        )
         self.trit_shapes = {**getattr(self, "trit_shapes", {}), name: tuple(shape)}
 
     def trits(self, name: str) -> torch.Tensor:
@@ -82,8 +86,12 @@ class Module(nn.Module):
             if state_dict is not None:
                 latent = state_dict[key].detach().float().clone()
             else:
-                latent = dequantize(unpack(getattr(layer, name), shape), getattr(layer, f"{name}_scale"))
-            layer.register_parameter(f"latent_{name}", nn.Parameter(latent.to(getattr(layer, f"{name}_scale").device)))
+                latent = dequantize(
+                    unpack(getattr(layer, name), shape), getattr(layer, f"{name}_scale")
+                )
+            layer.register_parameter(
+                f"latent_{name}", nn.Parameter(latent.to(getattr(layer, f"{name}_scale").device))
+            )
         return self
 
     def freeze(self) -> "Module":
@@ -102,7 +110,9 @@ class Module(nn.Module):
 class ModuleList(nn.ModuleList):
     def __getitem__(self, idx):
         if type(idx) is int and idx >= 0:
-            module = self._modules.get(str(idx))   # keys are "0", "1"... in order, as nn.ModuleList keeps them
+            module = self._modules.get(
+                str(idx)
+            )  # keys are "0", "1"... in order, as nn.ModuleList keeps them
             if module is not None:
                 return module
         return super().__getitem__(idx)

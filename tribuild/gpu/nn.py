@@ -31,6 +31,7 @@ Terms:
   exists and the layer is training, is ternarized on the fly with the straight-through
   estimator; ``tribuild.gpu.model`` creates and freezes it.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,18 +59,24 @@ class TernaryLayer(nn.Module):
     """Shared by the ternary layers: packed buffers, QAT weights, folded epilogues."""
 
     TERNARY: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    K_MAJOR = False  # dense weights as the [N, K] view of a contiguous [K, N] tensor (matrix products)
+    K_MAJOR = (
+        False  # dense weights as the [N, K] view of a contiguous [K, N] tensor (matrix products)
+    )
 
     def _ternary_buffers(self, scale: str) -> None:
         self.scale_mode = scale
         for name, shape in self.TERNARY:
             rows = shape[0]
-            self.register_buffer(name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8))
+            self.register_buffer(
+                name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
+            )
             self.register_buffer(f"{name}_scale", torch.ones(rows if scale == "channel" else 1))
         self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
         self._dense: dict[str | tuple[str, int], tuple] = {}
 
-    def dense_weight(self, name: str, dtype: torch.dtype, scale: torch.Tensor | None = None) -> torch.Tensor:
+    def dense_weight(
+        self, name: str, dtype: torch.dtype, scale: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``scale · codes`` of the packed weight ``name`` in ``dtype`` (``scale``: the weight's own
         ``<name>_scale`` when None), cached per (name, scale) while the layer holds the same packed
         tensor (see the module doc). The own scale's entry is keyed by the name alone, so
@@ -85,7 +92,9 @@ class TernaryLayer(nn.Module):
         weight = dequantize(unpacked_codes(packed, dict(self.TERNARY)[name]), scale).to(dtype)
         if self.K_MAJOR:
             weight = weight.t().contiguous().t()
-        self._dense = {k: v for k, v in self._dense.items() if name not in (k, k[0]) or v[0] is packed}
+        self._dense = {
+            k: v for k, v in self._dense.items() if name not in (k, k[0]) or v[0] is packed
+        }
         self._dense[key] = (packed, scale, dtype, weight)
         return weight
 
@@ -99,7 +108,9 @@ class TernaryLayer(nn.Module):
         self.forget_dense()
 
     @staticmethod
-    def dense_epilogue(y: torch.Tensor, act: str | None, residual: torch.Tensor | None) -> torch.Tensor:
+    def dense_epilogue(
+        y: torch.Tensor, act: str | None, residual: torch.Tensor | None
+    ) -> torch.Tensor:
         """``act(y + residual)`` of a fresh product ``y``: in place, unless autograd is recording."""
         act = act or "none"
         if torch.is_grad_enabled():
@@ -113,8 +124,9 @@ class TernaryLayer(nn.Module):
             return None
         return ternarize_ste(latent, self.scale_mode)
 
-    def folded(self, scale: torch.Tensor, bias: torch.Tensor | None,
-               bn: nn.BatchNorm2d | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def folded(
+        self, scale: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(scale, bias)`` with ``bn``'s eval-mode affine map folded in, cached by version."""
         if bn is None:
             return scale, bias
@@ -125,13 +137,23 @@ class TernaryLayer(nn.Module):
                 inv = torch.rsqrt(bn.running_var.float() + bn.eps)
                 if bn.weight is not None:
                     inv = inv * bn.weight.float()
-                shift = -bn.running_mean.float() if bias is None else bias.float() - bn.running_mean.float()
+                shift = (
+                    -bn.running_mean.float()
+                    if bias is None
+                    else bias.float() - bn.running_mean.float()
+                )
                 new_bias = shift * inv + (bn.bias.float() if bn.bias is not None else 0.0)
                 self._folded = (key, ((scale.float() * inv).contiguous(), new_bias.contiguous()))
         return self._folded[1]
 
-    def fused(self, x: torch.Tensor, bn: nn.BatchNorm2d | None = None, act: str | None = None,
-              residual: torch.Tensor | None = None, kernel: Kernel | None = None) -> torch.Tensor:
+    def fused(
+        self,
+        x: torch.Tensor,
+        bn: nn.BatchNorm2d | None = None,
+        act: str | None = None,
+        residual: torch.Tensor | None = None,
+        kernel: Kernel | None = None,
+    ) -> torch.Tensor:
         """``act(bn(self(x)) + residual)`` as one kernel call where possible (see the module doc)."""
         if self.training or (bn is not None and bn.training):
             y = self.forward(x)
@@ -147,8 +169,14 @@ class TernaryLayer(nn.Module):
 class TernaryLinear(TernaryLayer):
     K_MAJOR = True
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False, scale: str = "tensor",
-                 kernel: Kernel | None = None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = False,
+        scale: str = "tensor",
+        kernel: Kernel | None = None,
+    ):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.TERNARY = (("weight", (out_features, in_features)),)
@@ -171,34 +199,70 @@ class TernaryLinear(TernaryLayer):
                 return F.linear(x, w, self.bias)
         elif backend_for(x) == "torch":
             return F.linear(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"))
-        return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
+        return self.run(
+            x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel
+        )
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, " \
-               f"bias={self.bias is not None}, scale={self.scale_mode!r}"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, scale={self.scale_mode!r}"
+        )
 
 
 class TernaryConv2d(TernaryLayer):
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
-                 padding: int = 0, groups: int = 1, bias: bool = False, scale: str = "tensor",
-                 kernel: Kernel | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        groups: int = 1,
+        bias: bool = False,
+        scale: str = "tensor",
+        kernel: Kernel | None = None,
+    ):
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride, self.padding, self.groups = kernel_size, stride, padding, groups
-        self.TERNARY = (("weight", (out_channels, in_channels // groups, kernel_size, kernel_size)),)
+        self.kernel_size, self.stride, self.padding, self.groups = (
+            kernel_size,
+            stride,
+            padding,
+            groups,
+        )
+        self.TERNARY = (
+            ("weight", (out_channels, in_channels // groups, kernel_size, kernel_size)),
+        )
         self._ternary_buffers(scale)
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         self.kernel = kernel
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            y = dense_conv2d(x, self.dense_weight("weight", x.dtype, scale), bias, self.stride, self.padding,
-                             self.groups)
+            y = dense_conv2d(
+                x,
+                self.dense_weight("weight", x.dtype, scale),
+                bias,
+                self.stride,
+                self.padding,
+                self.groups,
+            )
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
-        return ternary_conv2d(x, self.weight, scale, bias, kernel_size=self.kernel_size, stride=self.stride,
-                              padding=self.padding, groups=self.groups, act=act, residual=residual)
+        return ternary_conv2d(
+            x,
+            self.weight,
+            scale,
+            bias,
+            kernel_size=self.kernel_size,
+            stride=self.stride,
+            padding=self.padding,
+            groups=self.groups,
+            act=act,
+            residual=residual,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
@@ -206,14 +270,24 @@ class TernaryConv2d(TernaryLayer):
             if w is not None:
                 return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
         elif backend_for(x) == "torch":
-            return dense_conv2d(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"),
-                                self.stride, self.padding, self.groups)
-        return self.run(x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel)
+            return dense_conv2d(
+                x,
+                self.dense_weight("weight", x.dtype),
+                self._parameters.get("bias"),
+                self.stride,
+                self.padding,
+                self.groups,
+            )
+        return self.run(
+            x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel
+        )
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}, groups={self.groups}, "
-                f"bias={self.bias is not None}, scale={self.scale_mode!r}")
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, groups={self.groups}, "
+            f"bias={self.bias is not None}, scale={self.scale_mode!r}"
+        )
 
 
 class MultiHeadAttention(TernaryLayer):
@@ -224,7 +298,9 @@ class MultiHeadAttention(TernaryLayer):
 
     K_MAJOR = True
 
-    def __init__(self, d: int, heads: int, kernels: tuple[Kernel | None, Kernel | None] = (None, None)):
+    def __init__(
+        self, d: int, heads: int, kernels: tuple[Kernel | None, Kernel | None] = (None, None)
+    ):
         super().__init__()
         self.d, self.heads = d, heads
         self.TERNARY = (("in_proj_weight", (3 * d, d)),)
@@ -239,12 +315,15 @@ class MultiHeadAttention(TernaryLayer):
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
         elif backend_for(x) == "torch":
-            qkv = F.linear(x, self.dense_weight("in_proj_weight", x.dtype),
-                           self.in_proj_bias)
+            qkv = F.linear(x, self.dense_weight("in_proj_weight", x.dtype), self.in_proj_bias)
         elif self.kernel is not None:
-            qkv = self.kernel(x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias, None)
+            qkv = self.kernel(
+                x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias, None
+            )
         else:
-            qkv = ternary_linear(x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias)
+            qkv = ternary_linear(
+                x, self.in_proj_weight, self.in_proj_weight_scale, self.in_proj_bias
+            )
         q, k, v = qkv.reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v)
         return self.out_proj(o.transpose(1, 2).reshape(n, t, d))

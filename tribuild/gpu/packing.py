@@ -19,8 +19,8 @@ import math
 
 import torch
 
-from tribuild.gpu.ternarize import ternarize
 from tribuild.base.record import record
+from tribuild.gpu.ternarize import ternarize
 
 CODES_PER_BYTE = 4
 _SHIFTS = torch.arange(CODES_PER_BYTE, dtype=torch.int32) * 2
@@ -47,7 +47,9 @@ def unpack(packed: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> torch.T
     """The int8 codes of a weight of ``shape`` (``[out, in]`` or ``[out, in/g, kh, kw]``)."""
     k = math.prod(shape[1:])
     if tuple(packed.shape) != (shape[0], packed_cols(k)):
-        raise ValueError(f"packed shape {tuple(packed.shape)} does not hold a weight of shape {tuple(shape)}")
+        raise ValueError(
+            f"packed shape {tuple(packed.shape)} does not hold a weight of shape {tuple(shape)}"
+        )
     c = (packed.to(torch.int32).unsqueeze(-1) >> _SHIFTS.to(packed.device)) & 3
     codes = (c & 1) - (c >> 1)
     return codes.reshape(shape[0], -1)[:, :k].reshape(tuple(shape)).to(torch.int8)

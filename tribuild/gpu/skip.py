@@ -15,6 +15,7 @@ Terms:
   kept rows; grouped or depthwise, by one group per kept channel over the input channels of
   its group (for a depthwise convolution, exactly the kept channels' inputs).
 """
+
 from __future__ import annotations
 
 import weakref
@@ -46,7 +47,7 @@ def _plan(packed: torch.Tensor, k: int | None):
         per = BLOCK_K // CODES_PER_BYTE
         keep = torch.ones(packed.shape[1], dtype=torch.bool)
         for b in report.k_blocks:
-            keep[b * per:(b + 1) * per] = False
+            keep[b * per : (b + 1) * per] = False
         kept_bytes = torch.nonzero(keep).flatten()
         compact = compact[:, kept_bytes.to(packed.device)].contiguous()
         columns = (kept_bytes[:, None] * CODES_PER_BYTE + torch.arange(CODES_PER_BYTE)).flatten()
@@ -62,7 +63,15 @@ def _plan(packed: torch.Tensor, k: int | None):
     return plan
 
 
-def _scatter(kept_out: torch.Tensor, channels: torch.Tensor, n: int, bias: torch.Tensor | None, act: str, residual: torch.Tensor | None, dim: int) -> torch.Tensor:
+def _scatter(
+    kept_out: torch.Tensor,
+    channels: torch.Tensor,
+    n: int,
+    bias: torch.Tensor | None,
+    act: str,
+    residual: torch.Tensor | None,
+    dim: int,
+) -> torch.Tensor:
     shape = list(kept_out.shape)
     shape[dim] = n
     zero = torch.zeros(shape, dtype=torch.float32, device=kept_out.device)
@@ -92,37 +101,67 @@ def linear(x, packed, scale, bias=None, act=None, residual=None, **launch_kwargs
     if channels.numel() == 0:
         kept = x.new_zeros((*x.shape[:-1], 0))
     else:
-        kept = ternary_linear(x, compact, _pick(scale, channels, 0) if scale.numel() > 1 else scale,
-                              _pick(bias, channels, 0), act, _pick(residual, channels, -1), **launch_kwargs)
+        kept = ternary_linear(
+            x,
+            compact,
+            _pick(scale, channels, 0) if scale.numel() > 1 else scale,
+            _pick(bias, channels, 0),
+            act,
+            _pick(residual, channels, -1),
+            **launch_kwargs,
+        )
     return _scatter(kept, channels, packed.shape[0], bias, act, residual, kept.dim() - 1)
 
 
-def conv2d(x, packed, scale, bias=None, *, kernel_size, stride=1, padding=0, groups=1, act=None,
-           residual=None, **launch_kwargs):
+def conv2d(
+    x,
+    packed,
+    scale,
+    bias=None,
+    *,
+    kernel_size,
+    stride=1,
+    padding=0,
+    groups=1,
+    act=None,
+    residual=None,
+    **launch_kwargs,
+):
     """``ternary_conv2d`` skipping zero output channels and, ungrouped, all-zero K blocks."""
     act = activation_name(act)
     c = x.shape[1]
-    channels, columns, compact = _plan(packed, c * kernel_size * kernel_size if groups == 1 else None)
+    channels, columns, compact = _plan(
+        packed, c * kernel_size * kernel_size if groups == 1 else None
+    )
     if columns is not None:
         return _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding)
     conv = dict(kernel_size=kernel_size, stride=stride, padding=padding, **launch_kwargs)
     if channels is None or channels.numel() == 0:  # nothing to skip, or nothing left to compute
-        return ternary_conv2d(x, packed, scale, bias, act=act, residual=residual, groups=groups, **conv)
+        return ternary_conv2d(
+            x, packed, scale, bias, act=act, residual=residual, groups=groups, **conv
+        )
     kept_groups = groups
-    if groups > 1:   # one group per kept channel, over its group's input channels
+    if groups > 1:  # one group per kept channel, over its group's input channels
         per_in, per_out = c // groups, packed.shape[0] // groups
         inputs = (channels // per_out * per_in)[:, None] + torch.arange(per_in, device=x.device)
         x, kept_groups = x.index_select(1, inputs.flatten()), channels.numel()
-    kept = ternary_conv2d(x, compact, _pick(scale, channels, 0) if scale.numel() > 1 else scale,
-                          _pick(bias, channels, 0), act=act, residual=_pick(residual, channels, 1),
-                          groups=kept_groups, **conv)
+    kept = ternary_conv2d(
+        x,
+        compact,
+        _pick(scale, channels, 0) if scale.numel() > 1 else scale,
+        _pick(bias, channels, 0),
+        act=act,
+        residual=_pick(residual, channels, 1),
+        groups=kept_groups,
+        **conv,
+    )
     return _scatter(kept, channels, packed.shape[0], bias, act, residual, 1)
 
 
 def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding):
     b, _, h, w = x.shape
     oh, ow = ((d + 2 * padding - kernel_size) // stride + 1 for d in (h, w))
-    patches = F.unfold(x, kernel_size, padding=padding, stride=stride).transpose(1, 2)   # [B, L, K]
+    patches = F.unfold(x, kernel_size, padding=padding, stride=stride).transpose(1, 2)  # [B, L, K]
     n = packed.shape[0]
     res = None if residual is None else residual.reshape(b, n, oh * ow).transpose(1, 2)
     y = linear(patches, packed, scale, bias, act, res)

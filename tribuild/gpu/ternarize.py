@@ -68,8 +68,10 @@ def ternarize_ste(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
 
 def quantize_activations(x: torch.Tensor) -> torch.Tensor:
     """Per-token int8 absmax fake quantization over the last dim, in ``x``'s dtype."""
-    xf = x if x.dtype == torch.float32 else x.float()   # no conversion calls on the common path
-    amax = xf.abs().amax(dim=-1, keepdim=True).clamp_min(EPS)  # not in place: amax's backward reads it
+    xf = x if x.dtype == torch.float32 else x.float()  # no conversion calls on the common path
+    amax = (
+        xf.abs().amax(dim=-1, keepdim=True).clamp_min(EPS)
+    )  # not in place: amax's backward reads it
     s = _LEVELS / amax  # a true division: ``127.0 / amax`` is 127 · (1 / amax)
     y = (xf * s).round_().clamp_(-128, 127).div_(s)  # in place: the same values, fewer allocations
     return y if y.dtype == x.dtype else y.to(x.dtype)

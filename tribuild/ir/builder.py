@@ -10,6 +10,7 @@ Terms:
   earlier id to replace the node, or add several nodes). Every pass is a ``rewrite``.
 - *scalar constants* (``const_node``): ``const`` nodes typed by their Python value.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

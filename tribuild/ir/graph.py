@@ -24,11 +24,11 @@ Terms:
 - *attrs*: sorted ``(key, value)`` pairs of plain or codec-registered values, so graphs compare
   by value, hash, and persist in the query store.
 """
+
 from __future__ import annotations
 
-
-from tribuild.lang.types import ScalarT, TensorT
 from tribuild.base.record import record, replace
+from tribuild.lang.types import ScalarT, TensorT
 
 OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 
@@ -38,12 +38,14 @@ Type = TensorT | ScalarT
 @record
 class In:
     """Argument ``index`` of a call's ``inputs``."""
+
     index: int
 
 
 @record
 class InList:
     """A list argument whose elements are ``inputs[i]`` for ``i`` in ``indices``."""
+
     indices: tuple[int, ...]
 
 

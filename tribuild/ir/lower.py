@@ -20,13 +20,15 @@ Terms:
   generated module holds as state. Weights need a fixed shape, and every parameter must
   be a tensor.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tribuild.base.record import fields, is_record, record, replace
+from tribuild.diagnostics import register
 from tribuild.ir.builder import Builder
 from tribuild.ir.graph import Graph, In, InList, node
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.builtins.functions import FUNCTIONS
 from tribuild.lang.builtins.layers import REQUIRED
@@ -35,11 +37,10 @@ from tribuild.lang.check.calls import CallArgs, bind, call
 from tribuild.lang.check.codes import Sink
 from tribuild.lang.check.consteval import Ctx, arith, elements, evaluate, unary
 from tribuild.lang.check.env import Env, ItemRef
-from tribuild.lang.signature import ParamSig, Signature, forward_of
-from tribuild.lang.types import TensorT
-from tribuild.diagnostics import register
 from tribuild.lang.check.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
-from tribuild.base.record import fields, is_record, record, replace
+from tribuild.lang.signature import ParamSig, Signature, forward_of
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import TensorT
 
 UNSUPPORTED = register("E0601", "a construct that code generation cannot express")
 FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]
@@ -59,8 +60,14 @@ class Lowered:
     path: tuple | None = None
 
 
-def lower_instance(item: ast.Layer, sig: Signature, key: InstanceKey,
-                   members: tuple[tuple[str, Value], ...], env: Env, fn_item: FnItem) -> Graph:
+def lower_instance(
+    item: ast.Layer,
+    sig: Signature,
+    key: InstanceKey,
+    members: tuple[tuple[str, Value], ...],
+    env: Env,
+    fn_item: FnItem,
+) -> Graph:
     """The graph of one stateful layer instance's `forward`; raises Unsupported."""
     forward = forward_of(item)
     if item.body is not None:
@@ -79,31 +86,40 @@ def lower_instance(item: ast.Layer, sig: Signature, key: InstanceKey,
     return body.run_all(forward.body, forward.name_span)
 
 
-def _lower_functional(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, fn_item: FnItem) -> Graph:
+def _lower_functional(
+    item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, fn_item: FnItem
+) -> Graph:
     body = _Body(Ctx(Sink(key.path, key.item_id), env), fn_item)
     body.scope.update(key.args)
     data = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
     for p in sig.inputs:
         if not isinstance(p.type, TensorT):
-            raise Unsupported(f"parameter `{p.name}` of the functional layer `{item.name}` is not a tensor",
-                              item.name_span)
+            raise Unsupported(
+                f"parameter `{p.name}` of the functional layer `{item.name}` is not a tensor",
+                item.name_span,
+            )
         t = resolve(p.type, body.scope, body.ctx)
         weight = not data or p is not data[-1]
         if weight and (t.dims is None or any(dims.as_int(d) is None for d in t.dims)):
-            raise Unsupported(f"weight `{p.name}` of `{item.name}` has no fixed shape ({t})", item.name_span)
+            raise Unsupported(
+                f"weight `{p.name}` of `{item.name}` has no fixed shape ({t})", item.name_span
+            )
         body.param(p, TensorV(t), weight)
     if not data:
         raise Unsupported(f"the functional layer `{item.name}` takes no data input", item.name_span)
     return body.run_all(item.body, item.name_span)
 
 
-def lower_fn(item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], env: Env,
-             fn_item: FnItem) -> Graph:
+def lower_fn(
+    item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], env: Env, fn_item: FnItem
+) -> Graph:
     """The graph of a `fn` body called with ``args`` (tensors as ``TensorV``, others as values)."""
     body = _Body(Ctx(Sink("", item.name), env), fn_item)
     for p in sig.inputs:
         if p.name not in args:
-            raise Unsupported(f"a call of `{sig.name}` that leaves `{p.name}` to its default", item.name_span)
+            raise Unsupported(
+                f"a call of `{sig.name}` that leaves `{p.name}` to its default", item.name_span
+            )
         value = args[p.name]
         if isinstance(value, TensorV):
             body.param(p, value)
@@ -113,7 +129,12 @@ def lower_fn(item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], e
 
 
 def _single_symbol(d: dims.DimLike) -> str | None:
-    if isinstance(d, dims.Dim) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
+    if (
+        isinstance(d, dims.Dim)
+        and len(d.terms) == 1
+        and d.terms[0][1] == 1
+        and len(d.terms[0][0]) == 1
+    ):
         atom = d.terms[0][0][0]
         return atom if isinstance(atom, str) else None
     return None
@@ -190,7 +211,9 @@ class _Body:
         source = self.expr(iterable)
         items = elements(source.value, iterable.span, self.ctx)
         if source.ref is not None or not isinstance(items, tuple):
-            raise Unsupported("`for` over something other than a construction-time list", iterable.span)
+            raise Unsupported(
+                "`for` over something other than a construction-time list", iterable.span
+            )
         for i, item in enumerate(items):
             self.bind(var, Lowered(item, None, source.path + (i,) if source.path else None))
             self.run(body)
@@ -256,7 +279,9 @@ class _Body:
             raise Unsupported(f"a {type(value).__name__} operand of a tensor operation", (0, 0))
         return self.b.const(value)
 
-    def emit(self, kind: str, operands: tuple[Lowered, ...], value: Value, **attrs: object) -> Lowered:
+    def emit(
+        self, kind: str, operands: tuple[Lowered, ...], value: Value, **attrs: object
+    ) -> Lowered:
         if not isinstance(value, TensorV):
             raise Unsupported(f"`{kind}` whose result is not a tensor", (0, 0))
         inputs = tuple(self.operand(x) for x in operands)
@@ -266,8 +291,10 @@ class _Body:
         func = self.expr(e.func)
         lowered = {a.span: self.expr(a) for a in e.args}
         lowered.update({k.span: self.expr(k.value) for k in e.kwargs})
-        args = CallArgs(tuple((lowered[a.span].value, a.span) for a in e.args),
-                        tuple((k.name, lowered[k.span].value, k.span) for k in e.kwargs))
+        args = CallArgs(
+            tuple((lowered[a.span].value, a.span) for a in e.args),
+            tuple((k.name, lowered[k.span].value, k.span) for k in e.kwargs),
+        )
         what = e.func.id if isinstance(e.func, ast.Name) else "call"
         value = call(func.value, args, e.span, self.ctx, what)
         match func.value:
@@ -301,8 +328,16 @@ class _Body:
             raise Unsupported(f"the arguments of `{what}`", span)
         return out
 
-    def builtin_call(self, name: str, names: tuple[str, ...], defaults: dict, args: CallArgs,
-                     lowered: dict, value: Value, span: ast.Span) -> Lowered:
+    def builtin_call(
+        self,
+        name: str,
+        names: tuple[str, ...],
+        defaults: dict,
+        args: CallArgs,
+        lowered: dict,
+        value: Value,
+        span: ast.Span,
+    ) -> Lowered:
         bound = self.bound(names, args, span, name)
         inputs: list[int] = []
         spec: dict[str, object] = {}
@@ -321,16 +356,25 @@ class _Body:
                 spec[pname] = arg.value
         if not isinstance(value, TensorV):
             raise Unsupported(f"`{name}` whose result is not a tensor", span)
-        return Lowered(value, self.b.add(node("call", tuple(inputs), value.type, fn=name,
-                                              args=tuple(spec.items()))))
+        return Lowered(
+            value,
+            self.b.add(node("call", tuple(inputs), value.type, fn=name, args=tuple(spec.items()))),
+        )
 
-    def fn_call(self, ref: ItemRef, args: CallArgs, lowered: dict, value: Value, span: ast.Span) -> Lowered:
+    def fn_call(
+        self, ref: ItemRef, args: CallArgs, lowered: dict, value: Value, span: ast.Span
+    ) -> Lowered:
         item, sig = self.fn_item(ref)
         bound = self.bound(tuple(p.name for p in sig.inputs), args, span, sig.name)
         values = {p: bound[p][0] for p in bound}
         body = lower_fn(item, sig, values, self.ctx.env.scope_of(ref), self.fn_item)
-        inputs = tuple(lowered[bound[p.name][1]].ref for p in sig.inputs
-                       if isinstance(values.get(p.name), TensorV))
+        inputs = tuple(
+            lowered[bound[p.name][1]].ref
+            for p in sig.inputs
+            if isinstance(values.get(p.name), TensorV)
+        )
         if not isinstance(value, TensorV) or not all(isinstance(i, int) for i in inputs):
             raise Unsupported(f"calling `{sig.name}`", span)
-        return Lowered(value, self.b.add(node("fn_call", inputs, value.type, fn=sig.name, body=body)))
+        return Lowered(
+            value, self.b.add(node("fn_call", inputs, value.type, fn=sig.name, body=body))
+        )

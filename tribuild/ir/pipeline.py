@@ -8,6 +8,7 @@ Terms:
   configs to the kernels) and ``"s"`` (smallest code: as 2 without inlining and without
   layout conversions).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -13,11 +13,12 @@ Terms:
   why instead. A target's instances come in ``reached_instances`` order, root first.
 The text depends only on the graphs, so it is the same on every run and for any ``--jobs``.
 """
+
 from __future__ import annotations
 
 from tribuild.ir.graph import Graph, In, InList, Node
-from tribuild.lang.types import ScalarT, TensorT
 from tribuild.lang.check.values import describe_instance, format_value
+from tribuild.lang.types import ScalarT, TensorT
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.targets import reached_instances, target_report
 
@@ -29,8 +30,9 @@ def target_ir(db, target, opt_level: str) -> str:
         return ""
     lines = []
     for key, _ in reached_instances(db, report.root).instances:
-        lines.append(f"# ==> {target.name}: {describe_instance(key)} ({key.path}) "
-                     f"-O{opt_level} <==")
+        lines.append(
+            f"# ==> {target.name}: {describe_instance(key)} ({key.path}) -O{opt_level} <=="
+        )
         lowered = optimized_ir(db, key, opt_level)
         if lowered.graph is None:
             reasons = "; ".join(d.message for d in lowered.diagnostics) or "it has errors"
@@ -51,15 +53,21 @@ def graph_lines(graph: Graph, indent: str = "") -> list[str]:
                 lines += graph_lines(value, indent + "    ")
     lines.append(f"{indent}return %{graph.output}")
     if graph.symbols:
-        lines.append(indent + "symbols " + ", ".join(
-            f"{name}=%{param}.shape[{axis}]" for name, param, axis in graph.symbols))
+        lines.append(
+            indent
+            + "symbols "
+            + ", ".join(f"{name}=%{param}.shape[{axis}]" for name, param, axis in graph.symbols)
+        )
     return lines
 
 
 def node_line(i: int, node: Node) -> str:
     inputs = ", ".join(f"%{j}" for j in node.inputs)
-    attrs = [f"{key}={_attr(key, value, node)}" for key, value in node.attrs
-             if not isinstance(value, Graph)]
+    attrs = [
+        f"{key}={_attr(key, value, node)}"
+        for key, value in node.attrs
+        if not isinstance(value, Graph)
+    ]
     line = f"%{i} = {node.op}({inputs})"
     if attrs:
         line += " [" + ", ".join(attrs) + "]"
@@ -83,8 +91,9 @@ def _value(value: object, node: Node) -> str:
     if value is None:
         return "none"
     if isinstance(value, tuple):
-        if value and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str)
-                         for x in value):
+        if value and all(
+            isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in value
+        ):
             return "{" + ", ".join(f"{k}: {_value(v, node)}" for k, v in value) + "}"
         return "(" + ", ".join(_value(x, node) for x in value) + ")"
     return format_value(value)

@@ -16,6 +16,7 @@ Terms:
 
 Every operation returns ``None`` for a division or remainder by zero; callers report it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -37,6 +38,7 @@ ANY = AnyDim()
 @record
 class Quot:
     """``num // den`` (op "//") or ``num % den`` (op "%") kept symbolic."""
+
     op: str
     num: Dim
     den: Dim
@@ -46,7 +48,11 @@ class Quot:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not Quot:
             return NotImplemented
-        return self.op == other.op and self.num.terms == other.num.terms and self.den.terms == other.den.terms
+        return (
+            self.op == other.op
+            and self.num.terms == other.num.terms
+            and self.den.terms == other.den.terms
+        )
 
     def __hash__(self) -> int:
         return hash((self.op, self.num.terms, self.den.terms))
@@ -226,7 +232,7 @@ def _exact_quotient(a: Dim, b: Dim) -> Dim | None:
     """a / b when b is a single term dividing every term of a exactly."""
     if len(b.terms) != 1:
         return None
-    (bm, bc), = b.terms
+    ((bm, bc),) = b.terms
     out: dict[Monomial, int] = {}
     for m, c in a.terms:
         rest = _divide_monomial(m, bm)
@@ -266,7 +272,12 @@ def mod(a: DimLike, b: DimLike) -> DimLike | None:
 
 
 BINARY_OPS: dict[str, Callable[[DimLike, DimLike], DimLike | None]] = {
-    "+": add, "-": sub, "*": mul, "/": floordiv, "//": floordiv, "%": mod,
+    "+": add,
+    "-": sub,
+    "*": mul,
+    "/": floordiv,
+    "//": floordiv,
+    "%": mod,
 }
 """Dim arithmetic by operator; `/` between dims is floor division, as in shape formulas."""
 
@@ -361,7 +372,13 @@ def format_dim(d: DimLike) -> str:
     for m, c in sorted(d.terms, key=lambda mc: -len(mc[0])):  # highest degree first
         sign = "-" if c < 0 else "+"
         mag = abs(c)
-        body = str(mag) if m == () else _format_monomial(m) if mag == 1 else f"{mag}*{_format_monomial(m)}"
+        body = (
+            str(mag)
+            if m == ()
+            else _format_monomial(m)
+            if mag == 1
+            else f"{mag}*{_format_monomial(m)}"
+        )
         parts.append(f"{sign} {body}")
     text = " ".join(parts)
     return text[2:] if text.startswith("+ ") else "-" + text[2:]

@@ -10,14 +10,14 @@ Terms:
   spans start at 0: a signature holds no position, so editing a body or a member (which
   shifts token indices) leaves it equal, and that equality stops re-checking dependents.
 """
+
 from __future__ import annotations
 
-
-from tribuild.diagnostics import Diagnostic
-from tribuild.lang.syntax import ast
-from tribuild.lang.check.codes import Sink
-from tribuild.lang.types import Type, lower_type
 from tribuild.base.record import fields, is_record, record
+from tribuild.diagnostics import Diagnostic
+from tribuild.lang.check.codes import Sink
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import Type, lower_type
 
 KINDS = ("fn", "layer", "functional", "const", "import", "error")
 
@@ -59,17 +59,22 @@ def rebase(node, offset: int):
 
 def _params(params: tuple[ast.Param, ...], sink: Sink) -> tuple[ParamSig, ...]:
     return tuple(
-        ParamSig(p.name,
-                 None if p.type is None else lower_type(p.type, sink.report),
-                 None if p.default is None else rebase(p.default, p.default.span[0]))
-        for p in params)
+        ParamSig(
+            p.name,
+            None if p.type is None else lower_type(p.type, sink.report),
+            None if p.default is None else rebase(p.default, p.default.span[0]),
+        )
+        for p in params
+    )
 
 
 def forward_of(layer: ast.Layer) -> ast.Fn | None:
     return next((m for m in layer.methods if m.name == "forward"), None)
 
 
-def signature_of(item: ast.Item, path: str, item_id: str) -> tuple[Signature, tuple[Diagnostic, ...]]:
+def signature_of(
+    item: ast.Item, path: str, item_id: str
+) -> tuple[Signature, tuple[Diagnostic, ...]]:
     """The signature of one item, and the mistakes in the types it declares."""
     sink = Sink(path, item_id)
     sig = _signature(item, sink)
@@ -89,8 +94,13 @@ def _signature(item: ast.Item, sink: Sink) -> Signature:
             forward = forward_of(item)
             if forward is None:
                 return Signature("layer", item.name, _params(item.params, sink))
-            return Signature("layer", item.name, _params(item.params, sink),
-                             _params(forward.params, sink), ret(forward.ret))
+            return Signature(
+                "layer",
+                item.name,
+                _params(item.params, sink),
+                _params(forward.params, sink),
+                ret(forward.ret),
+            )
         case ast.Const():
             return Signature("const", item.name, ret=ret(item.type))
         case ast.Import():

@@ -10,22 +10,31 @@ Terms:
   integers, the wider of two floats or two integers wins, ``float16`` with ``bfloat16``
   gives ``float32``, and ``bool``/``trit`` with each other give ``int8``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tribuild.lang.syntax import ast
+from tribuild.base.record import record
 from tribuild.lang import dims
 from tribuild.lang.check.codes import BAD_DIM, BAD_TYPE, DIV_ZERO
 from tribuild.lang.dims import DimLike
-from tribuild.base.record import record
+from tribuild.lang.syntax import ast
 
 ALIASES = {"int": "int64", "float": "float32"}
 DTYPES = ("bool", "trit", "int8", "int32", "int64", "float16", "bfloat16", "float32")
 FLOATS = frozenset({"float16", "bfloat16", "float32"})
 INTEGERS = frozenset({"int8", "int32", "int64"})
-_RANK = {"bool": 0, "trit": 1, "int8": 2, "int32": 3, "int64": 4,
-         "float16": 5, "bfloat16": 5, "float32": 6}
+_RANK = {
+    "bool": 0,
+    "trit": 1,
+    "int8": 2,
+    "int32": 3,
+    "int64": 4,
+    "float16": 5,
+    "bfloat16": 5,
+    "float32": 6,
+}
 
 
 def canonical_dtype(name: str) -> str | None:
@@ -77,6 +86,7 @@ class ListT:
 @record
 class NamedT:
     """A type written as a name: a layer used as a type."""
+
     name: str
 
     def __str__(self) -> str:
@@ -115,8 +125,12 @@ def lower_dim(expr: ast.Expr, report: Report) -> DimLike:
             return out
         case ast.ErrorExpr():
             return dims.ANY
-    report(BAD_DIM, expr.span, "expected a dimension (an integer, a name, `?` or arithmetic "
-                               f"over them), found {type(expr).__name__.lower()}")
+    report(
+        BAD_DIM,
+        expr.span,
+        "expected a dimension (an integer, a name, `?` or arithmetic "
+        f"over them), found {type(expr).__name__.lower()}",
+    )
     return dims.ANY
 
 
@@ -132,7 +146,9 @@ def lower_type(t: ast.TypeExpr, report: Report) -> Type:
         case ast.TensorType(ternary=ternary, dtype=written, dims=shape):
             dtype = canonical_dtype(written) if written else ("trit" if ternary else "float32")
             if dtype is None:
-                report(BAD_TYPE, t.span, f"expected a dtype ({', '.join(DTYPES)}), found `{written}`")
+                report(
+                    BAD_TYPE, t.span, f"expected a dtype ({', '.join(DTYPES)}), found `{written}`"
+                )
                 dtype = "trit" if ternary else "float32"
             if ternary and dtype != "trit":
                 report(BAD_TYPE, t.span, f"a TernaryTensor holds `trit`, found `{dtype}`")

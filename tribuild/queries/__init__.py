@@ -8,16 +8,38 @@ reaches), ``report`` (every diagnostic of a file).
 Importing this package registers every value type those queries return with the engine's
 codec, so the persistent store can hold them.
 """
+
 from tribuild import diagnostics
-from tribuild.lang.syntax import ast, items, tokens
-from tribuild.lang.check import checker as check, env, values
-from tribuild.lang import dims, signature, types
-from tribuild.queries import inputs, names, report, semantic, syntax, targets
-from tribuild.queries import codegen, lower
 from tribuild.codegen import kernels as codegen_kernels
 from tribuild.ir import graph as ir_graph
+from tribuild.lang import dims, signature, types
+from tribuild.lang.check import checker as check
+from tribuild.lang.check import env, values
+from tribuild.lang.syntax import ast, items, tokens
+from tribuild.queries import codegen, inputs, lower, names, report, semantic, syntax, targets
 from tribuild.queries.registry import register_values
 
-register_values((diagnostics, ast, check, dims, env, items, signature, tokens, types, values,
-                 inputs, names, report, semantic, syntax, targets,
-                 ir_graph, codegen_kernels, lower, codegen))
+register_values(
+    (
+        diagnostics,
+        ast,
+        check,
+        dims,
+        env,
+        items,
+        signature,
+        tokens,
+        types,
+        values,
+        inputs,
+        names,
+        report,
+        semantic,
+        syntax,
+        targets,
+        ir_graph,
+        codegen_kernels,
+        lower,
+        codegen,
+    )
+)

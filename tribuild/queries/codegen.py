@@ -19,10 +19,12 @@ Terms:
 - *target_build(...)*: the contract with the build driver: every file of a target
   (``<name>.py`` and ``kernels/<key>.py``), or the diagnostics / problem that stop it.
 """
+
 from __future__ import annotations
 
-
-from tribuild.codegen.kernels import KernelSpec, kernel_source as render_kernel
+from tribuild.base.record import record
+from tribuild.codegen.kernels import KernelSpec
+from tribuild.codegen.kernels import kernel_source as render_kernel
 from tribuild.codegen.module import (
     Instance,
     ModuleText,
@@ -38,7 +40,6 @@ from tribuild.lang.check.values import InstanceKey
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.semantic import checked_instance, instance_children
 from tribuild.queries.targets import reached_instances, target_report
-from tribuild.base.record import record
 
 
 @record
@@ -78,7 +79,9 @@ class ClassContext:
 class ClassSource:
     text: str | None
     kernels: tuple[KernelSpec, ...]
-    diagnostics: tuple[Diagnostic, ...]   # why there is no text: the lowering's, the instance's errors
+    diagnostics: tuple[
+        Diagnostic, ...
+    ]  # why there is no text: the lowering's, the instance's errors
 
 
 def children(db, key: InstanceKey) -> tuple[InstanceKey, ...]:
@@ -96,17 +99,30 @@ def instance_fns(db, key: InstanceKey, opt_level: str) -> tuple[tuple[str, Graph
 def class_source(db, key: InstanceKey, opt_level: str, context: ClassContext) -> ClassSource:
     lowered = optimized_ir(db, key, opt_level)
     checked = checked_instance(db, key)
-    if lowered.graph is None:   # E0601, or the instance's own errors
+    if lowered.graph is None:  # E0601, or the instance's own errors
         errors = tuple(d for d in checked.diagnostics if d.severity == "error")
         return ClassSource(None, (), lowered.diagnostics + errors)
-    out = class_text(Instance(key, checked.members, lowered.graph), opt_level, context.name, context.root,
-                     dict(zip(children(db, key), context.children)), dict(context.fns))
+    out = class_text(
+        Instance(key, checked.members, lowered.graph),
+        opt_level,
+        context.name,
+        context.root,
+        dict(zip(children(db, key), context.children)),
+        dict(context.fns),
+    )
     return ClassSource(out.text, out.kernels, ())
 
 
 @derived
-def module_source(db, name: str, entry_path: str, layer: str, args: tuple, input_shape: tuple | None,
-                  opt_level: str) -> ModuleSource:
+def module_source(
+    db,
+    name: str,
+    entry_path: str,
+    layer: str,
+    args: tuple,
+    input_shape: tuple | None,
+    opt_level: str,
+) -> ModuleSource:
     report = target_report(db, entry_path, layer, args, input_shape)
     if report.root is None or _errors(report.diagnostics):
         return ModuleSource(None, (), report.diagnostics, report.problem)
@@ -115,14 +131,23 @@ def module_source(db, name: str, entry_path: str, layer: str, args: tuple, input
     fns = tuple(fn_names.items())
     classes = []
     for key in keys:
-        context = ClassContext(names[key], key == report.root, tuple(names[c] for c in children(db, key)), fns)
+        context = ClassContext(
+            names[key], key == report.root, tuple(names[c] for c in children(db, key)), fns
+        )
         piece = class_source(db, key, opt_level, context)
         if piece.text is None:
             own = tuple(d for d in piece.diagnostics if d not in report.diagnostics)
             return ModuleSource(None, (), report.diagnostics + own, None)
         classes.append(ModuleText(piece.text, piece.kernels))
-    out = module_text(name, f"{entry_path}:{layer}", report.root, names[report.root], classes[::-1],
-                      fn_names, opt_level)
+    out = module_text(
+        name,
+        f"{entry_path}:{layer}",
+        report.root,
+        names[report.root],
+        classes[::-1],
+        fn_names,
+        opt_level,
+    )
     return ModuleSource(out.text, out.kernels, report.diagnostics, None)
 
 
@@ -132,11 +157,20 @@ def kernel_source(db, spec: KernelSpec) -> str:
 
 
 @derived
-def target_build(db, name: str, entry_path: str, layer: str, args: tuple, input_shape: tuple | None,
-                 opt_level: str) -> TargetBuild:
+def target_build(
+    db,
+    name: str,
+    entry_path: str,
+    layer: str,
+    args: tuple,
+    input_shape: tuple | None,
+    opt_level: str,
+) -> TargetBuild:
     module = module_source(db, name, entry_path, layer, args, input_shape, opt_level)
     if module.text is None:
         return TargetBuild((), module.diagnostics, module.problem)
     files = [GeneratedFile(f"{name}.py", module.text)]
-    files += [GeneratedFile(f"kernels/{spec.key}.py", kernel_source(db, spec)) for spec in module.kernels]
+    files += [
+        GeneratedFile(f"kernels/{spec.key}.py", kernel_source(db, spec)) for spec in module.kernels
+    ]
     return TargetBuild(tuple(files), module.diagnostics, None)

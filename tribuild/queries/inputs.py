@@ -7,11 +7,11 @@ Terms:
   not UTF-8, a directory...). A file that cannot be read is a diagnostic, not a crash.
 - *project_files*: the ``.tri`` files the project's source folders hold, sorted.
 """
+
 from __future__ import annotations
 
-
-from tribuild.engine import input_query
 from tribuild.base.record import record
+from tribuild.engine import input_query
 
 
 @record

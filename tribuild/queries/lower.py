@@ -8,9 +8,10 @@ Terms:
   (``tribuild.ir.pipeline``). Editing one layer's body re-lowers its instances only; an
   equal graph stops the rebuild there.
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.engine import derived
 from tribuild.ir.graph import Graph
@@ -20,7 +21,6 @@ from tribuild.lang.check.env import ItemRef
 from tribuild.lang.check.values import InstanceKey
 from tribuild.queries.semantic import QueryEnv, checked_instance, signature
 from tribuild.queries.syntax import item_ast
-from tribuild.base.record import record
 
 
 @record
@@ -36,7 +36,9 @@ def ir(db, key: InstanceKey) -> Lowering:
         return Lowering(None, ())
 
     def fn_item(ref: ItemRef):
-        return item_ast(db, ref.path, ref.item_id).item, signature(db, ref.path, ref.item_id).signature
+        return item_ast(db, ref.path, ref.item_id).item, signature(
+            db, ref.path, ref.item_id
+        ).signature
 
     item = item_ast(db, key.path, key.item_id).item
     sig = signature(db, key.path, key.item_id).signature
@@ -44,7 +46,9 @@ def ir(db, key: InstanceKey) -> Lowering:
         graph = lower_instance(item, sig, key, checked.members, QueryEnv(db, key.path), fn_item)
     except Unsupported as err:
         loc = Loc(key.path, key.item_id, err.span)
-        return Lowering(None, (Diagnostic(UNSUPPORTED, f"cannot generate code: {err.message}", Label(loc)),))
+        return Lowering(
+            None, (Diagnostic(UNSUPPORTED, f"cannot generate code: {err.message}", Label(loc)),)
+        )
     return Lowering(graph, ())
 
 

@@ -15,17 +15,18 @@ Terms:
   is not reported again as unknown. It depends on other files only through their ``exports``, which stay equal
   when a body changes, so body edits elsewhere never re-resolve this file.
 """
+
 from __future__ import annotations
 
 import bisect
 import posixpath
 
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
 from tribuild.engine import derived
-from tribuild.lang.syntax import ast
 from tribuild.lang.check.env import ItemRef
+from tribuild.lang.syntax import ast
 from tribuild.queries.syntax import item_ast, item_names, read_error
-from tribuild.base.record import record
 
 E_DUPLICATE = register("E0201", "a name is defined twice")
 E_IMPORT_CONFLICT = register("E0202", "an imported name is already taken")
@@ -40,14 +41,14 @@ _DEFINING = ("const", "fn", "layer")
 @record
 class ResolvedImport:
     item_id: str
-    target: str | None                      # project-relative path; None if it leaves the root
+    target: str | None  # project-relative path; None if it leaves the root
     names: tuple[ast.ImportName, ...] | None
-    span: ast.Span                          # the path string, relative to the import item
+    span: ast.Span  # the path string, relative to the import item
 
 
 @record
 class Scope:
-    names: tuple[tuple[str, ItemRef], ...]   # sorted by name, each name once
+    names: tuple[tuple[str, ItemRef], ...]  # sorted by name, each name once
     diagnostics: tuple[Diagnostic, ...]
 
     def lookup(self, name: str) -> ItemRef | None:
@@ -74,8 +75,9 @@ def imports(db, path: str) -> tuple[ResolvedImport, ...]:
             continue
         item = item_ast(db, path, item_id).item
         if isinstance(item, ast.Import):
-            out.append(ResolvedImport(item_id, resolve_path(path, item.path), item.names,
-                                      item.path_span))
+            out.append(
+                ResolvedImport(item_id, resolve_path(path, item.path), item.names, item.path_span)
+            )
     return tuple(out)
 
 
@@ -166,15 +168,25 @@ def _bring_in(db, path: str, imp: ResolvedImport, names: dict) -> list[Diagnosti
     here = Loc(path, imp.item_id, imp.span)
     if imp.target is None:
         _promise(imp, names, here)
-        return [Diagnostic(E_OUTSIDE_ROOT, "this import leaves the project root",
-                           Label(here, "outside the project"),
-                           help="imports are resolved relative to the importing file and may "
-                                "not reach above the folder holding Tribuild.toml")]
+        return [
+            Diagnostic(
+                E_OUTSIDE_ROOT,
+                "this import leaves the project root",
+                Label(here, "outside the project"),
+                help="imports are resolved relative to the importing file and may "
+                "not reach above the folder holding Tribuild.toml",
+            )
+        ]
     error = read_error(db, imp.target)
     if error is not None:
         _promise(imp, names, here)
-        return [Diagnostic(E_MISSING_FILE, f"cannot read imported file `{imp.target}`: {error}",
-                           Label(here, error))]
+        return [
+            Diagnostic(
+                E_MISSING_FILE,
+                f"cannot read imported file `{imp.target}`: {error}",
+                Label(here, error),
+            )
+        ]
     public = dict(exports(db, imp.target))
     if imp.names is None:
         wanted = [(n, here) for n in public]
@@ -201,18 +213,29 @@ def _promise(imp: ResolvedImport, names: dict, loc: Loc) -> None:
 
 
 def _twice(name: str, loc: Loc, first: Loc, code: str, verb: str) -> Diagnostic:
-    return Diagnostic(code, f"`{name}` is {verb} here but the name is already taken",
-                      Label(loc, f"`{name}` {verb} again"), (Label(first, "first defined here"),),
-                      help="rename one of them")
+    return Diagnostic(
+        code,
+        f"`{name}` is {verb} here but the name is already taken",
+        Label(loc, f"`{name}` {verb} again"),
+        (Label(first, "first defined here"),),
+        help="rename one of them",
+    )
 
 
 def _unknown_import(name: str, target: str, loc: Loc, public: dict) -> Diagnostic:
-    return Diagnostic(E_UNKNOWN_IMPORT, f"`{name}` is not a public item of `{target}`",
-                      Label(loc, "not found there"), help=did_you_mean(name, list(public)))
+    return Diagnostic(
+        E_UNKNOWN_IMPORT,
+        f"`{name}` is not a public item of `{target}`",
+        Label(loc, "not found there"),
+        help=did_you_mean(name, list(public)),
+    )
 
 
 def _cycle(path: str, cycle: tuple[str, ...], imps: tuple[ResolvedImport, ...]) -> Diagnostic:
     first = next(i for i in imps if i.target == cycle[1])
-    return Diagnostic(E_IMPORT_CYCLE, "import cycle: " + " -> ".join(cycle),
-                      Label(Loc(path, first.item_id, first.span), f"imports `{cycle[1]}`"),
-                      help="move what both files need into a third file that both import")
+    return Diagnostic(
+        E_IMPORT_CYCLE,
+        "import cycle: " + " -> ".join(cycle),
+        Label(Loc(path, first.item_id, first.span), f"imports `{cycle[1]}`"),
+        help="move what both files need into a third file that both import",
+    )

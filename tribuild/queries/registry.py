@@ -1,12 +1,13 @@
 """Registers every value type the queries return with the engine's codec, so the persistent
 store can save and reload them without pickle (the codec decodes only registered classes)."""
+
 from __future__ import annotations
 
 import enum
 from types import ModuleType
 
-from tribuild.engine.store import codec
 from tribuild.base.record import is_record
+from tribuild.engine.store import codec
 
 
 def value_classes(module: ModuleType) -> list[type]:

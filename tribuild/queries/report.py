@@ -7,6 +7,7 @@ Terms:
   query is declared in ``targets``, beside the target report that includes it, and read from
   here by the driver.
 """
+
 from __future__ import annotations
 
 from tribuild.diagnostics import Loc

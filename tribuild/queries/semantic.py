@@ -18,12 +18,12 @@ Terms:
 - *default instance*: a layer whose construction parameters all have defaults; ``tribuild
   check`` instantiates it even outside a target.
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
-from tribuild.lang.syntax import ast
 from tribuild.lang.check.checker import (
     CheckedInstance,
     Members,
@@ -36,12 +36,12 @@ from tribuild.lang.check.checker import (
 )
 from tribuild.lang.check.consteval import POISON
 from tribuild.lang.check.env import ItemRef
-from tribuild.lang.syntax.free_names import free_names
-from tribuild.lang.signature import Signature, signature_of
 from tribuild.lang.check.values import InstanceKey, Value
+from tribuild.lang.signature import Signature, signature_of
+from tribuild.lang.syntax import ast
+from tribuild.lang.syntax.free_names import free_names
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import indexed, item_ast, item_construction
-from tribuild.base.record import record
 
 E_CONST_CYCLE = register("E0207", "a constant depends on itself")
 
@@ -68,7 +68,9 @@ class QueryEnv:
 
     def _scope(self) -> dict[str, ItemRef]:
         if self._names is None:
-            self._names = indexed("scope", self.path, scope(self.db, self.path), lambda s: dict(s.names))
+            self._names = indexed(
+                "scope", self.path, scope(self.db, self.path), lambda s: dict(s.names)
+            )
         return self._names
 
     def lookup(self, name: str) -> ItemRef | None:
@@ -131,8 +133,9 @@ def const_value(db, path: str, item_id: str) -> Value:
     if const_cycle(db, path, item_id):
         return POISON
     item = item_ast(db, path, item_id).item
-    return const_value_of(item, signature(db, path, item_id).signature, path, item_id,
-                          QueryEnv(db, path))
+    return const_value_of(
+        item, signature(db, path, item_id).signature, path, item_id, QueryEnv(db, path)
+    )
 
 
 @derived
@@ -140,24 +143,37 @@ def item_diagnostics(db, path: str, item_id: str) -> tuple[Diagnostic, ...]:
     sig = signature(db, path, item_id)
     item = item_ast(db, path, item_id).item
     if isinstance(item, ast.Const) and (cycle := const_cycle(db, path, item_id)):
-        return sig.diagnostics + (Diagnostic(
-            E_CONST_CYCLE, f"constant `{item.name}` depends on itself: " + " -> ".join(cycle),
-            Label(Loc(path, item_id, item.name_span), "defined here"),
-            help="give one of them a value that does not name the others"),)
-    members = generic_members(db, path, item_id) if isinstance(item, ast.Layer) and item.body is None else None
-    return sig.diagnostics + check_item(item, sig.signature, path, item_id, QueryEnv(db, path), members)
+        return sig.diagnostics + (
+            Diagnostic(
+                E_CONST_CYCLE,
+                f"constant `{item.name}` depends on itself: " + " -> ".join(cycle),
+                Label(Loc(path, item_id, item.name_span), "defined here"),
+                help="give one of them a value that does not name the others",
+            ),
+        )
+    members = (
+        generic_members(db, path, item_id)
+        if isinstance(item, ast.Layer) and item.body is None
+        else None
+    )
+    return sig.diagnostics + check_item(
+        item, sig.signature, path, item_id, QueryEnv(db, path), members
+    )
 
 
 @derived
 def generic_members(db, path: str, item_id: str) -> Members:
     params, members = item_construction(db, path, item_id)
-    return evaluate_generic_members(params, members, signature(db, path, item_id).signature, path, item_id,
-                                    QueryEnv(db, path))
+    return evaluate_generic_members(
+        params, members, signature(db, path, item_id).signature, path, item_id, QueryEnv(db, path)
+    )
 
 
 @derived
 def instance_members(db, key: InstanceKey) -> Members:
-    return evaluate_members(item_construction(db, key.path, key.item_id)[1], key, QueryEnv(db, key.path))
+    return evaluate_members(
+        item_construction(db, key.path, key.item_id)[1], key, QueryEnv(db, key.path)
+    )
 
 
 @derived
@@ -188,14 +204,17 @@ def instance_diagnostics(db, key: InstanceKey) -> tuple[Diagnostic, ...]:
 
 
 @derived
-def layer_instance(db, path: str, item_id: str, args: tuple[tuple[str, object], ...]) -> InstanceKey | str:
+def layer_instance(
+    db, path: str, item_id: str, args: tuple[tuple[str, object], ...]
+) -> InstanceKey | str:
     """The key of ``item_id`` instantiated with ``args`` (defaults filled in), or why not."""
     item = item_ast(db, path, item_id).item
     if not isinstance(item, ast.Layer):
         return f"`{item_id}` is not a layer"
     try:
-        return instance_key(path, item_id, signature(db, path, item_id).signature, dict(args),
-                            QueryEnv(db, path))
+        return instance_key(
+            path, item_id, signature(db, path, item_id).signature, dict(args), QueryEnv(db, path)
+        )
     except ValueError as err:
         return str(err)
 

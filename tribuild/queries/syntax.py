@@ -21,10 +21,12 @@ Terms:
   any other item): equal after an edit of the layer's methods, so what only evaluates members
   stays green.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
 from tribuild.lang.syntax import ast
@@ -34,16 +36,17 @@ from tribuild.lang.syntax.items import (
     ItemPlace,
     Pairs,
     chunked_items,
-    item_tokens as slice_item,
     lex_chunk,
     split_chunks,
     split_items,
+)
+from tribuild.lang.syntax.items import (
+    item_tokens as slice_item,
 )
 from tribuild.lang.syntax.lexer import lex
 from tribuild.lang.syntax.parser import parse_item
 from tribuild.lang.syntax.tokens import LexResult
 from tribuild.queries.inputs import source_text
-from tribuild.base.record import record
 
 
 @record
@@ -132,6 +135,8 @@ def item_ast(db, path: str, item_id: str) -> Parsed:
 
 
 @derived
-def item_construction(db, path: str, item_id: str) -> tuple[tuple[ast.Param, ...], tuple[ast.Let, ...]]:
+def item_construction(
+    db, path: str, item_id: str
+) -> tuple[tuple[ast.Param, ...], tuple[ast.Let, ...]]:
     item = item_ast(db, path, item_id).item
     return (item.params, item.members) if isinstance(item, ast.Layer) else ((), ())

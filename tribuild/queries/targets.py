@@ -23,9 +23,10 @@ Terms:
   exactly when its sources have no error, whoever asks. (Default instances of other layers
   of those files are `tribuild check`'s and the driver's business, not the target's.)
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
 from tribuild.lang.check.checker import check_target_input
@@ -40,7 +41,6 @@ from tribuild.queries.semantic import (
     signature,
 )
 from tribuild.queries.syntax import item_ast, item_index, read_error
-from tribuild.base.record import record
 
 Chain = tuple[tuple[str, InstanceKey], ...]
 MAX_NESTING = 64
@@ -55,6 +55,7 @@ E_UNREADABLE = register("E0001", "a source file cannot be read")
 class Reach:
     """Every instance a root reaches, with its chain; and where the walk was cut: a child that
     is one of its own ancestors (``"self"``) or nests deeper than ``MAX_NESTING``."""
+
     instances: tuple[tuple[InstanceKey, Chain], ...]
     cut: tuple[tuple[InstanceKey, Chain, str], ...]
 
@@ -87,30 +88,51 @@ def instance_report(db, root: InstanceKey) -> tuple[Diagnostic, ...]:
     for key, chain in reach.instances:
         notes = _chain_notes(root, chain)
         for diag in instance_diagnostics(db, key):
-            out.append(Diagnostic(diag.code, diag.message, diag.primary, diag.secondary,
-                                  diag.help, diag.notes + notes, diag.severity))
+            out.append(
+                Diagnostic(
+                    diag.code,
+                    diag.message,
+                    diag.primary,
+                    diag.secondary,
+                    diag.help,
+                    diag.notes + notes,
+                    diag.severity,
+                )
+            )
     return tuple(out)
 
 
-def _cut_diagnostic(db, root: InstanceKey, parent: InstanceKey, chain: Chain, why: str) -> Diagnostic:
+def _cut_diagnostic(
+    db, root: InstanceKey, parent: InstanceKey, chain: Chain, why: str
+) -> Diagnostic:
     member, child = chain[-1]
     loc = Loc(parent.path, parent.item_id, item_ast(db, parent.path, parent.item_id).item.name_span)
     label = Label(loc, f"its member `{member}` builds {describe_instance(child)}")
     notes = _chain_notes(root, chain[:-1])
     path = _member_path(root, chain)
     if why == "self":
-        return Diagnostic(E_CONTAINS_ITSELF, f"layer `{child.name}` contains an instance of itself: "
-                          f"{path} is {describe_instance(child)} again", label, notes=notes,
-                          help="a layer cannot be built from an instance of itself")
-    return Diagnostic(E_TOO_DEEP, f"layer instances nest more than {MAX_NESTING} levels deep",
-                      label, notes=notes, help="does a layer build a bigger copy of itself?")
+        return Diagnostic(
+            E_CONTAINS_ITSELF,
+            f"layer `{child.name}` contains an instance of itself: "
+            f"{path} is {describe_instance(child)} again",
+            label,
+            notes=notes,
+            help="a layer cannot be built from an instance of itself",
+        )
+    return Diagnostic(
+        E_TOO_DEEP,
+        f"layer instances nest more than {MAX_NESTING} levels deep",
+        label,
+        notes=notes,
+        help="does a layer build a bigger copy of itself?",
+    )
 
 
 def _member_path(root: InstanceKey, chain: Chain) -> str:
     """``ResNet.layer2[0].down``; past ``SHOWN`` members, the middle ones are counted."""
     members = [m for m, _ in chain]
     if len(members) > SHOWN:
-        members[SHOWN - 2:-1] = [f"({len(members) - SHOWN + 1} more)"]
+        members[SHOWN - 2 : -1] = [f"({len(members) - SHOWN + 1} more)"]
     return ".".join([root.name, *members])
 
 
@@ -123,21 +145,23 @@ def _chain_notes(root: InstanceKey, chain: Chain) -> tuple[str, ...]:
         key = chain[depth - 1][1] if depth else root
         notes.append(f"in {path} ({describe_instance(key)})")
     if len(notes) > SHOWN:
-        notes[SHOWN - 2:-1] = [f"... {len(notes) - SHOWN + 1} more levels"]
+        notes[SHOWN - 2 : -1] = [f"... {len(notes) - SHOWN + 1} more levels"]
     return tuple(notes)
 
 
 @record
 class TargetReport:
     root: InstanceKey | None
-    problem: str | None                 # a target that cannot be instantiated: a config error
+    problem: str | None  # a target that cannot be instantiated: a config error
     diagnostics: tuple[Diagnostic, ...]
 
 
 @derived
-def target_report(db, entry_path: str, layer: str, args: tuple, input_shape: tuple | None) -> TargetReport:
+def target_report(
+    db, entry_path: str, layer: str, args: tuple, input_shape: tuple | None
+) -> TargetReport:
     unread = read_error(db, entry_path)
-    if unread is not None:      # deleted since the configuration was read (``watch``)
+    if unread is not None:  # deleted since the configuration was read (``watch``)
         return TargetReport(None, f"cannot read the entry file `{entry_path}`: {unread}", ())
     ref = scope(db, entry_path).lookup(layer)
     if ref is None or ref.kind not in ("layer", "functional"):
@@ -145,8 +169,12 @@ def target_report(db, entry_path: str, layer: str, args: tuple, input_shape: tup
     root = layer_instance(db, ref.path, ref.item_id, args)
     if isinstance(root, str):
         return TargetReport(None, root, ())
-    diags = [d for path in import_closure(db, entry_path) if read_error(db, path) is None
-             for d in file_item_diagnostics(db, path)]
+    diags = [
+        d
+        for path in import_closure(db, entry_path)
+        if read_error(db, path) is None
+        for d in file_item_diagnostics(db, path)
+    ]
     diags += instance_report(db, root)
     if input_shape is not None:
         sig = signature(db, ref.path, ref.item_id).signature
@@ -176,8 +204,13 @@ def file_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
 def file_item_diagnostics(db, path: str) -> tuple[Diagnostic, ...]:
     error = read_error(db, path)
     if error is not None:
-        return (Diagnostic(E_UNREADABLE, f"cannot read `{path}`: {error}",
-                           Label(Loc(path, None, (0, 0)), error)),)
+        return (
+            Diagnostic(
+                E_UNREADABLE,
+                f"cannot read `{path}`: {error}",
+                Label(Loc(path, None, (0, 0)), error),
+            ),
+        )
     out: list[Diagnostic] = []
     for entry in item_index(db, path):
         out.extend(item_ast(db, path, entry.id).diagnostics)

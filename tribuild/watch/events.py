@@ -22,6 +22,7 @@ Terms:
   time is the end of its settle period (``time.monotonic()``); how late the builder starts
   after it is reported.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,32 +30,48 @@ import threading
 import time
 from contextlib import contextmanager
 
-from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent,
-                             FileCreatedEvent, FileDeletedEvent, FileModifiedEvent,
-                             FileMovedEvent, FileSystemEventHandler)
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEventHandler,
+)
 
 from tribuild.base.record import record
 
 # The kinds of events asked of the OS. Not opening a file, closing it unwritten or a
 # folder's own changes: every rebuild reads every source, and each read would be two events
 # through watchdog's threads, competing with the builder for the interpreter.
-EVENTS = (FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileDeletedEvent,
-          FileMovedEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent)
+EVENTS = (
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+)
 
 
 @record
 class Batch:
     paths: frozenset[str]
-    generation: int                 # the generation the batch ends at
-    due: float                      # when its settle period ended (time.monotonic())
+    generation: int  # the generation the batch ends at
+    due: float  # when its settle period ended (time.monotonic())
 
 
 @record
 class Scope:
-    root: str                       # absolute
-    config: str                     # absolute path of Tribuild.toml
-    sources: tuple[str, ...]        # absolute source folders (or files)
-    closure: frozenset[str]         # absolute paths of the files the last build read
+    root: str  # absolute
+    config: str  # absolute path of Tribuild.toml
+    sources: tuple[str, ...]  # absolute source folders (or files)
+    closure: frozenset[str]  # absolute paths of the files the last build read
 
     def relevant(self, path: str, is_directory: bool) -> str | None:
         """The root-relative POSIX path of ``path`` if an event on it matters, else None."""
@@ -70,13 +87,17 @@ class Scope:
     def folders(self) -> dict[str, bool]:
         """The folders to watch: absolute path -> recursive."""
         recursive = [s for s in self.sources if os.path.isdir(s)]
-        flat = {self.root} | {os.path.dirname(p) for p in self.closure} \
+        flat = (
+            {self.root}
+            | {os.path.dirname(p) for p in self.closure}
             | {os.path.dirname(s) for s in self.sources if not os.path.isdir(s)}
+        )
         top = [f for f in recursive if not any(f.startswith(o + os.sep) for o in recursive)]
         out = {f: True for f in top}
         for folder in flat:
-            if os.path.isdir(folder) and not any(folder == r or folder.startswith(r + os.sep)
-                                                 for r in top):
+            if os.path.isdir(folder) and not any(
+                folder == r or folder.startswith(r + os.sep) for r in top
+            ):
                 out[folder] = False
         return out
 
@@ -144,13 +165,16 @@ class Handler(FileSystemEventHandler):
     as a set of root-relative paths, to ``on_change`` (in watchdog's thread)."""
 
     def __init__(self, scope: Scope, on_change):
-        self.scope = scope              # replaced by the builder after each build
+        self.scope = scope  # replaced by the builder after each build
         self.on_change = on_change
 
     def on_any_event(self, event) -> None:
         scope = self.scope
-        paths = {scope.relevant(p, event.is_directory)
-                 for p in (event.src_path, getattr(event, "dest_path", "")) if p}
+        paths = {
+            scope.relevant(p, event.is_directory)
+            for p in (event.src_path, getattr(event, "dest_path", ""))
+            if p
+        }
         paths.discard(None)
         if paths:
             self.on_change(paths)
@@ -161,6 +185,7 @@ class Watches:
 
     def __init__(self, handler: Handler):
         from watchdog.observers import Observer
+
         self.handler = handler
         self.observer = Observer()
         self.watched: dict[tuple[str, bool], object] = {}
@@ -177,9 +202,10 @@ class Watches:
         for folder, recursive in sorted(wanted - set(self.watched)):
             try:
                 self.watched[folder, recursive] = self.observer.schedule(
-                    self.handler, folder, recursive=recursive, event_filter=list(EVENTS))
+                    self.handler, folder, recursive=recursive, event_filter=list(EVENTS)
+                )
             except OSError:
-                continue            # gone meanwhile: its parent's events bring it back
+                continue  # gone meanwhile: its parent's events bring it back
 
     def stop(self) -> None:
         self.observer.stop()

@@ -17,6 +17,7 @@ Terms:
 - The project lock is held from start to stop; stopping (Ctrl-C, ``stop()``) lets the
   running build finish, then saves the database into the persistent cache.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,18 +27,19 @@ import time
 import traceback
 from collections import Counter
 
-from tribuild.driver import cache, build as driver, timing
-from tribuild.driver.noop import manifest
+from tribuild.base.record import record
+from tribuild.config.problems import ConfigError
+from tribuild.driver import build as driver
+from tribuild.driver import cache, timing
 from tribuild.driver.lock import project_lock
+from tribuild.driver.noop import manifest
 from tribuild.driver.progress import Quiet
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import read_source
-from tribuild.watch.events import Batch, Changes, Handler, Scope, Watches
-from tribuild.watch.screen import Rebuild
-from tribuild.config.problems import ConfigError
 from tribuild.engine import Cancelled
 from tribuild.queries.inputs import source_text
-from tribuild.base.record import record
+from tribuild.watch.events import Batch, Changes, Handler, Scope, Watches
+from tribuild.watch.screen import Rebuild
 
 
 @record
@@ -50,13 +52,13 @@ class Options:
 
 class Watcher:
     def __init__(self, project: Project, options: Options, screen):
-        driver.select(project, options.targets)        # ConfigError before anything starts
+        driver.select(project, options.targets)  # ConfigError before anything starts
         self.project = project
         self.options = options
         self.screen = screen
         self.changes = Changes(options.debounce)
         self.db = None
-        self.changed: set[str] = set()                 # since the last rebuild reported
+        self.changed: set[str] = set()  # since the last rebuild reported
 
     def run(self) -> None:
         """Watch until ``stop()`` or Ctrl-C; the database is saved on the way out."""
@@ -96,9 +98,10 @@ class Watcher:
         while batch is not None:
             try:
                 scope = self._rebuild(batch)
-            except Exception:                          # a bug: report it, keep watching
-                self.screen.problem("error: internal error in tribuild watch:\n"
-                                    + traceback.format_exc())
+            except Exception:  # a bug: report it, keep watching
+                self.screen.problem(
+                    "error: internal error in tribuild watch:\n" + traceback.format_exc()
+                )
                 scope = None
             if scope is not None:
                 watches.update(scope)
@@ -133,7 +136,7 @@ class Watcher:
             with clock.stage("write outputs"):
                 driver.write_result(project, result)
             phases = {"late": max(start - batch.due, 0.0), **clock.driver}
-            if (problems := result.problems()) is not None:    # targets that cannot be made
+            if (problems := result.problems()) is not None:  # targets that cannot be made
                 self.screen.problem(str(problems))
             self.screen.rebuilt(self._report(result, log, time.monotonic() - start, phases))
             self.changed = set()
@@ -146,8 +149,9 @@ class Watcher:
             project = Project.discover(self.project.root)
             driver.select(project, self.options.targets)
         except ConfigError as err:
-            self.screen.problem(f"{err}\n(keeping the previous configuration until it is fixed)",
-                                failing=False)
+            self.screen.problem(
+                f"{err}\n(keeping the previous configuration until it is fixed)", failing=False
+            )
             return
         project.cache_dir = self.project.cache_dir
         self.project = project
@@ -156,18 +160,29 @@ class Watcher:
         ran = set(log.executed)
         reused = (set(log.validated) | set(log.hits)) - ran
         failed = [t for t in result.targets if t.failed]
-        return Rebuild(tuple(sorted(self.changed)), dict(sorted(Counter(
-            name for name, _ in log.executed).items())), len(reused), result.report.written,
-            result.report.removed, seconds, phases, tuple(t.name for t in failed),
+        return Rebuild(
+            tuple(sorted(self.changed)),
+            dict(sorted(Counter(name for name, _ in log.executed).items())),
+            len(reused),
+            result.report.written,
+            result.report.removed,
+            seconds,
+            phases,
+            tuple(t.name for t in failed),
             tuple(d for t in failed for d in t.diagnostics),
-            tuple((t.name, t.error) for t in failed if t.error), result.sources)
+            tuple((t.name, t.error) for t in failed if t.error),
+            result.sources,
+        )
 
     def _scope(self, closure: frozenset[str]) -> Scope:
         project = self.project
         root = project.root
-        return Scope(root, os.path.abspath(project.config.path),
-                     tuple(os.path.abspath(os.path.join(root, s)) for s in project.config.sources),
-                     frozenset(os.path.abspath(os.path.join(root, p)) for p in closure))
+        return Scope(
+            root,
+            os.path.abspath(project.config.path),
+            tuple(os.path.abspath(os.path.join(root, s)) for s in project.config.sources),
+            frozenset(os.path.abspath(os.path.join(root, p)) for p in closure),
+        )
 
     def _run_command(self, command: str) -> None:
         code = subprocess.run(command, shell=True, cwd=self.project.root).returncode

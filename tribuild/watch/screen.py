@@ -16,6 +16,7 @@ Terms:
   stdout (``event``: ``watching``, ``rebuild``, ``problem``, ``cancelled``, ``command``,
   ``waiting``, ``stopped``), for editors and tools.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,14 +38,16 @@ class Rebuild:
     phases: dict[str, float]
     failed: tuple[str, ...]
     diagnostics: tuple
-    errors: tuple[tuple[str, str], ...]     # (target, traceback) of bugs in tribuild
-    sources: object                         # renders the diagnostics' excerpts
+    errors: tuple[tuple[str, str], ...]  # (target, traceback) of bugs in tribuild
+    sources: object  # renders the diagnostics' excerpts
 
     def status(self) -> str:
         n = len(self.changed)
         what = "build" if not n else f"{n} file{'s' * (n != 1)} changed"
-        line = (f"{time.strftime('%H:%M:%S')} {what}: {sum(self.executed.values())} queries "
-                f"re-run, {self.reused} reused, {len(self.written)} outputs written")
+        line = (
+            f"{time.strftime('%H:%M:%S')} {what}: {sum(self.executed.values())} queries "
+            f"re-run, {self.reused} reused, {len(self.written)} outputs written"
+        )
         if self.removed:
             line += f", {len(self.removed)} removed"
         line += f", {self.seconds * 1e3:.0f} ms"
@@ -55,8 +58,11 @@ class Rebuild:
     def texts(self, color: bool) -> list[str]:
         """The failures, rendered with their source excerpts."""
         from tribuild.diagnostics_render import render_text
-        out = [f"error: internal error while building `{name}` (a bug in tribuild):\n{tb}"
-               for name, tb in self.errors]
+
+        out = [
+            f"error: internal error while building `{name}` (a bug in tribuild):\n{tb}"
+            for name, tb in self.errors
+        ]
         return out + [render_text(d, self.sources, color=color) for d in self.diagnostics]
 
 
@@ -107,11 +113,12 @@ class Live(Plain):
         from rich.console import Console
         from rich.live import Live as RichLive
         from rich.text import Text
+
         super().__init__()
         self.console = console or Console(stderr=True)
         self.live = RichLive(Text(""), console=self.console, auto_refresh=False)
         self.live.start()
-        self.shown: list[str] = []          # the errors in the live region
+        self.shown: list[str] = []  # the errors in the live region
 
     def say(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False)
@@ -119,6 +126,7 @@ class Live(Plain):
     def rebuilt(self, rebuild: Rebuild) -> None:
         from rich.console import Group
         from rich.text import Text
+
         style = "red" if rebuild.failed else "green"
         self.console.print(Text(rebuild.status(), style=style))
         self.shown = rebuild.texts(color=True)
@@ -142,13 +150,21 @@ class Json:
 
     def rebuilt(self, rebuild: Rebuild) -> None:
         from tribuild.diagnostics_render import to_json
-        self.emit("rebuild", changed=list(rebuild.changed), executed=rebuild.executed,
-                  reused=rebuild.reused, written=list(rebuild.written),
-                  removed=list(rebuild.removed), ms=round(rebuild.seconds * 1e3, 3),
-                  phases={k: round(v * 1e3, 3) for k, v in rebuild.phases.items()},
-                  ok=not rebuild.failed, failed=list(rebuild.failed),
-                  diagnostics=[to_json(d, rebuild.sources) for d in rebuild.diagnostics],
-                  errors=[{"target": n, "traceback": tb} for n, tb in rebuild.errors])
+
+        self.emit(
+            "rebuild",
+            changed=list(rebuild.changed),
+            executed=rebuild.executed,
+            reused=rebuild.reused,
+            written=list(rebuild.written),
+            removed=list(rebuild.removed),
+            ms=round(rebuild.seconds * 1e3, 3),
+            phases={k: round(v * 1e3, 3) for k, v in rebuild.phases.items()},
+            ok=not rebuild.failed,
+            failed=list(rebuild.failed),
+            diagnostics=[to_json(d, rebuild.sources) for d in rebuild.diagnostics],
+            errors=[{"target": n, "traceback": tb} for n, tb in rebuild.errors],
+        )
 
     def problem(self, message: str, failing: bool = True) -> None:
         self.emit("problem", message=message)

@@ -1,5 +1,6 @@
 """Reference of models/bitnet.tri: one BitNet b1.58 block (pre-norm, bidirectional attention,
 SwiGLU)."""
+
 from __future__ import annotations
 
 from torch import nn

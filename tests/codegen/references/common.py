@@ -30,6 +30,7 @@ Naming rules that generated modules must follow so that state_dict keys coincide
   ``softmax(q @ k^T / sqrt(d / heads), -1) @ v``, heads merged back to ``[N, T, d]``,
   ``out_proj``. No mask, no dropout.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-EPS = 1e-5                      # the floor of a ternary scale and of an activation absmax
+EPS = 1e-5  # the floor of a ternary scale and of an activation absmax
 SCALES = ("tensor", "channel")
 
 
@@ -62,7 +63,9 @@ def quantize_activations(x: torch.Tensor) -> torch.Tensor:
 class TernaryLinear(nn.Linear):
     """``TernaryLinear(in, out, bias=false, scale="tensor")``."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False, scale: str = "tensor"):
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = False, scale: str = "tensor"
+    ):
         super().__init__(in_features, out_features, bias=bias)
         self.scale = scale
 
@@ -79,10 +82,26 @@ class TernaryLinear(nn.Linear):
 class TernaryConv2d(nn.Conv2d):
     """``TernaryConv2d(in, out, kernel, stride=1, padding=0, groups=1, bias=false, scale="tensor")``."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int = 1, padding: int = 0,
-                 groups: int = 1, bias: bool = False, scale: str = "tensor"):
-        super().__init__(in_channels, out_channels, kernel, stride=stride, padding=padding, groups=groups,
-                         bias=bias)
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel: int,
+        stride: int = 1,
+        padding: int = 0,
+        groups: int = 1,
+        bias: bool = False,
+        scale: str = "tensor",
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel,
+            stride=stride,
+            padding=padding,
+            groups=groups,
+            bias=bias,
+        )
         self.scale = scale
 
     def effective_weight(self) -> torch.Tensor:
@@ -95,10 +114,19 @@ class TernaryConv2d(nn.Conv2d):
         return f"{super().extra_repr()}, scale={self.scale!r}"
 
 
-def Conv2d(in_channels: int, out_channels: int, kernel: int, stride: int = 1, padding: int = 0,
-           groups: int = 1, bias: bool = True) -> nn.Conv2d:
+def Conv2d(
+    in_channels: int,
+    out_channels: int,
+    kernel: int,
+    stride: int = 1,
+    padding: int = 0,
+    groups: int = 1,
+    bias: bool = True,
+) -> nn.Conv2d:
     """The full-precision ``Conv2d`` with the `.tri` spelling of its arguments."""
-    return nn.Conv2d(in_channels, out_channels, kernel, stride=stride, padding=padding, groups=groups, bias=bias)
+    return nn.Conv2d(
+        in_channels, out_channels, kernel, stride=stride, padding=padding, groups=groups, bias=bias
+    )
 
 
 class RMSNorm(nn.Module):
@@ -154,5 +182,7 @@ def ternary_weights(model: nn.Module) -> list[tuple[str, torch.Tensor, torch.Ten
         if isinstance(m, (TernaryLinear, TernaryConv2d)):
             out.append((prefix + "weight", m.weight, m.effective_weight(), m.scale))
         elif isinstance(m, MultiHeadAttention):
-            out.append((prefix + "in_proj_weight", m.in_proj_weight, m.effective_in_proj(), "tensor"))
+            out.append(
+                (prefix + "in_proj_weight", m.in_proj_weight, m.effective_in_proj(), "tensor")
+            )
     return out

@@ -1,4 +1,5 @@
 """Reference of models/densenet.tri: DenseNet-121 (BC, growth k, blocks of 6, 12, 24, 16)."""
+
 from __future__ import annotations
 
 import torch
@@ -14,8 +15,10 @@ ENTRY = "models/densenet.tri:DenseNet121"
 class DenseNet121(nn.Module):
     def __init__(self, growth: int = 32, num_classes: int = 1000):
         super().__init__()
-        self.stem = nn.Sequential(ConvBNAct(3, 2 * growth, kernel=7, stride=2, act=ACT_RELU, ternary=False),
-                                  nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            ConvBNAct(3, 2 * growth, kernel=7, stride=2, act=ACT_RELU, ternary=False),
+            nn.MaxPool2d(3, 2, 1),
+        )
         self.block1 = DenseBlock(2 * growth, 6, growth)
         self.trans1 = Transition(8 * growth)
         self.block2 = DenseBlock(4 * growth, 12, growth)

@@ -1,4 +1,5 @@
 """Reference of models/lenet.tri: LeNet-5 with tanh and average pooling."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Reference of models/mlp.tri: the MNIST MLP 784-hidden1-hidden2-classes."""
+
 from __future__ import annotations
 
 import torch

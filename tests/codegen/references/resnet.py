@@ -1,4 +1,5 @@
 """Reference of models/resnet.tri: ResNet-18/34/50/101/152 from one generic layer."""
+
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,9 @@ class ResNet(nn.Module):
     def __init__(self, blocks=(2, 2, 2, 2), bottleneck: bool = False, num_classes: int = 1000):
         super().__init__()
         expansion = 4 if bottleneck else 1
-        self.stem = nn.Sequential(ConvBNAct(3, 64, kernel=7, stride=2, act=ACT_RELU, ternary=False),
-                                  nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            ConvBNAct(3, 64, kernel=7, stride=2, act=ACT_RELU, ternary=False), nn.MaxPool2d(3, 2, 1)
+        )
         self.layer1 = ResStage(64, 64, blocks[0], 1, expansion)
         self.layer2 = ResStage(256 if bottleneck else 64, 128, blocks[1], 2, expansion)
         self.layer3 = ResStage(512 if bottleneck else 128, 256, blocks[2], 2, expansion)

@@ -9,6 +9,7 @@ most three values per scale group. Every Tribuild.toml target is checked for str
 the meta device (no memory, no forward). The built-ins of common.py are checked against
 PyTorch's own functions and tribuild's runtime.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,15 +18,26 @@ import inspect
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
-from hypothesis import given, settings, strategies as st
 
 from tribuild.config.load import load_config
 from tribuild.lang.check.values import normalise
 
 from . import common, tri_structure
 
-STEMS = ("mlp", "lenet", "vgg", "resnet", "mobilenet_v2", "efficientnet", "densenet", "vit", "bitnet")
+STEMS = (
+    "mlp",
+    "lenet",
+    "vgg",
+    "resnet",
+    "mobilenet_v2",
+    "efficientnet",
+    "densenet",
+    "vit",
+    "bitnet",
+)
 
 # (reference module, construction args, input shape, output shape)
 CASES = [
@@ -34,18 +46,46 @@ CASES = [
     ("lenet", {}, (2, 1, 32, 32), (2, 10)),
     ("lenet", {"num_classes": 3}, (1, 1, 32, 32), (1, 3)),
     ("vgg", {}, (1, 3, 32, 32), (1, 1000)),
-    ("vgg", {"depths": [1, 1, 2, 1, 1], "widths": [8, 16, 16, 32, 32], "num_classes": 10}, (2, 3, 32, 32), (2, 10)),
+    (
+        "vgg",
+        {"depths": [1, 1, 2, 1, 1], "widths": [8, 16, 16, 32, 32], "num_classes": 10},
+        (2, 3, 32, 32),
+        (2, 10),
+    ),
     ("resnet", {}, (1, 3, 64, 64), (1, 1000)),
-    ("resnet", {"blocks": [1, 2, 1, 1], "bottleneck": True, "num_classes": 10}, (2, 3, 64, 64), (2, 10)),
+    (
+        "resnet",
+        {"blocks": [1, 2, 1, 1], "bottleneck": True, "num_classes": 10},
+        (2, 3, 64, 64),
+        (2, 10),
+    ),
     ("mobilenet_v2", {}, (1, 3, 64, 64), (1, 1000)),
-    ("mobilenet_v2", {"num_classes": 10, "repeats": [1, 2, 1, 1, 1, 1, 1]}, (2, 3, 32, 32), (2, 10)),
+    (
+        "mobilenet_v2",
+        {"num_classes": 10, "repeats": [1, 2, 1, 1, 1, 1, 1]},
+        (2, 3, 32, 32),
+        (2, 10),
+    ),
     ("efficientnet", {}, (1, 3, 64, 64), (1, 1000)),
-    ("efficientnet", {"num_classes": 10, "repeats": [1, 2, 1, 1, 1, 1, 1],
-                      "channels": [8, 16, 24, 32, 48, 64, 96]}, (2, 3, 32, 32), (2, 10)),
+    (
+        "efficientnet",
+        {
+            "num_classes": 10,
+            "repeats": [1, 2, 1, 1, 1, 1, 1],
+            "channels": [8, 16, 24, 32, 48, 64, 96],
+        },
+        (2, 3, 32, 32),
+        (2, 10),
+    ),
     ("densenet", {}, (1, 3, 64, 64), (1, 1000)),
     ("densenet", {"growth": 8, "num_classes": 10}, (2, 3, 64, 64), (2, 10)),
     ("vit", {}, (1, 3, 32, 32), (1, 1000)),
-    ("vit", {"patch": 4, "dim": 32, "depth": 2, "heads": 2, "num_classes": 10}, (2, 3, 16, 16), (2, 10)),
+    (
+        "vit",
+        {"patch": 4, "dim": 32, "depth": 2, "heads": 2, "num_classes": 10},
+        (2, 3, 16, 16),
+        (2, 10),
+    ),
     ("bitnet", {}, (2, 16, 64), (2, 16, 64)),
     ("bitnet", {"dim": 32, "heads": 2, "hidden": 48}, (2, 8, 32), (2, 8, 32)),
 ]
@@ -75,7 +115,9 @@ def test_structure(stem, args, input_shape, output_shape):
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_structure_of_every_target(target):
-    stem = next(s for s in STEMS if reference(s).ENTRY == f"{target.entry_path}:{target.entry_layer}")
+    stem = next(
+        s for s in STEMS if reference(s).ENTRY == f"{target.entry_path}:{target.entry_layer}"
+    )
     check_structure(stem, dict(target.args))
 
 
@@ -100,7 +142,10 @@ def test_cases_reach_every_zoo_layer():
 @pytest.mark.parametrize("stem,args,input_shape,output_shape", CASES, ids=CASE_IDS)
 def test_forward(stem, args, input_shape, output_shape):
     ref = reference(stem)
-    assert tri_structure.output_shape(tri_structure.instance(ref.ENTRY, args), input_shape) == output_shape
+    assert (
+        tri_structure.output_shape(tri_structure.instance(ref.ENTRY, args), input_shape)
+        == output_shape
+    )
     torch.manual_seed(0)
     model = ref.make(**args).eval()
     with torch.no_grad():
@@ -116,8 +161,11 @@ def test_forward(stem, args, input_shape, output_shape):
 def assert_ternary(effective: torch.Tensor, weight: torch.Tensor, scale: str) -> None:
     """Each scale group holds at most three values, -m, 0 and m, where m is the group's
     g = max(mean|W|, 1e-5) (or the group is all zero)."""
-    rows = (effective.reshape(1, -1), weight.reshape(1, -1)) if scale == "tensor" else (
-        effective.flatten(1), weight.flatten(1))
+    rows = (
+        (effective.reshape(1, -1), weight.reshape(1, -1))
+        if scale == "tensor"
+        else (effective.flatten(1), weight.flatten(1))
+    )
     e, w = rows
     m = e.abs().amax(dim=1, keepdim=True)
     assert bool(((e == 0) | (e.abs() == m)).all()), "more than three values in a scale group"
@@ -127,11 +175,20 @@ def assert_ternary(effective: torch.Tensor, weight: torch.Tensor, scale: str) ->
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(1, 6), st.integers(1, 4), st.sampled_from(common.SCALES), st.floats(1e-7, 10.0),
-       st.integers(0, 2**31 - 1))
+@given(
+    st.integers(1, 6),
+    st.integers(1, 4),
+    st.sampled_from(common.SCALES),
+    st.floats(1e-7, 10.0),
+    st.integers(0, 2**31 - 1),
+)
 def test_ternarize_matches_the_runtime(rows, kernel, scale, magnitude, seed):
     from tribuild.gpu.ternarize import ternarize_ste
-    w = torch.randn(rows, 3, kernel, kernel, generator=torch.Generator().manual_seed(seed)) * magnitude
+
+    w = (
+        torch.randn(rows, 3, kernel, kernel, generator=torch.Generator().manual_seed(seed))
+        * magnitude
+    )
     effective = common.ternarize(w, scale)
     assert_ternary(effective, w, scale)
     torch.testing.assert_close(effective, ternarize_ste(w, scale), rtol=1e-6, atol=0)
@@ -140,10 +197,14 @@ def test_ternarize_matches_the_runtime(rows, kernel, scale, magnitude, seed):
 def test_ternarize_known_values():
     w = torch.tensor([[0.9, -0.05, -2.0, 0.0], [0.2, 0.2, -0.2, 0.0]])
     # g = mean|w| = 3.55 / 8 = 0.44375: codes round(w / g) clamped.
-    torch.testing.assert_close(common.ternarize(w), 0.44375 * torch.tensor([[1.0, 0, -1, 0], [0, 0, 0, 0]]))
+    torch.testing.assert_close(
+        common.ternarize(w), 0.44375 * torch.tensor([[1.0, 0, -1, 0], [0, 0, 0, 0]])
+    )
     # per row: g = 0.7375 and 0.15.
-    torch.testing.assert_close(common.ternarize(w, "channel"),
-                               torch.tensor([[0.7375, 0, -0.7375, 0], [0.15, 0.15, -0.15, 0]]))
+    torch.testing.assert_close(
+        common.ternarize(w, "channel"),
+        torch.tensor([[0.7375, 0, -0.7375, 0], [0.15, 0.15, -0.15, 0]]),
+    )
     assert torch.equal(common.ternarize(torch.zeros(2, 2)), torch.zeros(2, 2))
     with pytest.raises(ValueError):
         common.ternarize(w, "row")
@@ -151,11 +212,14 @@ def test_ternarize_known_values():
 
 def test_quantize_activations():
     from tribuild.gpu.ternarize import quantize_activations as runtime
+
     x = torch.tensor([[1.0, -0.5, 0.25, 0.001], [0.0, 0.0, 0.0, 0.0], [3e-6, -1e-6, 0.0, 2e-6]])
     s = torch.tensor([[127.0], [127 / 1e-5], [127 / 1e-5]])
     expected = torch.clamp(torch.round(x * s), -128, 127) / s
     torch.testing.assert_close(common.quantize_activations(x), expected, rtol=0, atol=0)
-    assert common.quantize_activations(x)[0].tolist() == pytest.approx([1.0, -64 / 127, 32 / 127, 0.0])
+    assert common.quantize_activations(x)[0].tolist() == pytest.approx(
+        [1.0, -64 / 127, 32 / 127, 0.0]
+    )
     y = torch.randn(4, 5, 33, generator=torch.Generator().manual_seed(1)) * 3
     torch.testing.assert_close(common.quantize_activations(y), runtime(y), rtol=0, atol=0)
 
@@ -186,10 +250,16 @@ def test_multi_head_attention_matches_pytorch():
 
 def test_ternary_layers_use_the_effective_weight():
     torch.manual_seed(0)
-    conv = common.TernaryConv2d(4, 6, kernel=3, stride=2, padding=1, groups=2, bias=True, scale="channel")
+    conv = common.TernaryConv2d(
+        4, 6, kernel=3, stride=2, padding=1, groups=2, bias=True, scale="channel"
+    )
     x = torch.randn(2, 4, 9, 9)
-    expected = F.conv2d(x, common.ternarize(conv.weight, "channel"), conv.bias, stride=2, padding=1, groups=2)
+    expected = F.conv2d(
+        x, common.ternarize(conv.weight, "channel"), conv.bias, stride=2, padding=1, groups=2
+    )
     torch.testing.assert_close(conv(x), expected)
     linear = common.TernaryLinear(5, 3)
     assert linear.bias is None
-    torch.testing.assert_close(linear(x[0, 0, :, :5]), x[0, 0, :, :5] @ common.ternarize(linear.weight).T)
+    torch.testing.assert_close(
+        linear(x[0, 0, :, :5]), x[0, 0, :, :5] @ common.ternarize(linear.weight).T
+    )

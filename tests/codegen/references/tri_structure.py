@@ -10,6 +10,7 @@ Terms:
 - *mismatch*: a line naming a module path where a reference differs from the source: class
   name, children names, built-in type or hyper-parameters (kernel, stride, eps, ...).
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -19,10 +20,10 @@ from torch import nn
 
 from tribuild.driver.sources import load_sources, scan
 from tribuild.engine import Database
-from tribuild.lang.check.unify import Unifier
 from tribuild.lang import dims
-from tribuild.lang.types import TensorT
+from tribuild.lang.check.unify import Unifier
 from tribuild.lang.check.values import InstanceKey, LayerV, normalise
+from tribuild.lang.types import TensorT
 from tribuild.queries.semantic import checked_instance
 from tribuild.queries.syntax import item_index
 from tribuild.queries.targets import reached_instances, target_report
@@ -42,8 +43,9 @@ def database() -> tuple[Database, tuple[str, ...]]:
 def instance(entry: str, args: dict) -> InstanceKey:
     """The instance ``entry`` ("models/x.tri:Layer") builds with ``args``; it must check clean."""
     path, layer = entry.split(":")
-    report = target_report(database()[0], path, layer, tuple(sorted((k, normalise(v)) for k, v in args.items())),
-                           None)
+    report = target_report(
+        database()[0], path, layer, tuple(sorted((k, normalise(v)) for k, v in args.items())), None
+    )
     if report.problem or report.diagnostics:
         raise AssertionError(f"{entry} {args}: {report.problem or report.diagnostics}")
     return report.root
@@ -69,7 +71,9 @@ def output_shape(key: InstanceKey, input_shape: tuple[int, ...]) -> tuple[int, .
     inst = checked_instance(database()[0], key)
     formal, out = inst.inputs[0], inst.output
     unifier = Unifier(set().union(*(dims.symbols(d) for d in formal.dims)))
-    problem = unifier.tensor(formal, TensorT(formal.dtype, tuple(dims.const(n) for n in input_shape)))
+    problem = unifier.tensor(
+        formal, TensorT(formal.dtype, tuple(dims.const(n) for n in input_shape))
+    )
     assert problem is None, f"input {input_shape} does not fit {formal}: {problem}"
     return tuple(dims.as_int(unifier.apply(d)) for d in out.dims)
 
@@ -91,7 +95,11 @@ def expected_state(key: InstanceKey, prefix: str = "") -> dict[str, tuple[int, .
 
 def _value_state(value, prefix: str) -> dict[str, tuple[int, ...]]:
     if isinstance(value, tuple):
-        return {k: v for i, item in enumerate(value) for k, v in _value_state(item, f"{prefix}{i}.").items()}
+        return {
+            k: v
+            for i, item in enumerate(value)
+            for k, v in _value_state(item, f"{prefix}{i}.").items()
+        }
     if not isinstance(value, LayerV):
         return {}
     if value.ref is not None:
@@ -112,26 +120,42 @@ def _builtin_state(name: str, a: dict) -> dict[str, tuple[int, ...]]:
         return weight | ({"bias": (a["out_channels"],)} if a["bias"] else {})
     if name == "BatchNorm2d":
         c = (a["features"],)
-        return {"weight": c, "bias": c, "running_mean": c, "running_var": c, "num_batches_tracked": ()}
+        return {
+            "weight": c,
+            "bias": c,
+            "running_mean": c,
+            "running_var": c,
+            "num_batches_tracked": (),
+        }
     if name == "LayerNorm":
         return {"weight": (a["features"],), "bias": (a["features"],)}
     if name == "RMSNorm":
         return {"weight": (a["features"],)}
     if name == "MultiHeadAttention":
         d = a["d"]
-        return {"in_proj_weight": (3 * d, d), "in_proj_bias": (3 * d,), "out_proj.weight": (d, d),
-                "out_proj.bias": (d,)}
+        return {
+            "in_proj_weight": (3 * d, d),
+            "in_proj_bias": (3 * d,),
+            "out_proj.weight": (d, d),
+            "out_proj.bias": (d,),
+        }
     return {}
 
 
 def mismatches(module: nn.Module, key: InstanceKey, path: str = "") -> list[str]:
     """Where ``module`` differs from the instance ``key`` (an empty list when it mirrors it)."""
     here = path or key.name
-    out = [] if type(module).__name__ == key.name else [f"{here}: class {type(module).__name__}, expected {key.name}"]
+    out = (
+        []
+        if type(module).__name__ == key.name
+        else [f"{here}: class {type(module).__name__}, expected {key.name}"]
+    )
     expected = [(n, v) for n, v in members(key) if _is_layer(v)]
     children = dict(module.named_children())
     if set(children) != {n for n, _ in expected}:
-        out.append(f"{here}: children {sorted(children)}, expected {sorted(n for n, _ in expected)}")
+        out.append(
+            f"{here}: children {sorted(children)}, expected {sorted(n for n, _ in expected)}"
+        )
     for name, value in expected:
         if name in children:
             out += _compare(children[name], value, f"{here}.{name}")
@@ -149,7 +173,9 @@ def _compare(module: nn.Module, value, path: str) -> list[str]:
     if value.name == "Sequential":
         if type(module) is not nn.Sequential or len(module) != len(a["layers"]):
             return [f"{path}: {type(module).__name__}, expected a Sequential of {len(a['layers'])}"]
-        return [m for i, v in enumerate(a["layers"]) for m in _compare(module[i], v, f"{path}[{i}]")]
+        return [
+            m for i, v in enumerate(a["layers"]) for m in _compare(module[i], v, f"{path}[{i}]")
+        ]
     cls, attrs = _builtin_module(value.name, a)
     if type(module) is not cls:
         return [f"{path}: {type(module).__name__}, expected {cls.__name__}"]
@@ -162,20 +188,32 @@ def _linear_attrs(a: dict) -> dict:
 
 
 def _conv_attrs(a: dict) -> dict:
-    return {"in_channels": a["in_channels"], "out_channels": a["out_channels"], "groups": a["groups"],
-            "kernel_size": (a["kernel"],) * 2, "stride": (a["stride"],) * 2, "padding": (a["padding"],) * 2}
+    return {
+        "in_channels": a["in_channels"],
+        "out_channels": a["out_channels"],
+        "groups": a["groups"],
+        "kernel_size": (a["kernel"],) * 2,
+        "stride": (a["stride"],) * 2,
+        "padding": (a["padding"],) * 2,
+    }
 
 
 def _pool_attrs(a: dict) -> dict:
-    return {"kernel_size": a["kernel"], "stride": a["kernel"] if a["stride"] is None else a["stride"],
-            "padding": a["padding"]}
+    return {
+        "kernel_size": a["kernel"],
+        "stride": a["kernel"] if a["stride"] is None else a["stride"],
+        "padding": a["padding"],
+    }
 
 
 # built-in -> the attributes of its PyTorch module that its arguments fix
 _ATTRS = {
-    "Linear": _linear_attrs, "TernaryLinear": _linear_attrs,
-    "Conv2d": _conv_attrs, "TernaryConv2d": _conv_attrs,
-    "MaxPool2d": _pool_attrs, "AvgPool2d": _pool_attrs,
+    "Linear": _linear_attrs,
+    "TernaryLinear": _linear_attrs,
+    "Conv2d": _conv_attrs,
+    "TernaryConv2d": _conv_attrs,
+    "MaxPool2d": _pool_attrs,
+    "AvgPool2d": _pool_attrs,
     "BatchNorm2d": lambda a: {"num_features": a["features"], "eps": a["eps"]},
     "LayerNorm": lambda a: {"normalized_shape": (a["features"],), "eps": a["eps"]},
     "RMSNorm": lambda a: {"eps": a["eps"]},
@@ -183,8 +221,12 @@ _ATTRS = {
     "MultiHeadAttention": lambda a: {"heads": a["heads"]},
 }
 # built-ins whose module is one of common.py's classes (the others are torch.nn's namesakes)
-_CLASSES = {"TernaryLinear": common.TernaryLinear, "TernaryConv2d": common.TernaryConv2d,
-            "RMSNorm": common.RMSNorm, "MultiHeadAttention": common.MultiHeadAttention}
+_CLASSES = {
+    "TernaryLinear": common.TernaryLinear,
+    "TernaryConv2d": common.TernaryConv2d,
+    "RMSNorm": common.RMSNorm,
+    "MultiHeadAttention": common.MultiHeadAttention,
+}
 
 
 def _builtin_module(name: str, a: dict) -> tuple[type, dict]:

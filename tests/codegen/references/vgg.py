@@ -1,4 +1,5 @@
 """Reference of models/vgg.tri: VGG with batch normalization (VGG-16 by default)."""
+
 from __future__ import annotations
 
 import torch
@@ -14,9 +15,18 @@ ENTRY = "models/vgg.tri:VGG"
 class VGGStage(nn.Module):
     def __init__(self, cin: int, cout: int, depth: int, fp_first: bool = False):
         super().__init__()
-        self.convs = nn.ModuleList([ConvBNAct(cin if j == 0 else cout, cout, kernel=3, act=ACT_RELU,
-                                              ternary=not (fp_first and j == 0))
-                                    for j in range(depth)])
+        self.convs = nn.ModuleList(
+            [
+                ConvBNAct(
+                    cin if j == 0 else cout,
+                    cout,
+                    kernel=3,
+                    act=ACT_RELU,
+                    ternary=not (fp_first and j == 0),
+                )
+                for j in range(depth)
+            ]
+        )
         self.pool = nn.MaxPool2d(2, 2, 0)
 
     def forward(self, x):
@@ -26,14 +36,25 @@ class VGGStage(nn.Module):
 
 
 class VGG(nn.Module):
-    def __init__(self, depths=(2, 2, 3, 3, 3), widths=(64, 128, 256, 512, 512), num_classes: int = 1000):
+    def __init__(
+        self, depths=(2, 2, 3, 3, 3), widths=(64, 128, 256, 512, 512), num_classes: int = 1000
+    ):
         super().__init__()
-        self.stages = nn.ModuleList([VGGStage(3 if i == 0 else widths[i - 1], widths[i], depths[i], i == 0)
-                                     for i in range(5)])
-        self.classifier = nn.Sequential(TernaryLinear(widths[4] * 7 * 7, 4096, bias=True),
-                                        nn.ReLU(), nn.Dropout(0.5),
-                                        TernaryLinear(4096, 4096, bias=True), nn.ReLU(), nn.Dropout(0.5),
-                                        nn.Linear(4096, num_classes))
+        self.stages = nn.ModuleList(
+            [
+                VGGStage(3 if i == 0 else widths[i - 1], widths[i], depths[i], i == 0)
+                for i in range(5)
+            ]
+        )
+        self.classifier = nn.Sequential(
+            TernaryLinear(widths[4] * 7 * 7, 4096, bias=True),
+            nn.ReLU(),
+            nn.Dropout(0.5),
+            TernaryLinear(4096, 4096, bias=True),
+            nn.ReLU(),
+            nn.Dropout(0.5),
+            nn.Linear(4096, num_classes),
+        )
 
     def forward(self, x):
         for s in self.stages:

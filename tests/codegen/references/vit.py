@@ -1,5 +1,6 @@
 """Reference of models/vit.tri: the ViT encoder with a depthwise positional conv and a
 mean-over-tokens head (no class token, no learned position table)."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,15 @@ ENTRY = "models/vit.tri:ViT"
 
 
 class ViT(nn.Module):
-    def __init__(self, patch: int = 16, dim: int = 192, depth: int = 12, heads: int = 3, mlp_ratio: int = 4,
-                 num_classes: int = 1000):
+    def __init__(
+        self,
+        patch: int = 16,
+        dim: int = 192,
+        depth: int = 12,
+        heads: int = 3,
+        mlp_ratio: int = 4,
+        num_classes: int = 1000,
+    ):
         super().__init__()
         self.patch_embed = Conv2d(3, dim, kernel=patch, stride=patch)
         self.pos = Conv2d(dim, dim, kernel=3, padding=1, groups=dim)

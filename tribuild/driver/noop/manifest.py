@@ -28,6 +28,7 @@ leaves one behind. This module imports only the standard library (no engine, no
 compiler; ``tomllib`` only when the cache folder is not the default one): ``python -c pass``
 plus reading one JSON file and a few hundred ``stat`` calls.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,7 +44,7 @@ NAME = "build-manifest.json"
 CONFIG = "Tribuild.toml"
 DEFAULT_CACHE = ".tribuild-cache"
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SIGNATURES: dict[str, tuple[int, list[list]]] = {}   # package folder -> its signature
+_SIGNATURES: dict[str, tuple[int, list[list]]] = {}  # package folder -> its signature
 
 
 def request_key(targets: tuple[str, ...], opt_level: str | None) -> str:
@@ -99,6 +100,7 @@ def locate(start: str) -> tuple[str, str] | None:
         return folder, default
     try:
         import tomllib
+
         with open(os.path.join(folder, CONFIG), "rb") as file:
             table = tomllib.load(file)
         cache = table.get("cache", {}).get("dir", DEFAULT_CACHE)
@@ -116,8 +118,9 @@ def _recorded_here(root: str, cache_dir: str) -> bool:
         with open(os.path.join(cache_dir, NAME), "rb") as file:
             data = json.load(file)
         st = os.stat(os.path.join(root, CONFIG))
-        return data["cache"] == cache_dir and \
-            [CONFIG, st.st_size, st.st_mtime_ns] in (e[:3] for e in data["inputs"])
+        return data["cache"] == cache_dir and [CONFIG, st.st_size, st.st_mtime_ns] in (
+            e[:3] for e in data["inputs"]
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -171,27 +174,37 @@ def recorded_config(cache_dir: str, digest: str) -> dict | None:
     try:
         with open(os.path.join(cache_dir, NAME), "rb") as file:
             data = json.load(file)
-        if data["cache"] == cache_dir and data["tool"] == tool_stamp() \
-                and [CONFIG, digest] in ([e[0], e[3]] for e in data["inputs"]) \
-                and isinstance(data["config"], dict):
+        if (
+            data["cache"] == cache_dir
+            and data["tool"] == tool_stamp()
+            and [CONFIG, digest] in ([e[0], e[3]] for e in data["inputs"])
+            and isinstance(data["config"], dict)
+        ):
             return data["config"]
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         pass
     return None
 
 
-def snapshot(root: str, cache_dir: str, key: str, inputs: dict[str, str],
-             outputs: tuple[str, ...], config: dict | None = None) -> dict:
+def snapshot(
+    root: str,
+    cache_dir: str,
+    key: str,
+    inputs: dict[str, str],
+    outputs: tuple[str, ...],
+    config: dict | None = None,
+) -> dict:
     """The manifest of a build of ``key`` made from ``inputs`` (root-relative path -> digest
     of the bytes the build used) that left ``outputs`` (root-relative), and the ``config``
     table parsed from the recorded bytes of Tribuild.toml, with the files as they are now
     (``write`` it). An input whose file no longer holds those bytes, or a file gone since
     the build, is recorded with size -1, so the next check rebuilds; a file changed after
     this is seen by its stamp."""
+
     def entry(rel: str) -> list:
         try:
             st = os.stat(os.path.join(root, rel))
-        except FileNotFoundError:       # deleted since the build wrote it: rebuild next time
+        except FileNotFoundError:  # deleted since the build wrote it: rebuild next time
             return [rel, -1, 0]
         return [rel, st.st_size, st.st_mtime_ns]
 
@@ -200,9 +213,16 @@ def snapshot(root: str, cache_dir: str, key: str, inputs: dict[str, str],
         if file_digest(os.path.join(root, rel)) != inputs[rel]:
             row[1] = -1
         return row
-    data = {"version": 1, "key": key, "tool": tool_stamp(), "cache": cache_dir,
-            "inputs": [input_entry(rel) for rel in sorted(inputs)],
-            "outputs": [entry(rel) for rel in sorted(outputs)], "config": config}
+
+    data = {
+        "version": 1,
+        "key": key,
+        "tool": tool_stamp(),
+        "cache": cache_dir,
+        "inputs": [input_entry(rel) for rel in sorted(inputs)],
+        "outputs": [entry(rel) for rel in sorted(outputs)],
+        "config": config,
+    }
     return data
 
 
@@ -222,5 +242,6 @@ def _write(path: str, data: dict) -> None:
     """Not synced: a manifest lost, emptied or cut short by a crash of the machine does not
     parse, and the next build takes the full way."""
     from tribuild.base.tempname import replace
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
     replace(path, json.dumps(data, separators=(",", ":")).encode(), sync=False)

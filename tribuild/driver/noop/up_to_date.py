@@ -11,13 +11,14 @@ Terms:
 - The check runs under the project lock, taken without waiting: a build in progress sends
   this one the full way, which waits for it.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 
-from tribuild.driver.noop import manifest
 from tribuild.driver.lock import Busy, project_lock
+from tribuild.driver.noop import manifest
 
 _FLAGS = {"-k", "--keep-going", "-q", "--quiet"}
 _VALUED = {"-j", "--jobs", "-O"}
@@ -26,11 +27,18 @@ _VALUED = {"-j", "--jobs", "-O"}
 class BuildArgs:
     """The build arguments of a simple command line: the attributes of argparse's namespace
     for `tribuild build` (``cli``), those a simple line cannot set at their defaults."""
+
     timing = trace_memory = explain = dump_ast = dump_code = dump_ir = False
     profile = stop_after = None
 
-    def __init__(self, targets: list[str], jobs: int | None, opt_level: str | None,
-                 keep_going: bool, quiet: bool) -> None:
+    def __init__(
+        self,
+        targets: list[str],
+        jobs: int | None,
+        opt_level: str | None,
+        keep_going: bool,
+        quiet: bool,
+    ) -> None:
         self.targets, self.jobs, self.opt_level = targets, jobs, opt_level
         self.keep_going, self.quiet = keep_going, quiet
 
@@ -75,7 +83,7 @@ def simple(argv: list[str]) -> BuildArgs | None:
                 found.opt_level = value
             elif not value.isdigit():
                 return None
-            else:       # ``config.job_count`` (0: one per CPU), without importing config
+            else:  # ``config.job_count`` (0: one per CPU), without importing config
                 found.jobs = int(value) or os.cpu_count() or 1
         elif arg.startswith("-") or not arg:
             return None

@@ -11,6 +11,7 @@ Terms:
 - A MAKEFLAGS naming descriptors that are not open (a recipe line make did not mark as
   recursive with ``+``) gives no jobserver: tribuild then uses its own ``--jobs``.
 """
+
 from __future__ import annotations
 
 import os
@@ -81,7 +82,7 @@ def auth(makeflags: str) -> str | None:
     for word in makeflags.split():
         for prefix in ("--jobserver-auth=", "--jobserver-fds="):
             if word.startswith(prefix):
-                found = word[len(prefix):]
+                found = word[len(prefix) :]
     return found
 
 
@@ -96,7 +97,7 @@ def slots(jobs: int, environ=os.environ) -> Slots:
             return MakeSlots(jobs - 1, fd, fd, owned=True)
         read_fd, write_fd = (int(part) for part in value.split(","))
         if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in (read_fd, write_fd)):
-            return Slots(jobs - 1)      # closed by make and reused for something else
+            return Slots(jobs - 1)  # closed by make and reused for something else
         return MakeSlots(jobs - 1, read_fd, write_fd, owned=False)
     except (OSError, ValueError):
         return Slots(jobs - 1)

@@ -59,25 +59,27 @@ handed. One that dies between units (writing outputs) is reported against its ne
 or its last if none. Without ``os.fork`` (or with one job, or one unit) every unit runs in
 this process, one after another (``units.run_serial``).
 """
+
 from __future__ import annotations
 
 import gc
 import os
 
+from tribuild.base.gcpause import unit_by_unit
+from tribuild.base.record import replace
 from tribuild.driver.pool import jobserver
 from tribuild.driver.pool.units import Outcome, Unit, order, run_one, run_serial, skipped
 from tribuild.driver.pool.worker import INDEX, LENGTH, Jobs, Marker, decode_frame, serve
-from tribuild.base.gcpause import unit_by_unit
-from tribuild.base.record import replace
 
-_AHEAD = 5      # units a worker is handed at most at a time (see *queue*): this process
-                # writing a batch of outputs on disk (0.14-0.25 s) takes as long as a
-                # worker's 2 to 4 units of the 50-file benchmark project
+_AHEAD = 5  # units a worker is handed at most at a time (see *queue*): this process
+# writing a batch of outputs on disk (0.14-0.25 s) takes as long as a
+# worker's 2 to 4 units of the 50-file benchmark project
 _PIPE = 1 << 20  # bytes a results pipe is widened to (Linux lets any process ask for 1 MiB)
 
 
-def run_units(db, units: list[Unit], jobs: int, show, emit=None, save_next: bool = False
-              ) -> tuple[dict[str, Outcome], list[dict], str]:
+def run_units(
+    db, units: list[Unit], jobs: int, show, emit=None, save_next: bool = False
+) -> tuple[dict[str, Outcome], list[dict], str]:
     """Every unit's outcome, the query counters of the workers (empty without workers), and
     a line saying how many processes ran at most and who granted them. ``emit``: see
     above. ``save_next``: the caller saves ``db`` next; after a run with workers, a slot they
@@ -86,7 +88,7 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None, save_next: bool
     if jobs <= 1 or len(units) < 2 or not hasattr(os, "fork"):
         return run_serial(db, units, show), [], "workers: none (in-process)"
     slots = jobserver.slots(jobs)
-    gc.freeze()         # workers' collections then skip (and do not copy) the inherited heap
+    gc.freeze()  # workers' collections then skip (and do not copy) the inherited heap
     helped = False
     try:
         with unit_by_unit() as settle:
@@ -96,29 +98,35 @@ def run_units(db, units: list[Unit], jobs: int, show, emit=None, save_next: bool
             try:
                 db.save_apart(slots.close)
                 helped = True
-            except OSError:     # no process to fork: the save makes its table itself
+            except OSError:  # no process to fork: the save makes its table itself
                 pass
     finally:
         if not helped:
             slots.close()
     source = "make's jobserver" if isinstance(slots, jobserver.MakeSlots) else "--jobs"
-    return outcomes, stats, (f"workers: {pool.most} at most at once beside this process, "
-                             f"for {jobs} jobs ({source}); {pool.forked} forked; "
-                             f"{pool.here} of {len(units)} units built in this process")
+    return (
+        outcomes,
+        stats,
+        (
+            f"workers: {pool.most} at most at once beside this process, "
+            f"for {jobs} jobs ({source}); {pool.forked} forked; "
+            f"{pool.here} of {len(units)} units built in this process"
+        ),
+    )
 
 
 class _Worker:
     """This process's view of one worker."""
-    __slots__ = ("pid", "commands", "results", "holds", "marker", "units", "head", "frame",
-                 "got")
+
+    __slots__ = ("pid", "commands", "results", "holds", "marker", "units", "head", "frame", "got")
 
     def __init__(self, pid: int, commands: int, results: int, holds: set[str], marker):
         self.pid, self.commands, self.results, self.holds = pid, commands, results, holds
-        self.marker = marker                 # ``worker.Marker``
-        self.units: list[Unit] = []          # handed over, not reported yet, in order
-        self.head = b""                      # the length prefix of the next frame, so far
+        self.marker = marker  # ``worker.Marker``
+        self.units: list[Unit] = []  # handed over, not reported yet, in order
+        self.head = b""  # the length prefix of the next frame, so far
         self.frame: bytearray | None = None  # the frame being read, sized by its prefix
-        self.got = 0                         # bytes of it read so far
+        self.got = 0  # bytes of it read so far
 
 
 class _Pool:
@@ -131,12 +139,13 @@ class _Pool:
         self.pending = order(units)
         self.outcomes: dict[str, Outcome] = {}
         self.stats: list[dict] = []
-        self.workers: dict[int, _Worker] = {}     # results pipe fd -> worker
-        import selectors    # only a parallel build needs it (~1.5 ms to import)
+        self.workers: dict[int, _Worker] = {}  # results pipe fd -> worker
+        import selectors  # only a parallel build needs it (~1.5 ms to import)
+
         self.selector, self.selector_read = selectors.DefaultSelector(), selectors.EVENT_READ
         self.most = self.forked = self.here = 0
-        self.collecting = gc.isenabled()          # workers collect garbage as this process did
-        self.jobs = Jobs(emit)                    # the emit jobs of units built here
+        self.collecting = gc.isenabled()  # workers collect garbage as this process did
+        self.jobs = Jobs(emit)  # the emit jobs of units built here
 
     def run(self) -> tuple[dict[str, Outcome], list[dict]]:
         while self.pending or self.workers:
@@ -146,7 +155,7 @@ class _Pool:
             self.jobs.due(idle=unit is None or self._only(unit))
             self._emitted(self.jobs.take())
             if unit is None:
-                if self.workers:        # else the last pending units were all skipped
+                if self.workers:  # else the last pending units were all skipped
                     self._take_frames(None)
             else:
                 self._build_here(unit)
@@ -173,7 +182,7 @@ class _Pool:
                 else:
                     self.pending.remove(unit)
                     self._send(worker, unit)
-        last = self._only(here)         # nothing more to hand out
+        last = self._only(here)  # nothing more to hand out
         for worker in self.workers.values():
             if (last or not worker.units) and worker.commands >= 0:
                 self._retire(worker)
@@ -189,7 +198,7 @@ class _Pool:
     def _worker_for(self, unit: Unit) -> _Worker | None:
         """A worker with room in its queue that holds the unit's dependencies, else a new
         one as slots allow; None: this process builds the unit."""
-        room = min(_AHEAD, len(self.pending) - 1)     # never more than is left for here
+        room = min(_AHEAD, len(self.pending) - 1)  # never more than is left for here
         if room <= 0:
             return None
         open_ = [w for w in self.workers.values() if w.commands >= 0 and len(w.units) < room]
@@ -198,7 +207,7 @@ class _Pool:
                 return worker
         for worker in open_:
             if not worker.units:
-                self._retire(worker)        # it cannot take the unit: a fresh one will
+                self._retire(worker)  # it cannot take the unit: a fresh one will
         return self._fork() if self.slots.acquire() else None
 
     def _fork(self) -> _Worker:
@@ -207,13 +216,13 @@ class _Pool:
         _widen(result_write)
         marker = Marker()
         pid = os.fork()
-        if pid == 0:                                    # the worker
-            try:        # never back into this process's code (a Ctrl-C before ``serve``)
+        if pid == 0:  # the worker
+            try:  # never back into this process's code (a Ctrl-C before ``serve``)
                 if self.collecting:
                     gc.enable()
                 os.close(command_write)
                 os.close(result_read)
-                for worker in self.workers.values():   # siblings' pipes are not its own
+                for worker in self.workers.values():  # siblings' pipes are not its own
                     for fd in (worker.commands, worker.results):
                         if fd >= 0:
                             os.close(fd)
@@ -281,7 +290,7 @@ class _Pool:
                 worker.frame = bytearray(int.from_bytes(worker.head, "little"))
                 worker.head, worker.got = b"", 0
             return
-        got = os.readv(worker.results, [memoryview(worker.frame)[worker.got:]])
+        got = os.readv(worker.results, [memoryview(worker.frame)[worker.got :]])
         if not got:
             self._reap(worker)
             return
@@ -297,12 +306,12 @@ class _Pool:
             self.stats.append(header["stats"])
             if kind == "error":
                 outcome = Outcome(error=body, seconds=header["seconds"])
-                self._retire(worker)                     # it exits after a failure
+                self._retire(worker)  # it exits after a failure
                 self._hand_back(worker)
             else:
                 worker.holds.add(unit.name)
                 self._merge(body)
-                got = run_one(self.db, unit)              # installed by the merge: a lookup
+                got = run_one(self.db, unit)  # installed by the merge: a lookup
                 outcome = Outcome(got.value, got.error, seconds=header["seconds"])
             self._done(unit, outcome)
         self._emitted(header["emitted"])
@@ -339,8 +348,13 @@ class _Pool:
         if worker.units:
             unit = self._blamed(worker)
             worker.units.remove(unit)
-            self._done(unit, Outcome(error=f"the worker building {unit.name} died "
-                                           f"({_describe(status)}) before reporting"))
+            self._done(
+                unit,
+                Outcome(
+                    error=f"the worker building {unit.name} died "
+                    f"({_describe(status)}) before reporting"
+                ),
+            )
             self._hand_back(worker)
 
     def _blamed(self, worker: _Worker) -> Unit:
@@ -364,6 +378,7 @@ def _widen(fd: int) -> None:
     allows it: a worker then goes on to its next unit while this process builds one of its
     own, instead of waiting for it to read a frame (most hold 0.5-1 MiB of values)."""
     import fcntl
+
     try:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE)
     except (AttributeError, OSError):

@@ -16,6 +16,7 @@ Terms:
   the length of the longest chain of work it starts. Taking ready units by highest priority
   runs the critical path first.
 """
+
 from __future__ import annotations
 
 import graphlib
@@ -31,7 +32,7 @@ class Unit:
     args: tuple
     deps: tuple[str, ...] = ()
     cost: float = 1.0
-    prelude: object = None      # db -> the keys to compute first (None: none)
+    prelude: object = None  # db -> the keys to compute first (None: none)
 
     def keys(self, db) -> list[tuple[object, tuple]]:
         """The prelude's keys, then the unit's own (computing the prelude in ``db``)."""
@@ -41,10 +42,10 @@ class Unit:
 @record
 class Outcome:
     value: object = None
-    error: str | None = None        # traceback text of a bug
-    skipped: str | None = None      # the failed unit this one depended on
+    error: str | None = None  # traceback text of a bug
+    skipped: str | None = None  # the failed unit this one depended on
     seconds: float = 0.0
-    emitted: tuple[str, ...] = ()   # what the unit's emit job returned
+    emitted: tuple[str, ...] = ()  # what the unit's emit job returned
 
 
 def order(units: list[Unit]) -> list[Unit]:
@@ -53,8 +54,9 @@ def order(units: list[Unit]) -> list[Unit]:
     by_name = {u.name: u for u in units}
     priorities = priority(units)
     position = {u.name: i for i, u in enumerate(units)}
-    sorter = graphlib.TopologicalSorter({u.name: [d for d in u.deps if d in by_name]
-                                         for u in units})
+    sorter = graphlib.TopologicalSorter(
+        {u.name: [d for d in u.deps if d in by_name] for u in units}
+    )
     sorter.prepare()
     out: list[Unit] = []
     while sorter.is_active():
@@ -76,7 +78,7 @@ def priority(units: list[Unit]) -> dict[str, float]:
     cost = {u.name: u.cost for u in units}
     out: dict[str, float] = {}
     sorter = graphlib.TopologicalSorter({n: dependents[n] for n in names})
-    for name in sorter.static_order():   # dependents come before the units they depend on
+    for name in sorter.static_order():  # dependents come before the units they depend on
         out[name] = cost[name] + max((out[d] for d in dependents[name]), default=0.0)
     return out
 
@@ -84,12 +86,14 @@ def priority(units: list[Unit]) -> dict[str, float]:
 def run_one(db, unit: Unit) -> Outcome:
     """Run ``unit`` in this process; an exception becomes an outcome with its traceback."""
     import time
+
     start = time.perf_counter()
     try:
         for query, args in unit.keys(db):
-            value = query(db, *args)        # the last is the unit's own
+            value = query(db, *args)  # the last is the unit's own
     except Exception:
-        import traceback    # a bug's path only: its import costs ~2 ms a build
+        import traceback  # a bug's path only: its import costs ~2 ms a build
+
         return Outcome(error=traceback.format_exc(), seconds=time.perf_counter() - start)
     return Outcome(value, seconds=time.perf_counter() - start)
 

@@ -15,21 +15,21 @@ Terms:
 - *emit jobs*: a process's emit jobs (``scheduler``'s *emit*), run once a batch is queued
   (``Jobs``).
 """
+
 from __future__ import annotations
 
 import json
 import os
 
-from tribuild.driver.pool.units import Unit, run_one
 from tribuild.base.files import write_all
 from tribuild.base.gcpause import unit_by_unit
+from tribuild.driver.pool.units import Unit, run_one
 
-LENGTH = 8      # bytes of a frame's length prefix
-INDEX = 4       # bytes of a unit index sent to a worker
+LENGTH = 8  # bytes of a frame's length prefix
+INDEX = 4  # bytes of a unit index sent to a worker
 
 
-def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Marker"
-          ) -> None:
+def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Marker") -> None:
     """In a worker: run the units named on ``commands`` until it closes or one fails,
     sending a frame for each and keeping ``marker`` up to date (the caller exits, without
     cleanup handlers)."""
@@ -45,22 +45,35 @@ def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Mar
                 outcome = run_one(db, unit)
                 marker.set(index, running=False)
                 if outcome.error is not None:
-                    sender.send(_encode_frame("error", [outcome.error.encode()],
-                                              _delta(db.stats(), before), outcome.seconds))
+                    sender.send(
+                        _encode_frame(
+                            "error",
+                            [outcome.error.encode()],
+                            _delta(db.stats(), before),
+                            outcome.seconds,
+                        )
+                    )
                     break
                 job = emit.prepare(db, unit, outcome.value) if emit else None
-                sender.send(_encode_frame("ok", db.export(unit.keys(db)),
-                                          _delta(db.stats(), before), outcome.seconds,
-                                          jobs.take()))
+                sender.send(
+                    _encode_frame(
+                        "ok",
+                        db.export(unit.keys(db)),
+                        _delta(db.stats(), before),
+                        outcome.seconds,
+                        jobs.take(),
+                    )
+                )
                 jobs.add(unit.name, job)
-                jobs.due()                      # while the build's process merges the frame
+                jobs.due()  # while the build's process merges the frame
                 settle()
         sender.send(_encode_frame("emitted", [], {}, 0.0, jobs.finish()))
         sender.close()
     except (KeyboardInterrupt, BrokenPipeError):
-        pass        # interrupted, or this process is gone: the build reports, not the worker
+        pass  # interrupted, or this process is gone: the build reports, not the worker
     except BaseException:
         import traceback
+
         traceback.print_exc()
 
 
@@ -70,7 +83,8 @@ class Marker:
 
     def __init__(self):
         import mmap
-        self._memory = mmap.mmap(-1, 8)      # anonymous and shared with the forked worker
+
+        self._memory = mmap.mmap(-1, 8)  # anonymous and shared with the forked worker
 
     def set(self, index: int, running: bool) -> None:
         self._memory[:8] = ((index + 1) * 2 + running).to_bytes(8, "little")
@@ -93,10 +107,10 @@ class Sender:
     def __init__(self, fd: int):
         import queue
         import threading
+
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._broken = False
-        self._thread = threading.Thread(target=self._work, args=(fd,), name="frames",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._work, args=(fd,), name="frames", daemon=True)
         self._thread.start()
 
     def send(self, parts: list[bytes]) -> None:
@@ -115,7 +129,7 @@ class Sender:
         while (parts := self._queue.get()) is not None:
             try:
                 _send_frame(fd, parts)
-            except OSError:         # this process is gone: the worker stops at its next send
+            except OSError:  # this process is gone: the worker stops at its next send
                 self._broken = True
                 return
 
@@ -144,8 +158,9 @@ class Jobs:
             return
         results = self._emit.run([job for _, job in self._queue], wait)
         if results is not None:
-            self._done.update((name, list(strings))
-                              for (name, _), strings in zip(self._queue, results))
+            self._done.update(
+                (name, list(strings)) for (name, _), strings in zip(self._queue, results)
+            )
             self._queue = []
 
     def take(self) -> dict[str, list[str]]:
@@ -165,13 +180,17 @@ def _send_frame(fd: int, parts: list[bytes]) -> None:
     write_all(fd, [sum(map(len, parts)).to_bytes(LENGTH, "little"), *parts])
 
 
-def _encode_frame(kind: str, body: list[bytes], stats: dict, seconds: float,
-                  emitted: dict | None = None) -> list[bytes]:
+def _encode_frame(
+    kind: str, body: list[bytes], stats: dict, seconds: float, emitted: dict | None = None
+) -> list[bytes]:
     """A worker's message: a JSON header line (kind, query counters, the unit's seconds,
     what emit jobs returned by unit name), then the parts of ``body``."""
-    header = {"kind": kind, "emitted": emitted or {}, "seconds": seconds,
-              "stats": {name: [s.executed, s.validated, s.hits, s.seconds]
-                        for name, s in stats.items()}}
+    header = {
+        "kind": kind,
+        "emitted": emitted or {},
+        "seconds": seconds,
+        "stats": {name: [s.executed, s.validated, s.hits, s.seconds] for name, s in stats.items()},
+    }
     return [json.dumps(header).encode() + b"\n", *body]
 
 
@@ -179,9 +198,10 @@ def decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:
     """The kind, the body (the traceback's text for an error) and the header, its query
     counters as ``QueryStats``."""
     from tribuild.engine import QueryStats
+
     end = frame.index(b"\n")
     header = json.loads(frame[:end])
-    body = memoryview(frame)[end + 1:]
+    body = memoryview(frame)[end + 1 :]
     header["stats"] = {name: QueryStats(*values) for name, values in header["stats"].items()}
     return header["kind"], str(body, "utf-8") if header["kind"] == "error" else body, header
 
@@ -189,9 +209,14 @@ def decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:
 def _delta(after: dict, before: dict) -> dict:
     """Query counters of ``after`` minus those the worker had in ``before``."""
     from tribuild.engine import QueryStats
+
     out = {}
     for name, s in after.items():
         b = before.get(name, QueryStats())
-        out[name] = QueryStats(s.executed - b.executed, s.validated - b.validated,
-                               s.hits - b.hits, s.seconds - b.seconds)
+        out[name] = QueryStats(
+            s.executed - b.executed,
+            s.validated - b.validated,
+            s.hits - b.hits,
+            s.seconds - b.seconds,
+        )
     return out

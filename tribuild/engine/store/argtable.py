@@ -21,6 +21,7 @@ Decoding names only registered classes (``codec``), one line at a time, referenc
 as the line is parsed (``codec.decoder``); a node that does not decode, or that refers to
 one that does not, is reported by its id, so the keys using it are dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,8 @@ from json.encoder import encode_basestring
 from tribuild.base.record import fields, is_record
 from tribuild.engine.store import codec
 
-_NODE_TAGS = ("$c", "$s")    # tagged values that become nodes (with tuples)
-_WALKED_TAGS = ("$c", "$s", "$l", "$d")    # tagged values whose parts may be nodes
+_NODE_TAGS = ("$c", "$s")  # tagged values that become nodes (with tuples)
+_WALKED_TAGS = ("$c", "$s", "$l", "$d")  # tagged values whose parts may be nodes
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
@@ -60,6 +61,7 @@ def decode(text: bytes) -> tuple[list, set[int]]:
         if len(tree) != 1 or type(ref) is not int or not 0 <= ref < len(values) or ref in bad:
             raise codec.CodecError(f"bad reference {ref!r}")
         return values[ref]
+
     node = codec.decoder(reference)
     for i, line in enumerate(str(text, "utf-8").split("\n") if text else ()):
         try:
@@ -97,9 +99,9 @@ class Writer:
     def __init__(self, text: bytes = b"", count: int = 0):
         self._base, self._count = text, count
         self._ids: dict[str, int] | None = None
-        self._plain: dict[tuple, int] = {}     # (type, value) -> id, for plain arguments
-        self._objects: dict[int, tuple] = {}   # id(value) -> (value, id): keys share objects
-        self._values: dict = {}                # value -> (value, id): equal parts recur
+        self._plain: dict[tuple, int] = {}  # (type, value) -> id, for plain arguments
+        self._objects: dict[int, tuple] = {}  # id(value) -> (value, id): keys share objects
+        self._values: dict = {}  # value -> (value, id): equal parts recur
         self._new: list[str] = []
 
     def ids(self, args: tuple) -> list[int] | None:
@@ -137,7 +139,7 @@ class Writer:
             return known[1]
         try:
             known = self._values.get(value)
-        except TypeError:       # a part is a list or a dict: not looked up
+        except TypeError:  # a part is a list or a dict: not looked up
             tree = codec.to_json(value) if tree is None else tree
             value = known = None
         if known is not None and _same(known[0], value):
@@ -167,14 +169,14 @@ class Writer:
         nodes replaced by references."""
         kind = type(tree)
         if kind is list:
-            return [self._part(p, v) for p, v in zip(tree, repeat(None) if value is None
-                                                     else value)]
+            return [
+                self._part(p, v) for p, v in zip(tree, repeat(None) if value is None else value)
+            ]
         if kind is not dict:
             return tree
         tag = next(iter(tree), None)
         if tag == "$c":
-            values = repeat(None) if value is None else map(partial(getattr, value),
-                                                            fields(value))
+            values = repeat(None) if value is None else map(partial(getattr, value), fields(value))
             return {"$c": tree["$c"], "v": [self._part(p, v) for p, v in zip(tree["v"], values)]}
         if tag == "$d":
             return {"$d": [[self._part(k), self._part(v)] for k, v in tree["$d"]]}

@@ -13,22 +13,23 @@ Terms:
   classes up there and calls their constructor (or ``Enum[name]``); it never imports, never
   evaluates and never instantiates anything unregistered. No pickle, no marshal, no eval.
 """
+
 from __future__ import annotations
 
 import base64
 import enum
 import json
-from json.scanner import make_scanner
 import math
-from operator import attrgetter
 from collections.abc import Iterable
+from json.scanner import make_scanner
+from operator import attrgetter
 
 from tribuild.base import record
 
 _REGISTRY: dict[str, type] = {}
 _NAMES: dict[type, str] = {}
-_FIELDS: dict[type, tuple[str, ...] | None] = {}   # a record's field names (None: enum)
-_FIELD_VALUES: dict[type, object] = {}             # a record's field values, as a tuple
+_FIELDS: dict[type, tuple[str, ...] | None] = {}  # a record's field names (None: enum)
+_FIELD_VALUES: dict[type, object] = {}  # a record's field values, as a tuple
 
 
 class NotEncodable(TypeError):
@@ -83,15 +84,17 @@ def decoder(reference=None):
     a tuple, record or frozenset, or raises ``CodecError``."""
     hook = _parsed
     if reference is not None:
+
         def hook(tree: dict):
             return reference(tree) if "$r" in tree else _parsed(tree)
+
     scan = make_scanner(json.JSONDecoder(object_hook=hook))
 
     def decode(data: bytes | memoryview | str):
         """The value ``data`` encodes; raises ``CodecError`` for anything else."""
         try:
             text = data if type(data) is str else str(data, "utf-8")
-            tree, end = scan(text, 0)       # as json.loads, without its whitespace checks
+            tree, end = scan(text, 0)  # as json.loads, without its whitespace checks
             if end != len(text):
                 raise json.JSONDecodeError("extra data", text, end)
             return _from_parsed(tree)
@@ -103,6 +106,7 @@ def decoder(reference=None):
             raise
         except (ValueError, TypeError, KeyError, RecursionError) as exc:
             raise CodecError(f"malformed value: {exc}") from None
+
     return decode
 
 
@@ -129,16 +133,19 @@ def to_json(value):
     fields = _FIELDS[kind]
     if fields is None:
         return {"$e": name, "v": value.name}
-    return {"$c": name, "v": [v if type(v) in PLAIN else to_json(v)
-                              for v in _FIELD_VALUES[kind](value)]}
+    return {
+        "$c": name,
+        "v": [v if type(v) in PLAIN else to_json(v) for v in _FIELD_VALUES[kind](value)],
+    }
 
 
 class _List(list):
     """A list value (``$l``) while ``decode`` parses: its parent makes it a plain list."""
+
     __slots__ = ()
 
 
-_NESTED = frozenset({list, dict, _List})    # the parts that ``from_json``/``_from_parsed`` convert
+_NESTED = frozenset({list, dict, _List})  # the parts that ``from_json``/``_from_parsed`` convert
 
 
 def from_json(tree):

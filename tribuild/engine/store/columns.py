@@ -6,6 +6,7 @@ Terms:
   per-value object, fast for 100k keys.
 - *layout*: ``[[name, length], ...]``, the order and lengths of the columns in the bytes.
 """
+
 from __future__ import annotations
 
 import sys

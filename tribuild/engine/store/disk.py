@@ -27,22 +27,23 @@ pack rename lost with a power cut would be a missing pack: values recomputed); p
 salt the graph file no longer lists are deleted last, so a build killed at any step leaves
 the previous store or the new one, whole.
 """
+
 from __future__ import annotations
 
 import json
 import os
 
-from tribuild.base.record import record
 from tribuild.base.files import listdir, read_bytes, unlink
 from tribuild.base.gcpause import paused
-from tribuild.base.tempname import replace
-from tribuild.engine.store import argtable, codec, columns, packs
 from tribuild.base.hashing import checksum, digest
+from tribuild.base.record import record
+from tribuild.base.tempname import replace
 from tribuild.engine.durability import DurabilityClock
 from tribuild.engine.errors import warn
-from tribuild.engine.store.loaded import Loaded, deps_of, starts, without
 from tribuild.engine.memo import NO_VALUE, Memo
 from tribuild.engine.query import REGISTRY
+from tribuild.engine.store import argtable, codec, columns, packs
+from tribuild.engine.store.loaded import Loaded, deps_of, starts, without
 
 FORMAT = 6
 _MAGIC = b"TRIBUILD-ENGINE"
@@ -51,6 +52,7 @@ _MAGIC = b"TRIBUILD-ENGINE"
 class LoadReport:
     """``status``: new, loaded, missing, other-salt or corrupt. ``problems`` grows as lazy
     values fail to decode."""
+
     __slots__ = ("status", "reason", "keys", "problems")
 
     def __init__(self, status: str, reason: str, keys: int = 0) -> None:
@@ -65,10 +67,10 @@ class LoadReport:
 @record
 class SaveReport:
     keys: int
-    values: int                   # entries the graph file lists (live or dead, ``packs``)
-    bytes: int                    # what this save wrote: the graph file and the new pack
-    unencodable: dict[str, int]   # query name -> values not stored (the key itself is kept)
-    dropped_keys: int             # keys with unencodable args or unknown queries, + dependents
+    values: int  # entries the graph file lists (live or dead, ``packs``)
+    bytes: int  # what this save wrote: the graph file and the new pack
+    unencodable: dict[str, int]  # query name -> values not stored (the key itself is kept)
+    dropped_keys: int  # keys with unencodable args or unknown queries, + dependents
 
 
 def salt_id(salt: str) -> str:
@@ -82,11 +84,12 @@ def graph_name(sid: str) -> str:
 def graph_sid(name: str) -> str | None:
     """The salt id of a graph file's name; None for any other name."""
     if name.startswith("graph-") and name.endswith(".json"):
-        return name[len("graph-"):-len(".json")]
+        return name[len("graph-") : -len(".json")]
     return None
 
 
 # -- save --------------------------------------------------------------------------------
+
 
 def save(db, path, salt: str) -> SaveReport:
     helper, db._helper = db._helper, None
@@ -96,7 +99,7 @@ def save(db, path, salt: str) -> SaveReport:
             return SaveReport(len(db._memos), db._loaded.entries, 0, {}, 0)
         return _save(db, root, salt, helper)
     finally:
-        if helper is not None:      # its exit is waited for last (``apart.Helper.end``)
+        if helper is not None:  # its exit is waited for last (``apart.Helper.end``)
             helper.end()
 
 
@@ -104,10 +107,16 @@ def _as_loaded(db, root: str, salt: str) -> bool:
     """Whether ``db`` holds the store at ``root`` it was loaded from, unchanged (a kept
     store)."""
     loaded = db._loaded
-    return (loaded is not None and loaded.origin == (root, salt_id(salt)) and not loaded.pruned
-            and not db.store_report.problems and len(db._memos) == loaded.count
-            and db._revision == loaded.revision and all(p.unchanged() for p in loaded.packs)
-            and all(m is None or loaded.holds(m) for m in db._memos))
+    return (
+        loaded is not None
+        and loaded.origin == (root, salt_id(salt))
+        and not loaded.pruned
+        and not db.store_report.problems
+        and len(db._memos) == loaded.count
+        and db._revision == loaded.revision
+        and all(p.unchanged() for p in loaded.packs)
+        and all(m is None or loaded.holds(m) for m in db._memos)
+    )
 
 
 def _touch(root: str, salt: str) -> bool:
@@ -124,28 +133,35 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
     os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
     unencodable: dict[str, int] = {}
-    wrote = 0                       # bytes of new packs written
+    wrote = 0  # bytes of new packs written
     with paused():
         memos = db._every_memo()
         if helper is None:
             table, args, kept, dropped = _table(memos, db._loaded, None)
             placed = _place(db, kept, unencodable, root, sid)
             meta, layout, int_bytes = _graph_columns(db, kept, dropped, placed)
-        else:                       # the helper makes the table meanwhile (``apart``),
-            placed = _place(db, memos, unencodable, root, sid)     # so the rest comes first
+        else:  # the helper makes the table meanwhile (``apart``),
+            placed = _place(db, memos, unencodable, root, sid)  # so the rest comes first
             meta, layout, int_bytes = _graph_columns(db, memos, set(), placed)
             wrote = _write_pack(placed)
             table, args, kept, dropped = _table(memos, db._loaded, helper.result())
-            if dropped:             # rare: place the kept values only, as without a helper,
-                unencodable, wrote = {}, 0      # in a pack without the others
+            if dropped:  # rare: place the kept values only, as without a helper,
+                unencodable, wrote = {}, 0  # in a pack without the others
                 _unwrite_pack(placed)
                 placed = _place(db, kept, unencodable, root, sid)
                 meta, layout, int_bytes = _graph_columns(db, kept, dropped, placed)
         arg_layout, arg_bytes = columns.pack(args | {"args_start": starts(args["args_len"])})
         text = table.text()
     wrote += _write_pack(placed)
-    meta = json.dumps(meta | {"salt": salt, "packs": [[p.name] + p.stamp for p in placed.packs],
-                              "layout": layout + arg_layout}, separators=(",", ":")).encode()
+    meta = json.dumps(
+        meta
+        | {
+            "salt": salt,
+            "packs": [[p.name] + p.stamp for p in placed.packs],
+            "layout": layout + arg_layout,
+        },
+        separators=(",", ":"),
+    ).encode()
     body = b"".join([len(meta).to_bytes(8, "little"), meta, int_bytes, arg_bytes, text])
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
     write_atomic(os.path.join(root, graph_name(sid)), graph)
@@ -153,8 +169,13 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
     for old in listdir(root):
         if packs.pack_name(sid, old) and old not in names:
             unlink(os.path.join(root, old))
-    return SaveReport(len(kept), len(placed.entries["entry_offset"]), len(graph) + wrote,
-                      unencodable, len(dropped))
+    return SaveReport(
+        len(kept),
+        len(placed.entries["entry_offset"]),
+        len(graph) + wrote,
+        unencodable,
+        len(dropped),
+    )
 
 
 def _write_pack(placed) -> int:
@@ -174,8 +195,13 @@ def _unwrite_pack(placed) -> None:
 
 
 def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: str):
-    return packs.place(memos, [blob_of(m, unencodable) for m in memos], root, sid,
-                       db._loaded.packs if db._loaded else [])
+    return packs.place(
+        memos,
+        [blob_of(m, unencodable) for m in memos],
+        root,
+        sid,
+        db._loaded.packs if db._loaded else [],
+    )
 
 
 def _table(memos: list[Memo], loaded: Loaded | None, prefix) -> tuple:
@@ -185,7 +211,7 @@ def _table(memos: list[Memo], loaded: Loaded | None, prefix) -> tuple:
     dropped = _with_dependents([m.deps for m in memos], seeds) if seeds else seeds
     kept = [m for m in memos if m.id not in dropped] if dropped else memos
     if dropped or loaded is not None and loaded.pruned:
-        table, args, _ = arguments(kept, None)      # a table without orphaned nodes
+        table, args, _ = arguments(kept, None)  # a table without orphaned nodes
     return table, args, kept, dropped
 
 
@@ -202,8 +228,7 @@ def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
         carried, lengths, flat = prefix.keys, prefix.args_len, prefix.args
         seeds = set(prefix.seeds)
     else:
-        table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded \
-            else argtable.Writer()
+        table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded else argtable.Writer()
         carried = loaded.count if loaded is not None else 0
         lengths, flat = (loaded._args_len[:], loaded.arg_ids[:]) if carried else ([], [])
         seeds = set()
@@ -240,8 +265,11 @@ def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
     for m in kept:
         if m.deps:
             flat.extend(m.deps if new_id is None else [new_id[d] for d in m.deps])
-    meta = {"revision": db._revision, "clock": db._clock.changed,
-            "queries": [q.ident for q in queries]}
+    meta = {
+        "revision": db._revision,
+        "clock": db._clock.changed,
+        "queries": [q.ident for q in queries],
+    }
     ints = {
         "query": [query_index[m.query] for m in kept],
         "changed": [m.changed_at for m in kept],
@@ -297,6 +325,7 @@ def write_atomic(path: str, data: bytes) -> None:
 
 # -- load --------------------------------------------------------------------------------
 
+
 def load(db, path, salt: str) -> None:
     """Fill the empty ``db`` from the store at ``path``; on any problem leave it empty and
     say why in ``db.store_report``."""
@@ -307,9 +336,10 @@ def load(db, path, salt: str) -> None:
         raw = read_bytes(os.path.join(root, name))
     except FileNotFoundError:
         others = [n for n in listdir(root) if graph_sid(n) is not None]
-        db.store_report = LoadReport("other-salt" if others else "missing",
-                                     "the store holds only other salts or versions" if others
-                                     else f"no store at {root}")
+        db.store_report = LoadReport(
+            "other-salt" if others else "missing",
+            "the store holds only other salts or versions" if others else f"no store at {root}",
+        )
         return
     try:
         with paused():
@@ -326,12 +356,15 @@ def load(db, path, salt: str) -> None:
         return
     db.store_report = LoadReport("loaded", f"loaded {len(db._memos)} keys", len(db._memos))
     if unknown:
-        db.store_report.problem(f"dropped {unknown} keys of queries not declared in this "
-                                "process or with undecodable arguments, with their dependents")
+        db.store_report.problem(
+            f"dropped {unknown} keys of queries not declared in this "
+            "process or with undecodable arguments, with their dependents"
+        )
     for pack in files:
         if pack.data is None:
-            db.store_report.problem(f"value pack {pack.name} is missing; values will be "
-                                    "recomputed when needed")
+            db.store_report.problem(
+                f"value pack {pack.name} is missing; values will be recomputed when needed"
+            )
 
 
 def read_graph(raw: bytes) -> dict:
@@ -344,7 +377,7 @@ def read_graph(raw: bytes) -> dict:
     if parts[2].decode() != digest(body):
         raise ValueError("checksum mismatch")
     meta_len = int.from_bytes(body[:8], "little")
-    meta = json.loads(body[8:8 + meta_len])
+    meta = json.loads(body[8 : 8 + meta_len])
     start = 8 + meta_len
     end = start + columns.size(meta["layout"])
     if end > len(body):
@@ -358,8 +391,13 @@ def pack_list(body: dict, sid: str) -> list:
     this salt in the store folder (no other path is ever opened)."""
     listed = body["packs"]
     for row in listed:
-        if type(row) is not list or len(row) != 3 or not packs.pack_name(sid, row[0]) \
-                or type(row[1]) is not int or type(row[2]) is not int:
+        if (
+            type(row) is not list
+            or len(row) != 3
+            or not packs.pack_name(sid, row[0])
+            or type(row[1]) is not int
+            or type(row[2]) is not int
+        ):
             raise ValueError(f"bad pack name {row!r}")
     return listed
 
@@ -375,8 +413,11 @@ def _fill(db, body: dict, files: list, origin: tuple[str, str]) -> int:
         seeds |= {i for i, qi in enumerate(body["query"]) if queries[qi] is None}
     if bad:
         ids, begin = body["args"], body["args_start"]
-        seeds |= {i for i, n in enumerate(body["args_len"])
-                  if not bad.isdisjoint(ids[begin[i]:begin[i] + n])}
+        seeds |= {
+            i
+            for i, n in enumerate(body["args_len"])
+            if not bad.isdisjoint(ids[begin[i] : begin[i] + n])
+        }
     unknown: set[int] = set()
     if seeds:
         unknown = _with_dependents(deps_of(body), seeds)

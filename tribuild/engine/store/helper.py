@@ -16,6 +16,7 @@ Terms:
 A helper that dies or sends something malformed costs only its time: the save then makes
 the table itself.
 """
+
 from __future__ import annotations
 
 import gc
@@ -32,12 +33,12 @@ _PARTS = ("text", "args_len", "args", "seeds")
 
 @record
 class Prefix:
-    keys: int             # the memos it covers: the first ``keys`` of ``db._memos``
-    text: bytes           # the node table's text
-    nodes: int            # its node count
-    args_len: array       # of int64, extended by the save
+    keys: int  # the memos it covers: the first ``keys`` of ``db._memos``
+    text: bytes  # the node table's text
+    nodes: int  # its node count
+    args_len: array  # of int64, extended by the save
     args: array
-    seeds: array          # ids of memos whose arguments cannot be encoded (or wrong queries)
+    seeds: array  # ids of memos whose arguments cannot be encoded (or wrong queries)
 
 
 class Helper:
@@ -48,7 +49,7 @@ class Helper:
         self.keys = len(db._every_memo())
         self.on_end = on_end
         read, write = os.pipe()
-        gc.freeze()             # the child's collections then skip (and do not copy) the heap
+        gc.freeze()  # the child's collections then skip (and do not copy) the heap
         try:
             self.pid = os.fork()
         except OSError:
@@ -56,7 +57,7 @@ class Helper:
             os.close(write)
             raise
         if self.pid == 0:
-            try:        # never back into the saving process's code, even on a Ctrl-C
+            try:  # never back into the saving process's code, even on a Ctrl-C
                 os.close(read)
                 _serve(db, self.keys, write)
             finally:
@@ -106,12 +107,15 @@ def _serve(db, keys: int, fd: int) -> None:
     exits)."""
     gc.disable()
     table, columns, seeds = store.arguments(db._memos[:keys], db._loaded)
-    parts = {"text": table.text(), "args_len": array("q", columns["args_len"]).tobytes(),
-             "args": array("q", columns["args"]).tobytes(),
-             "seeds": array("q", sorted(seeds)).tobytes()}
+    parts = {
+        "text": table.text(),
+        "args_len": array("q", columns["args_len"]).tobytes(),
+        "args": array("q", columns["args"]).tobytes(),
+        "seeds": array("q", sorted(seeds)).tobytes(),
+    }
     header = {"nodes": table.nodes(), "lengths": [len(parts[p]) for p in _PARTS]}
     write_all(fd, [json.dumps(header).encode() + b"\n", *(parts[p] for p in _PARTS)])
-    os.close(fd)            # the reader sees the end now, not after this exit's clean-up
+    os.close(fd)  # the reader sees the end now, not after this exit's clean-up
 
 
 def _decode(data: bytes, keys: int) -> Prefix:
@@ -119,7 +123,7 @@ def _decode(data: bytes, keys: int) -> Prefix:
     header = json.loads(data[:end])
     parts, at = {}, end + 1
     for name, length in zip(_PARTS, header["lengths"], strict=True):
-        parts[name] = data[at:at + length]
+        parts[name] = data[at : at + length]
         at += length
     if at != len(data):
         raise ValueError("the helper's message has the wrong length")

@@ -20,25 +20,64 @@ Column lengths and ids are checked when loaded, and that the argument slices fol
 other in key order (a save copies them); the graph file's digest guards the rest against
 damage.
 """
+
 from __future__ import annotations
 
 from itertools import accumulate
 
 from tribuild.engine.memo import NO_VALUE, Memo
 
-KEY_COLUMNS = ("query", "changed", "verified", "durability", "deps_start", "deps_len",
-               "args_start", "args_len", "value")
+KEY_COLUMNS = (
+    "query",
+    "changed",
+    "verified",
+    "durability",
+    "deps_start",
+    "deps_len",
+    "args_start",
+    "args_len",
+    "value",
+)
 ENTRY_COLUMNS = ("entry_pack", "entry_offset", "entry_length", "entry_checksum")
 
 
 class Loaded:
-    __slots__ = ("queries", "elements", "flat", "arg_ids", "packs", "text", "pruned", "origin",
-                 "revision", "_query", "_changed", "_verified", "_durability", "_deps_start",
-                 "_deps_len", "_args_start", "_args_len", "_value", "_pack", "_offset", "_length",
-                 "_checksum", "_index", "_ids")
+    __slots__ = (
+        "queries",
+        "elements",
+        "flat",
+        "arg_ids",
+        "packs",
+        "text",
+        "pruned",
+        "origin",
+        "revision",
+        "_query",
+        "_changed",
+        "_verified",
+        "_durability",
+        "_deps_start",
+        "_deps_len",
+        "_args_start",
+        "_args_len",
+        "_value",
+        "_pack",
+        "_offset",
+        "_length",
+        "_checksum",
+        "_index",
+        "_ids",
+    )
 
-    def __init__(self, queries: list, body: dict, elements: list, packs: list,
-                 pruned: bool, origin: tuple[str, str]):
+    def __init__(
+        self,
+        queries: list,
+        body: dict,
+        elements: list,
+        packs: list,
+        pruned: bool,
+        origin: tuple[str, str],
+    ):
         """``body``: the graph file's JSON part with its columns and argument table text
         (``"elements"``); ``elements``: the nodes' values (``argtable``); ``packs``:
         ``PackFile``s; ``pruned``: whether the load dropped keys; ``origin``: the store
@@ -47,14 +86,23 @@ class Loaded:
         self.queries = queries
         self.text, self.elements, self.pruned = body["elements"], elements, pruned
         self.origin, self.revision = origin, body["revision"]
-        self._query, self._changed, self._verified, self._durability, self._deps_start, \
-            self._deps_len, self._args_start, self._args_len, self._value = \
-            (body[name] for name in KEY_COLUMNS)
+        (
+            self._query,
+            self._changed,
+            self._verified,
+            self._durability,
+            self._deps_start,
+            self._deps_len,
+            self._args_start,
+            self._args_len,
+            self._value,
+        ) = (body[name] for name in KEY_COLUMNS)
         self.flat, self.arg_ids = list(body["deps"]), list(body["args"])
         # lists: reading an array makes a new int object, a list returns the one it holds
         self._args_start, self._args_len = list(self._args_start), list(self._args_len)
-        self._pack, self._offset, self._length, self._checksum = \
-            (body[name] for name in ENTRY_COLUMNS)
+        self._pack, self._offset, self._length, self._checksum = (
+            body[name] for name in ENTRY_COLUMNS
+        )
         self.packs = packs
         self._index: dict = {}
         self._ids: dict | None = None
@@ -72,32 +120,51 @@ class Loaded:
         """Lengths and ids (a bad id would fail far from here); the file's digest guards
         the rest against damage."""
         n = self.count
-        if any(len(column) != n for column in (
-                self._changed, self._verified, self._durability, self._deps_start,
-                self._deps_len, self._args_start, self._args_len, self._value)):
+        if any(
+            len(column) != n
+            for column in (
+                self._changed,
+                self._verified,
+                self._durability,
+                self._deps_start,
+                self._deps_len,
+                self._args_start,
+                self._args_len,
+                self._value,
+            )
+        ):
             raise ValueError("graph columns differ in length")
         if not len(self._pack) == len(self._offset) == len(self._length) == len(self._checksum):
             raise ValueError("entry columns differ in length")
         lengths = self._args_len
-        if lengths and min(lengths) < 0 \
-                or list(accumulate(lengths, initial=0)) != self._args_start + [len(self.arg_ids)]:
+        if (
+            lengths
+            and min(lengths) < 0
+            or list(accumulate(lengths, initial=0)) != self._args_start + [len(self.arg_ids)]
+        ):
             raise ValueError("the argument columns do not list each key's ids in key order")
-        for column, bound, what in ((self.flat, n, "dependency"),
-                                    (self.arg_ids, len(self.elements), "argument"),
-                                    (self._pack, len(self.packs), "pack"),
-                                    (self._value, len(self._pack), "entry"),
-                                    (self._query, len(self.queries), "query")):
+        for column, bound, what in (
+            (self.flat, n, "dependency"),
+            (self.arg_ids, len(self.elements), "argument"),
+            (self._pack, len(self.packs), "pack"),
+            (self._value, len(self._pack), "entry"),
+            (self._query, len(self.queries), "query"),
+        ):
             if column and (min(column) < (-1 if what == "entry" else 0) or max(column) >= bound):
                 raise ValueError(f"{what} id out of range")
 
     def args_of(self, key_id: int) -> tuple:
-        start, n, nodes, ids = self._args_start[key_id], self._args_len[key_id], \
-            self.elements, self.arg_ids
+        start, n, nodes, ids = (
+            self._args_start[key_id],
+            self._args_len[key_id],
+            self.elements,
+            self.arg_ids,
+        )
         if n == 1:
             return (nodes[ids[start]],)
         if n == 2:
             return nodes[ids[start]], nodes[ids[start + 1]]
-        return tuple([nodes[i] for i in ids[start:start + n]])
+        return tuple([nodes[i] for i in ids[start : start + n]])
 
     def memo(self, db, key_id: int) -> Memo:
         """The memo of ``key_id``, materialised if it was not yet (after an edit,
@@ -111,11 +178,22 @@ class Loaded:
             pack = self.packs[self._pack[entry]]
             if pack.data is not None:
                 offset = self._offset[entry]
-                blob = (pack.data[offset:offset + self._length[entry]], self._checksum[entry],
-                        pack, offset)
-        memo = Memo(key_id, self.queries[self._query[key_id]], self.args_of(key_id),
-                    self._changed[key_id], self._verified[key_id], self._durability[key_id],
-                    None if n < 0 else tuple(self.flat[start:start + n]), blob)
+                blob = (
+                    pack.data[offset : offset + self._length[entry]],
+                    self._checksum[entry],
+                    pack,
+                    offset,
+                )
+        memo = Memo(
+            key_id,
+            self.queries[self._query[key_id]],
+            self.args_of(key_id),
+            self._changed[key_id],
+            self._verified[key_id],
+            self._durability[key_id],
+            None if n < 0 else tuple(self.flat[start : start + n]),
+            blob,
+        )
         db._memos[key_id] = memo
         return memo
 
@@ -124,15 +202,23 @@ class Loaded:
         location of its value as its key's columns say."""
         i = memo.id
         n, start, entry, blob = self._deps_len[i], self._deps_start[i], self._value[i], memo.blob
-        if memo.changed_at != self._changed[i] or memo.durability != self._durability[i] \
-                or not memo.query.is_input and memo.verified_at != self._verified[i]:
+        if (
+            memo.changed_at != self._changed[i]
+            or memo.durability != self._durability[i]
+            or not memo.query.is_input
+            and memo.verified_at != self._verified[i]
+        ):
             return False
-        if memo.deps != (None if n < 0 else tuple(self.flat[start:start + n])):
+        if memo.deps != (None if n < 0 else tuple(self.flat[start : start + n])):
             return False
         if entry < 0:
             return blob is None and memo.value is NO_VALUE
-        return blob is not None and len(blob) == 4 and blob[2] is self.packs[self._pack[entry]] \
+        return (
+            blob is not None
+            and len(blob) == 4
+            and blob[2] is self.packs[self._pack[entry]]
             and blob[3] == self._offset[entry]
+        )
 
     def find(self, db, query, args: tuple) -> Memo | None:
         """The memo of a stored key, or None if the store does not hold it."""
@@ -147,8 +233,7 @@ class Loaded:
             self._ids = {}
             for key_id, qi in enumerate(self._query):
                 self._ids.setdefault(qi, []).append(key_id)
-        ids = [i for qi, q in enumerate(self.queries) if q is query
-               for i in self._ids.get(qi, ())]
+        ids = [i for qi, q in enumerate(self.queries) if q is query for i in self._ids.get(qi, ())]
         return {self.args_of(i): i for i in ids}
 
 
@@ -168,7 +253,7 @@ def without(body: dict, dropped: set[int]) -> dict:
 
 def _flatten(body: dict, name: str, keys: list[int]) -> list[int]:
     flat, begin, length = body[name], body[f"{name}_start"], body[f"{name}_len"]
-    return [x for i in keys for x in flat[begin[i]:begin[i] + max(length[i], 0)]]
+    return [x for i in keys for x in flat[begin[i] : begin[i] + max(length[i], 0)]]
 
 
 def starts(lengths) -> list[int]:
@@ -181,5 +266,7 @@ def starts(lengths) -> list[int]:
 def deps_of(body: dict) -> list[tuple[int, ...] | None]:
     """Each key's dependencies (None: no record)."""
     flat, begin = body["deps"], body["deps_start"]
-    return [None if n < 0 else tuple(flat[begin[i]:begin[i] + n])
-            for i, n in enumerate(body["deps_len"])]
+    return [
+        None if n < 0 else tuple(flat[begin[i] : begin[i] + n])
+        for i, n in enumerate(body["deps_len"])
+    ]

@@ -48,6 +48,7 @@ Workers forked from one state compute equal records for a key (queries are pure)
 first payload holding a key installs it and later ones skip it as already valid: the memo
 states after merging do not depend on the order payloads arrive in.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,9 +56,10 @@ from array import array
 from zlib import crc32
 
 from tribuild.base.record import record
-from tribuild.engine.store import codec, disk as store
 from tribuild.engine.memo import FIRST_RUN, NO_VALUE, key_label
 from tribuild.engine.query import REGISTRY
+from tribuild.engine.store import codec
+from tribuild.engine.store import disk as store
 
 FORMAT = 5
 _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
@@ -67,12 +69,13 @@ _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
 class MergeReport:
     installed: int
     skipped: int
-    reasons: dict[str, int]   # reason -> records skipped for it
-    left_out: int = 0         # records the exporter could not encode (recomputed on demand)
-    without_value: int = 0    # installed records whose value re-runs on first read
+    reasons: dict[str, int]  # reason -> records skipped for it
+    left_out: int = 0  # records the exporter could not encode (recomputed on demand)
+    without_value: int = 0  # installed records whose value re-runs on first read
 
 
 # -- export ------------------------------------------------------------------------------
+
 
 def export(db, keys) -> list[bytes]:
     rev = db._revision
@@ -93,20 +96,43 @@ def export(db, keys) -> list[bytes]:
             chunks.append(blob[0])
             offset += len(blob[0])
         cause = memo.cause if memo.cause < 0 else ref(memo_at(memo.cause))
-        ints.extend((own, *value, memo.changed_at, int(memo.durability),
-                     FIRST_RUN if cause is None else cause, memo.cause_rev, memo.executed_at,
-                     len(deps), *deps))
+        ints.extend(
+            (
+                own,
+                *value,
+                memo.changed_at,
+                int(memo.durability),
+                FIRST_RUN if cause is None else cause,
+                memo.cause_rev,
+                memo.executed_at,
+                len(deps),
+                *deps,
+            )
+        )
         count += 1
-    meta = {"revision": rev, "clock": db._clock.changed, "elements": table.elements,
-            "queries": table.queries, "keys": table.keys, "inputs": table.inputs,
-            "records": count, "left_out": len(left)}
+    meta = {
+        "revision": rev,
+        "clock": db._clock.changed,
+        "elements": table.elements,
+        "queries": table.queries,
+        "keys": table.keys,
+        "inputs": table.inputs,
+        "records": count,
+        "left_out": len(left),
+    }
     check = 0
     for chunk in chunks:
         check = crc32(chunk, check)
     meta_bytes = json.dumps(meta | {"values": check}, separators=(",", ":")).encode()
     record_bytes = ints.tobytes()
-    return [_MAGIC, len(meta_bytes).to_bytes(8, "little"), meta_bytes,
-            len(record_bytes).to_bytes(8, "little"), record_bytes, *chunks]
+    return [
+        _MAGIC,
+        len(meta_bytes).to_bytes(8, "little"),
+        meta_bytes,
+        len(record_bytes).to_bytes(8, "little"),
+        record_bytes,
+        *chunks,
+    ]
 
 
 def encode(db, keys) -> None:
@@ -127,8 +153,9 @@ def _exported(db, keys) -> list:
 def _computed(db, query, args: tuple, rev: int):
     memo = db._find(query, args)
     if query.is_input or memo is None or memo.deps is None or memo.verified_at < rev:
-        raise ValueError(f"{key_label(query.name, args)} is not a derived key computed at "
-                         "the current revision")
+        raise ValueError(
+            f"{key_label(query.name, args)} is not a derived key computed at the current revision"
+        )
     return memo
 
 
@@ -167,9 +194,9 @@ class _KeyTable:
         self.queries: list[str] = []
         self._query_index: dict[str, int] = {}
         self._index: dict[int, int | None] = {}
-        self._by_id: dict[int, int] = {}     # id of an argument -> its element (the memos
-        self._by_text: dict[str, int] = {}   # keep the arguments alive); JSON text -> element
-        self._plain: dict[tuple, int] = {}   # (type, value) of a str, int, bool, None -> element
+        self._by_id: dict[int, int] = {}  # id of an argument -> its element (the memos
+        self._by_text: dict[str, int] = {}  # keep the arguments alive); JSON text -> element
+        self._plain: dict[tuple, int] = {}  # (type, value) of a str, int, bool, None -> element
 
     def ref(self, memo) -> int | None:
         """The key's index in the table, or None if it cannot be encoded."""
@@ -212,8 +239,9 @@ class _KeyTable:
         found = self._by_id.get(id(value))
         if found is None:
             encoded = codec.to_json(value)
-            found = self._by_text.setdefault(json.dumps(encoded, separators=(",", ":")),
-                                             len(self.elements))
+            found = self._by_text.setdefault(
+                json.dumps(encoded, separators=(",", ":")), len(self.elements)
+            )
             if found == len(self.elements):
                 self.elements.append(encoded)
             self._by_id[id(value)] = found
@@ -231,18 +259,17 @@ def fingerprint_of(memo):
 
 # -- merge -------------------------------------------------------------------------------
 
+
 def merge(db, payload: bytes | memoryview) -> MergeReport:
     meta, ints, values = _parse(payload)
     count = meta["records"]
     if meta["revision"] != db._revision or meta["clock"] != db._clock.changed:
-        return MergeReport(0, count, {"other revision": count} if count else {},
-                           meta["left_out"])
+        return MergeReport(0, count, {"other revision": count} if count else {}, meta["left_out"])
     records = _records(ints, count)
     keys = _Keys(db, meta["queries"], meta["keys"], meta["elements"])
     bad = dict(keys.unknown)
     for k, fingerprint, durability in meta["inputs"]:
-        if k not in bad and not _same_input(keys.find(k, is_input=True), fingerprint,
-                                            durability):
+        if k not in bad and not _same_input(keys.find(k, is_input=True), fingerprint, durability):
             bad[k] = "input differs"
     reasons: dict[str, int] = {}
     installed = without_value = 0
@@ -307,14 +334,14 @@ def _parse(payload) -> tuple[dict, list[int], memoryview]:
     them; the values are checked against their checksum: merged bytes are trusted from then
     on, a save does not check them)."""
     view = memoryview(payload)
-    if view[:len(_MAGIC)] != _MAGIC:
+    if view[: len(_MAGIC)] != _MAGIC:
         raise ValueError("not an engine merge payload of this format")
     at = len(_MAGIC)
     try:
-        meta_end = at + 8 + int.from_bytes(view[at:at + 8], "little")
-        meta = json.loads(view[at + 8:meta_end].tobytes())
-        ints_end = meta_end + 8 + int.from_bytes(view[meta_end:meta_end + 8], "little")
-        ints = array("q", view[meta_end + 8:ints_end].tobytes())
+        meta_end = at + 8 + int.from_bytes(view[at : at + 8], "little")
+        meta = json.loads(view[at + 8 : meta_end].tobytes())
+        ints_end = meta_end + 8 + int.from_bytes(view[meta_end : meta_end + 8], "little")
+        ints = array("q", view[meta_end + 8 : ints_end].tobytes())
     except ValueError as exc:
         raise ValueError(f"corrupt merge payload: {exc}") from None
     if crc32(view[ints_end:]) != meta.get("values"):
@@ -328,10 +355,21 @@ def _records(ints: list[int], count: int) -> list[tuple]:
     out, at = [], 0
     try:
         for _ in range(count):
-            k, offset, length, check, changed_at, durability, cause, cause_rev, executed_at, \
-                n = ints[at:at + 10]
-            out.append((k, (offset, length, check), changed_at, durability, cause, cause_rev,
-                        executed_at, ints[at + 10:at + 10 + n]))
+            k, offset, length, check, changed_at, durability, cause, cause_rev, executed_at, n = (
+                ints[at : at + 10]
+            )
+            out.append(
+                (
+                    k,
+                    (offset, length, check),
+                    changed_at,
+                    durability,
+                    cause,
+                    cause_rev,
+                    executed_at,
+                    ints[at + 10 : at + 10 + n],
+                )
+            )
             at += 10 + n
     except ValueError:
         at = -1
@@ -343,7 +381,7 @@ def _records(ints: list[int], count: int) -> list[tuple]:
 def _blob(values: memoryview, offset: int, length: int, checksum: int) -> tuple[bytes, int]:
     if offset < 0 or offset + length > len(values):
         raise ValueError("corrupt merge payload: value out of range")
-    return bytes(values[offset:offset + length]), checksum
+    return bytes(values[offset : offset + length]), checksum
 
 
 class _Keys:
@@ -356,16 +394,19 @@ class _Keys:
         values = [codec.from_json(e) for e in elements]
         found = [REGISTRY.get(ident) for ident in queries]
         self._keys = [(found[query], tuple([values[i] for i in args])) for query, args in keys]
-        self._memos: list = [None] * len(keys)     # the receiver's memo of a key, once known
-        self.unknown = {k: "unknown query" for k, (query, _) in enumerate(self._keys)
-                        if query is None}
+        self._memos: list = [None] * len(keys)  # the receiver's memo of a key, once known
+        self.unknown = {
+            k: "unknown query" for k, (query, _) in enumerate(self._keys) if query is None
+        }
 
     def find(self, k: int, is_input: bool):
         """The receiver's memo of key ``k``, or None if it has none."""
         query, args = self._keys[k]
         if query.is_input != is_input:
-            raise ValueError(f"corrupt merge payload: {query.name} is not "
-                             f"{'an input' if is_input else 'a derived'} query")
+            raise ValueError(
+                f"corrupt merge payload: {query.name} is not "
+                f"{'an input' if is_input else 'a derived'} query"
+            )
         memo = self._memos[k]
         if memo is None:
             memo = self._memos[k] = self._db._find(query, args)

@@ -23,17 +23,18 @@ Terms:
   damaged one is dropped (its memo re-runs when read). Packs of the salt that the new graph
   file does not list are deleted after it is written.
 """
+
 from __future__ import annotations
 
 import mmap
 import os
 from array import array
 
-from tribuild.engine.store import codec
 from tribuild.base.hashing import checksum, digest
+from tribuild.base.tempname import replace
 from tribuild.engine.errors import warn
 from tribuild.engine.memo import NO_VALUE
-from tribuild.base.tempname import replace
+from tribuild.engine.store import codec
 
 MAX_PACKS = 8
 
@@ -42,11 +43,12 @@ class PackFile:
     """One pack of a store folder: its name, its bytes as mapped or written (None: missing),
     its *stamp* as listed (size and mtime in ns of the file when it was written) and its
     entries ``(offset, length, checksum)`` (listed lazily)."""
+
     __slots__ = ("root", "name", "data", "stamp", "_entries", "_offsets")
 
     def __init__(self, root: str, name: str, data: bytes | None, stamp: list, entries):
         self.root, self.name, self.data, self.stamp = root, name, data, stamp
-        self._entries = entries     # a list, or a function that lists them
+        self._entries = entries  # a list, or a function that lists them
         self._offsets: dict | None = None
 
     @property
@@ -66,15 +68,18 @@ class PackFile:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None
-        return self.data is not None and [st.st_size, st.st_mtime_ns] == self.stamp \
+        return (
+            self.data is not None
+            and [st.st_size, st.st_mtime_ns] == self.stamp
             and len(self.data) == st.st_size
+        )
 
     def find(self, blob) -> int | None:
         """The offset of an entry holding ``blob``'s bytes, if any."""
         if self._offsets is None:
             self._offsets = {(c, n): o for o, n, c in self.entries}
         offset = self._offsets.get((blob[1], len(blob[0])))
-        if offset is None or self.data[offset:offset + len(blob[0])] != blob[0]:
+        if offset is None or self.data[offset : offset + len(blob[0])] != blob[0]:
             return None
         return offset
 
@@ -91,8 +96,13 @@ def encoded(value) -> tuple[bytes, int] | None:
 
 def pack_name(sid: str, name) -> bool:
     """Whether ``name`` is a pack of salt ``sid`` in the store folder itself."""
-    return (type(name) is str and name.startswith(f"values-{sid}-") and name.endswith(".pack")
-            and "/" not in name and "\\" not in name)
+    return (
+        type(name) is str
+        and name.startswith(f"values-{sid}-")
+        and name.endswith(".pack")
+        and "/" not in name
+        and "\\" not in name
+    )
 
 
 def read(root: str, listed: list, body: dict) -> list[PackFile]:
@@ -105,13 +115,21 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
             nonlocal groups
             if groups is None:
                 groups = {}
-                for p, o, n, c in zip(body["entry_pack"], body["entry_offset"],
-                                      body["entry_length"], body["entry_checksum"]):
+                for p, o, n, c in zip(
+                    body["entry_pack"],
+                    body["entry_offset"],
+                    body["entry_length"],
+                    body["entry_checksum"],
+                ):
                     groups.setdefault(p, []).append((o, n, c))
             return groups.get(index, [])
+
         return entries
-    return [PackFile(root, name, _mapped(os.path.join(root, name)), [size, mtime], lister(i))
-            for i, (name, size, mtime) in enumerate(listed)]
+
+    return [
+        PackFile(root, name, _mapped(os.path.join(root, name)), [size, mtime], lister(i))
+        for i, (name, size, mtime) in enumerate(listed)
+    ]
 
 
 def _mapped(path: str):
@@ -134,12 +152,16 @@ class Placement:
     def __init__(self, root: str, sid: str):
         self.root, self.sid = root, sid
         self.values: list[int] = []
-        self.entries: dict[str, list[int]] = {"entry_pack": [], "entry_offset": [],
-                                              "entry_length": [], "entry_checksum": []}
+        self.entries: dict[str, list[int]] = {
+            "entry_pack": [],
+            "entry_offset": [],
+            "entry_length": [],
+            "entry_checksum": [],
+        }
         self.packs: list[PackFile] = []
         self.new: PackFile | None = None
-        self.new_chunks: list[bytes] = []     # the new pack's values, until ``write``
-        self.entry: dict[tuple, int] = {}     # (pack, offset) -> entry index
+        self.new_chunks: list[bytes] = []  # the new pack's values, until ``write``
+        self.entry: dict[tuple, int] = {}  # (pack, offset) -> entry index
 
     def ours(self, pack: PackFile) -> bool:
         """Whether ``pack`` is a pack of the store being written."""
@@ -155,8 +177,7 @@ class Placement:
         columns = self.entries
         first = len(columns["entry_offset"])
         if looked_up:
-            self.entry.update(zip(((pack, o) for o in offsets),
-                                  range(first, first + len(offsets))))
+            self.entry.update(zip(((pack, o) for o in offsets), range(first, first + len(offsets))))
         columns["entry_pack"] += [len(self.packs)] * len(offsets)
         columns["entry_offset"] += offsets
         columns["entry_length"] += lengths
@@ -208,7 +229,7 @@ class _NewPack:
         self._entries: list[tuple[int, int, int]] = []
         self.pack = PackFile(root, "", None, None, self._entries)
         self.chunks: list[bytes] = []
-        self._found: dict[bytes, tuple] = {}     # bytes -> (pack, offset, entry index)
+        self._found: dict[bytes, tuple] = {}  # bytes -> (pack, offset, entry index)
         self._next = first
         self._size = 0
 
@@ -264,10 +285,15 @@ def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile])
         kept = []
     keep = set(kept)
     if len(keep) == len(ok):
-        return kept                 # no value is copied from a pack not kept
+        return kept  # no value is copied from a pack not kept
     for i, blob in enumerate(blobs):
-        if blob is not None and len(blob) == 4 and blob[2] not in keep \
-                and memos[i].value is NO_VALUE and checksum(blob[0]) != blob[1]:
+        if (
+            blob is not None
+            and len(blob) == 4
+            and blob[2] not in keep
+            and memos[i].value is NO_VALUE
+            and checksum(blob[0]) != blob[1]
+        ):
             warn(f"dropped a damaged value of {memos[i].query.name}")
             memos[i].blob = blobs[i] = None
     return kept

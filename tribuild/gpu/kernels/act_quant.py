@@ -32,4 +32,6 @@ def act_quant_kernel(x_ptr, out_ptr, K, BLOCK_K: tl.constexpr):
         offs = k0 + tl.arange(0, BLOCK_K)
         v = tl.load(x_ptr + base + offs, mask=offs < K, other=0.0).to(tl.float32)
         q = tl.minimum(tl.maximum(round_half_even(v * s), -128.0), 127.0)
-        tl.store(out_ptr + base + offs, tl.math.div_rn(q, s).to(out_ptr.dtype.element_ty), mask=offs < K)
+        tl.store(
+            out_ptr + base + offs, tl.math.div_rn(q, s).to(out_ptr.dtype.element_ty), mask=offs < K
+        )

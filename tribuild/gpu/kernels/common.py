@@ -32,7 +32,9 @@ def load_packed(w_ptr, k0, offs_n, n_mask, row_bytes, BLOCK_K: tl.constexpr):
     read as 0, which decodes as zero codes, like the row's own padding."""
     offs_b = k0 // 4 + tl.arange(0, BLOCK_K // 4)
     mask = n_mask[:, None] & (offs_b < row_bytes)[None, :]
-    return tl.load(w_ptr + offs_n[:, None] * row_bytes + offs_b[None, :], mask=mask, other=0).to(tl.int32)
+    return tl.load(w_ptr + offs_n[:, None] * row_bytes + offs_b[None, :], mask=mask, other=0).to(
+        tl.int32
+    )
 
 
 @triton.jit
@@ -78,9 +80,21 @@ def activation(x, ACT: tl.constexpr):
 
 
 @triton.jit
-def store_epilogue(acc, offs_n, n_mask, out_offs, out_mask, scale_ptr, bias_ptr, res_ptr, out_ptr,
-                   CHANNEL_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-                   HAS_RESIDUAL: tl.constexpr):
+def store_epilogue(
+    acc,
+    offs_n,
+    n_mask,
+    out_offs,
+    out_mask,
+    scale_ptr,
+    bias_ptr,
+    res_ptr,
+    out_ptr,
+    CHANNEL_SCALE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
     """Apply the epilogue to the float32 tile ``acc`` and store it at ``out_ptr + out_offs``."""
     if CHANNEL_SCALE:
         acc = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=0.0)[None, :]

@@ -16,12 +16,35 @@ from tribuild.gpu.kernels.common import load_codes, nchw_offsets, pixels, store_
 
 
 @triton.jit
-def ternary_conv2d_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr,
-                          C, H, W, N, OH, OW, M, row_bytes, stride_h, stride_w, pad_h, pad_w,
-                          KH: tl.constexpr, KW: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          CHANNEL_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-                          HAS_RESIDUAL: tl.constexpr):
+def ternary_conv2d_kernel(
+    x_ptr,
+    w_ptr,
+    scale_ptr,
+    bias_ptr,
+    res_ptr,
+    out_ptr,
+    C,
+    H,
+    W,
+    N,
+    OH,
+    OW,
+    M,
+    row_bytes,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    CHANNEL_SCALE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
     group = tl.program_id(2)
     group_c = C // tl.num_programs(2)
     group_n = N // tl.num_programs(2)
@@ -41,10 +64,25 @@ def ternary_conv2d_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr,
         ih = top[:, None] + (offs_k // KW % KH)[None, :]
         iw = left[:, None] + (offs_k % KW)[None, :]
         inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        x = tl.load(x_ptr + ((b * C)[:, None] + c[None, :]) * (H * W) + ih * W + iw,
-                    mask=m_mask[:, None] & (offs_k[None, :] < K) & inside, other=0.0)
+        x = tl.load(
+            x_ptr + ((b * C)[:, None] + c[None, :]) * (H * W) + ih * W + iw,
+            mask=m_mask[:, None] & (offs_k[None, :] < K) & inside,
+            other=0.0,
+        )
         w = load_codes(w_ptr, offs_k, offs_n, n_mask, row_bytes, K).to(x.dtype)
         acc = tl.dot(x, w, acc, input_precision="ieee")
-    store_epilogue(acc, offs_n, n_mask, nchw_offsets(offs_m, offs_n, N, OH, OW),
-                   m_mask[:, None] & n_mask[None, :], scale_ptr, bias_ptr, res_ptr, out_ptr,
-                   CHANNEL_SCALE, HAS_BIAS, ACT, HAS_RESIDUAL)
+    store_epilogue(
+        acc,
+        offs_n,
+        n_mask,
+        nchw_offsets(offs_m, offs_n, N, OH, OW),
+        m_mask[:, None] & n_mask[None, :],
+        scale_ptr,
+        bias_ptr,
+        res_ptr,
+        out_ptr,
+        CHANNEL_SCALE,
+        HAS_BIAS,
+        ACT,
+        HAS_RESIDUAL,
+    )

@@ -14,12 +14,34 @@ from tribuild.gpu.kernels.common import decode, nchw_offsets, pixels, store_epil
 
 
 @triton.jit
-def ternary_depthwise_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr,
-                             C, H, W, N, OH, OW, M, row_bytes, stride_h, stride_w, pad_h, pad_w,
-                             KH: tl.constexpr, KW: tl.constexpr,
-                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             CHANNEL_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-                             HAS_RESIDUAL: tl.constexpr):
+def ternary_depthwise_kernel(
+    x_ptr,
+    w_ptr,
+    scale_ptr,
+    bias_ptr,
+    res_ptr,
+    out_ptr,
+    C,
+    H,
+    W,
+    N,
+    OH,
+    OW,
+    M,
+    row_bytes,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHANNEL_SCALE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     m_mask = offs_m < M
@@ -31,10 +53,25 @@ def ternary_depthwise_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr
         ih = oh * stride_h - pad_h + t // KW
         iw = ow * stride_w - pad_w + t % KW
         inside = m_mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        x = tl.load(x_ptr + planes + (ih * W + iw)[:, None],
-                    mask=inside[:, None] & n_mask[None, :], other=0.0)
+        x = tl.load(
+            x_ptr + planes + (ih * W + iw)[:, None],
+            mask=inside[:, None] & n_mask[None, :],
+            other=0.0,
+        )
         byte = tl.load(w_ptr + offs_n * row_bytes + t // 4, mask=n_mask, other=0)
         acc += x.to(tl.float32) * decode(byte, (t % 4) * 2).to(tl.float32)[None, :]
-    store_epilogue(acc, offs_n, n_mask, nchw_offsets(offs_m, offs_n, N, OH, OW),
-                   m_mask[:, None] & n_mask[None, :], scale_ptr, bias_ptr, res_ptr, out_ptr,
-                   CHANNEL_SCALE, HAS_BIAS, ACT, HAS_RESIDUAL)
+    store_epilogue(
+        acc,
+        offs_n,
+        n_mask,
+        nchw_offsets(offs_m, offs_n, N, OH, OW),
+        m_mask[:, None] & n_mask[None, :],
+        scale_ptr,
+        bias_ptr,
+        res_ptr,
+        out_ptr,
+        CHANNEL_SCALE,
+        HAS_BIAS,
+        ACT,
+        HAS_RESIDUAL,
+    )

@@ -13,10 +13,25 @@ from tribuild.gpu.kernels.common import load_codes, store_epilogue
 
 
 @triton.jit
-def ternary_gemm_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr, M, N, K, row_bytes,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        CHANNEL_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-                        HAS_RESIDUAL: tl.constexpr):
+def ternary_gemm_kernel(
+    x_ptr,
+    w_ptr,
+    scale_ptr,
+    bias_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    row_bytes,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    CHANNEL_SCALE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     m_mask = offs_m < M
@@ -24,10 +39,25 @@ def ternary_gemm_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr, M, 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        x = tl.load(x_ptr + offs_m[:, None] * K + offs_k[None, :],
-                    mask=m_mask[:, None] & (offs_k[None, :] < K), other=0.0)
+        x = tl.load(
+            x_ptr + offs_m[:, None] * K + offs_k[None, :],
+            mask=m_mask[:, None] & (offs_k[None, :] < K),
+            other=0.0,
+        )
         w = load_codes(w_ptr, offs_k, offs_n, n_mask, row_bytes, K).to(x.dtype)
         acc = tl.dot(x, w, acc, input_precision="ieee")
-    store_epilogue(acc, offs_n, n_mask, offs_m[:, None] * N + offs_n[None, :],
-                   m_mask[:, None] & n_mask[None, :], scale_ptr, bias_ptr, res_ptr, out_ptr,
-                   CHANNEL_SCALE, HAS_BIAS, ACT, HAS_RESIDUAL)
+    store_epilogue(
+        acc,
+        offs_n,
+        n_mask,
+        offs_m[:, None] * N + offs_n[None, :],
+        m_mask[:, None] & n_mask[None, :],
+        scale_ptr,
+        bias_ptr,
+        res_ptr,
+        out_ptr,
+        CHANNEL_SCALE,
+        HAS_BIAS,
+        ACT,
+        HAS_RESIDUAL,
+    )

@@ -15,10 +15,24 @@ from tribuild.gpu.kernels.common import decode, load_packed, store_epilogue
 
 
 @triton.jit
-def ternary_gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr, M, N, K, row_bytes,
-                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        CHANNEL_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-                        HAS_RESIDUAL: tl.constexpr):
+def ternary_gemv_kernel(
+    x_ptr,
+    w_ptr,
+    scale_ptr,
+    bias_ptr,
+    res_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    row_bytes,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    CHANNEL_SCALE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
     row = tl.program_id(0)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
@@ -30,6 +44,18 @@ def ternary_gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, res_ptr, out_ptr, M, 
             x = tl.load(x_ptr + row * K + offs_k + t, mask=offs_k + t < K, other=0.0).to(tl.float32)
             acc += decode(byte, 2 * t).to(tl.float32) * x[None, :]
     offs_m = row + tl.arange(0, 1)
-    store_epilogue(tl.sum(acc, axis=1)[None, :], offs_n, n_mask, offs_m[:, None] * N + offs_n[None, :],
-                   (offs_m[:, None] < M) & n_mask[None, :], scale_ptr, bias_ptr, res_ptr, out_ptr,
-                   CHANNEL_SCALE, HAS_BIAS, ACT, HAS_RESIDUAL)
+    store_epilogue(
+        tl.sum(acc, axis=1)[None, :],
+        offs_n,
+        n_mask,
+        offs_m[:, None] * N + offs_n[None, :],
+        (offs_m[:, None] < M) & n_mask[None, :],
+        scale_ptr,
+        bias_ptr,
+        res_ptr,
+        out_ptr,
+        CHANNEL_SCALE,
+        HAS_BIAS,
+        ACT,
+        HAS_RESIDUAL,
+    )

@@ -9,12 +9,12 @@ Terms: a *ternary producer* is an ``apply`` of a ``TernaryConv2d`` (or ``Ternary
 before a BatchNorm2d, which the checker only allows on 4-d values) or a ``ternary`` node
 with an empty epilogue (no bn, activation or residual yet).
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import replace
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node, node
-from tribuild.base.record import replace
 
 TERNARY_LAYERS = ("TernaryConv2d", "TernaryLinear")
 
@@ -25,8 +25,17 @@ def as_ternary(n: Node) -> Node | None:
         return n
     layer = n.attr("layer")
     if n.op == "apply" and layer.ref is None and layer.name in TERNARY_LAYERS:
-        return node("ternary", n.inputs, n.type, n.name, path=n.attr("path"), layer=layer, bn=None,
-                    act="none", residual=False)
+        return node(
+            "ternary",
+            n.inputs,
+            n.type,
+            n.name,
+            path=n.attr("path"),
+            layer=layer,
+            bn=None,
+            act="none",
+            residual=False,
+        )
     return None
 
 
@@ -39,11 +48,21 @@ def bn_fold(g: Graph) -> Graph:
 
     def visit(b: Builder, i: int, n: Node) -> int:
         layer = n.attr("layer")
-        if n.op == "apply" and layer.ref is None and layer.name == "BatchNorm2d" and single_use(b, uses, n.inputs[0]):
+        if (
+            n.op == "apply"
+            and layer.ref is None
+            and layer.name == "BatchNorm2d"
+            and single_use(b, uses, n.inputs[0])
+        ):
             producer = as_ternary(b.nodes[n.inputs[0]])
-            if producer is not None and producer.attr("bn") is None and producer.attr("act") == "none" \
-                    and not producer.attr("residual"):
+            if (
+                producer is not None
+                and producer.attr("bn") is None
+                and producer.attr("act") == "none"
+                and not producer.attr("residual")
+            ):
                 folded = producer.with_attrs(bn=n.attr("path"))
                 return b.add(replace(folded, type=n.type, name=n.name or producer.name))
         return b.add(n)
+
     return rewrite(g, visit)

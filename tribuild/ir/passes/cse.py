@@ -4,6 +4,7 @@ Terms: two nodes are *equal* when op, inputs (after renaming), attributes and ty
 later one's readers read the earlier one. Not merged: ``param`` nodes, and layers that are
 random in training mode (``Dropout``), whose two applications are two different masks.
 """
+
 from __future__ import annotations
 
 from tribuild.ir.builder import Builder, rewrite
@@ -34,4 +35,5 @@ def cse(g: Graph) -> Graph:
                 return j
         earlier.append(b.add(n))
         return earlier[-1]
+
     return rewrite(g, visit)

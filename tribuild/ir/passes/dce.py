@@ -3,6 +3,7 @@
 Terms: a node is *live* when the output reads it, directly or through live nodes; ``param``
 nodes are always live (they are the function's signature). Node order is kept.
 """
+
 from __future__ import annotations
 
 from tribuild.ir.builder import rewrite

@@ -4,6 +4,7 @@ Terms: *foldable* nodes are ``unary`` and ``binary`` nodes over ``const`` nodes 
 tensors are never constant in a `forward`). Arithmetic follows Python's, which matches the
 generated code's: `/` is true division, `//` floors.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,15 @@ import operator
 from tribuild.ir.builder import Builder, const_node, rewrite
 from tribuild.ir.graph import Graph, Node
 
-_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-           "//": operator.floordiv, "%": operator.mod, "**": operator.pow}
+_BINARY = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+}
 _UNARY = {"-": operator.neg, "+": operator.pos}
 
 
@@ -41,4 +49,5 @@ def fold(g: Graph) -> Graph:
             if value is not None:
                 return b.add(const_node(value))
         return b.add(n)
+
     return rewrite(g, visit)

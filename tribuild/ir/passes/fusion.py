@@ -10,14 +10,15 @@ Terms:
   adds the residual first).
 - *basic* fusion (-O1) merges activations only; *full* fusion (-O2 and up) residual adds too.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tribuild.base.record import replace
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, Node
 from tribuild.ir.passes.bn_fold import as_ternary, single_use
-from tribuild.base.record import replace
 
 EPILOGUE_ACTS = ("relu", "relu6", "silu", "gelu", "sigmoid")
 
@@ -44,7 +45,9 @@ def _residual(b: Builder, uses: list[list[int]], n: Node) -> int | None:
         r = b.nodes[n.inputs[other]]
         if t is not None and not t.attr("residual") and r.type == n.type and t.type == n.type:
             fused = t.with_attrs(residual=True)
-            return b.add(replace(fused, inputs=t.inputs + (n.inputs[other],), name=n.name or t.name))
+            return b.add(
+                replace(fused, inputs=t.inputs + (n.inputs[other],), name=n.name or t.name)
+            )
     return None
 
 
@@ -60,6 +63,8 @@ def fusion(full: bool) -> Callable[[Graph], Graph]:
                 if out is not None:
                     return out
             return b.add(n)
+
         return rewrite(g, visit)
+
     run.__name__ = "fusion_full" if full else "fusion_basic"
     return run

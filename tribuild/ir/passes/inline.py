@@ -5,6 +5,7 @@ Terms: the *size* of a body is its number of nodes, params and constants include
 are inlined innermost first (a body's own calls were already visited by the pass that
 produced it, and are inlined here recursively).
 """
+
 from __future__ import annotations
 
 from tribuild.ir.builder import Builder, rewrite
@@ -35,4 +36,5 @@ def inline(g: Graph) -> Graph:
         if len(body.nodes) > INLINE_LIMIT:
             return b.add(n.with_attrs(body=body))
         return _splice(b, body, n.inputs)
+
     return rewrite(g, visit)

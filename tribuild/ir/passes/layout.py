@@ -25,6 +25,7 @@ Terms:
 On CUDA the Triton kernels read NCHW, so the runtime's conversions
 (``tribuild.gpu.model.channels_last``) are no-ops there: the decision is CPU-only.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,19 +37,59 @@ from tribuild.lang import dims
 MARGIN = 0.05
 CHANNELS = (8, 16, 32, 64, 128, 256)
 SIZES = (8, 14, 28, 56)
-SPEEDUP = {   # [op class][channels] = speedups at SIZES (benchmarks/results/layout.md)
-    "dense": {8: (0.79, 0.70, 0.49, 0.86), 16: (0.89, 0.87, 0.71, 0.97), 32: (0.98, 1.11, 1.00, 1.00),
-              64: (0.84, 1.01, 1.07, 1.19), 128: (0.68, 0.81, 1.12, 0.97), 256: (0.57, 0.68, 0.86, 0.87)},
-    "pointwise": {8: (0.83, 0.77, 0.58, 0.44), 16: (0.77, 0.72, 0.57, 0.44), 32: (0.75, 0.70, 0.53, 0.52),
-                  64: (0.68, 0.68, 0.56, 0.53), 128: (0.74, 0.73, 0.65, 0.58), 256: (0.65, 0.88, 0.80, 0.60)},
-    "depthwise": {8: (1.35, 1.35, 1.28, 1.17), 16: (1.33, 1.29, 1.12, 0.89), 32: (1.32, 1.25, 0.95, 0.82),
-                  64: (1.28, 1.20, 0.85, 0.82), 128: (1.01, 1.31, 0.82, 0.69), 256: (1.09, 0.91, 0.74, 0.55)},
+SPEEDUP = {  # [op class][channels] = speedups at SIZES (benchmarks/results/layout.md)
+    "dense": {
+        8: (0.79, 0.70, 0.49, 0.86),
+        16: (0.89, 0.87, 0.71, 0.97),
+        32: (0.98, 1.11, 1.00, 1.00),
+        64: (0.84, 1.01, 1.07, 1.19),
+        128: (0.68, 0.81, 1.12, 0.97),
+        256: (0.57, 0.68, 0.86, 0.87),
+    },
+    "pointwise": {
+        8: (0.83, 0.77, 0.58, 0.44),
+        16: (0.77, 0.72, 0.57, 0.44),
+        32: (0.75, 0.70, 0.53, 0.52),
+        64: (0.68, 0.68, 0.56, 0.53),
+        128: (0.74, 0.73, 0.65, 0.58),
+        256: (0.65, 0.88, 0.80, 0.60),
+    },
+    "depthwise": {
+        8: (1.35, 1.35, 1.28, 1.17),
+        16: (1.33, 1.29, 1.12, 0.89),
+        32: (1.32, 1.25, 0.95, 0.82),
+        64: (1.28, 1.20, 0.85, 0.82),
+        128: (1.01, 1.31, 0.82, 0.69),
+        256: (1.09, 0.91, 0.74, 0.55),
+    },
 }
 CONVS = ("TernaryConv2d", "Conv2d")
-NEUTRAL_LAYERS = ("BatchNorm2d", "MaxPool2d", "AvgPool2d", "Dropout", "Identity", "ReLU", "ReLU6", "GELU",
-                  "SiLU", "Sigmoid", "Tanh")
-NEUTRAL_CALLS = ("relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "sqrt", "exp", "max_pool2d", "avg_pool2d",
-                 "adaptive_avg_pool2d")
+NEUTRAL_LAYERS = (
+    "BatchNorm2d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "Dropout",
+    "Identity",
+    "ReLU",
+    "ReLU6",
+    "GELU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
+)
+NEUTRAL_CALLS = (
+    "relu",
+    "relu6",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "sqrt",
+    "exp",
+    "max_pool2d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+)
 
 
 def _nearest(values: tuple[int, ...], x: int) -> int:
@@ -149,7 +190,7 @@ def layout(g: Graph) -> Graph:
     pays = paying_chains(g, chain)
     if not pays:
         return g
-    converted: dict[tuple[int, str], int] = {}   # (new id, format) -> its conversion's id
+    converted: dict[tuple[int, str], int] = {}  # (new id, format) -> its conversion's id
 
     def convert(b: Builder, j: int, fmt: str) -> int:
         if (j, fmt) not in converted:

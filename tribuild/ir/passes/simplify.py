@@ -12,15 +12,21 @@ Terms (each rule keeps the value and its type exactly):
   layers in turn (paths ``down[0]``, ``down[1]``...), so BatchNorm folding and fusion see
   inside it; nested Sequentials stay whole.
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import replace
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, In, Node, node
-from tribuild.base.record import replace
 
-ACTIVATION_LAYERS = {"ReLU": "relu", "ReLU6": "relu6", "GELU": "gelu", "SiLU": "silu",
-                     "Sigmoid": "sigmoid", "Tanh": "tanh"}
+ACTIVATION_LAYERS = {
+    "ReLU": "relu",
+    "ReLU6": "relu6",
+    "GELU": "gelu",
+    "SiLU": "silu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+}
 _IDENTITY_RIGHT = {"+": 0, "-": 0, "*": 1, "/": 1, "**": 1}
 _IDENTITY_LEFT = {"+": 0, "*": 1}
 
@@ -42,12 +48,19 @@ def _binary(b: Builder, n: Node) -> int | None:
 def _call(b: Builder, n: Node) -> int | None:
     fn, args = n.attr("fn"), dict(n.attr("args"))
     x = b.nodes[n.inputs[0]] if n.inputs else None
-    if fn in ("reshape", "flatten") and x is not None and x.type == n.type and n.type.dims is not None \
-            and all(d == e for d, e in zip(x.type.dims, n.type.dims)):
+    if (
+        fn in ("reshape", "flatten")
+        and x is not None
+        and x.type == n.type
+        and n.type.dims is not None
+        and all(d == e for d, e in zip(x.type.dims, n.type.dims))
+    ):
         return n.inputs[0]
     if fn == "transpose" and x is not None and x.op == "call" and x.attr("fn") == "transpose":
         inner = dict(x.attr("args"))
-        if {inner["dim0"], inner["dim1"]} == {args["dim0"], args["dim1"]} and b.nodes[x.inputs[0]].type == n.type:
+        if {inner["dim0"], inner["dim1"]} == {args["dim0"], args["dim1"]} and b.nodes[
+            x.inputs[0]
+        ].type == n.type:
             return x.inputs[0]
     return None
 
@@ -59,8 +72,16 @@ def _apply(b: Builder, n: Node) -> int | None:
     if layer.name == "Identity":
         return n.inputs[0]
     if layer.name in ACTIVATION_LAYERS:
-        return b.add(node("call", n.inputs, n.type, n.name, fn=ACTIVATION_LAYERS[layer.name],
-                          args=(("x", In(0)),)))
+        return b.add(
+            node(
+                "call",
+                n.inputs,
+                n.type,
+                n.name,
+                fn=ACTIVATION_LAYERS[layer.name],
+                args=(("x", In(0)),),
+            )
+        )
     if layer.name == "Sequential" and n.attr("steps") is not None:
         x = n.inputs[0]
         for i, (elem, t) in enumerate(zip(dict(layer.args)["layers"], n.attr("steps"))):
@@ -83,4 +104,5 @@ def simplify(g: Graph) -> Graph:
         if n.name and not b.nodes[out].name:  # the source name moves to what replaces the node
             b.nodes[out] = replace(b.nodes[out], name=n.name)
         return out
+
     return rewrite(g, visit)

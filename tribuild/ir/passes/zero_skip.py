@@ -6,6 +6,7 @@ become ``ternary`` nodes with an empty epilogue) and the runtime finds the zero 
 channels and all-zero K blocks once per packed weight (``tribuild.gpu.skip``), computes
 only the rest, and gives skipped channels their epilogue over a zero accumulator.
 """
+
 from __future__ import annotations
 
 from tribuild.ir.builder import Builder, rewrite
@@ -17,4 +18,5 @@ def zero_skip(g: Graph) -> Graph:
     def visit(b: Builder, i: int, n: Node) -> int:
         t = as_ternary(n)
         return b.add(n if t is None else t.with_attrs(zero_skip=True))
+
     return rewrite(g, visit)

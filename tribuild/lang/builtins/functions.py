@@ -6,12 +6,12 @@ Terms:
 - *reduction*: `mean`/`sum`/`max` over ``dims`` (an int, a list, or absent for all dims),
   dropping them or, with ``keepdim``, keeping them as 1.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.builtins.layers import REQUIRED
 from tribuild.lang.builtins.shapes import (
@@ -34,8 +34,6 @@ from tribuild.lang.check.codes import (
 )
 from tribuild.lang.check.ops import matmul
 from tribuild.lang.check.unify import definitely_different
-from tribuild.lang.dims import ANY
-from tribuild.lang.types import FLOATS, ScalarT, TensorT
 from tribuild.lang.check.values import (
     POISON,
     TensorV,
@@ -49,15 +47,21 @@ from tribuild.lang.check.values import (
     is_poison,
     kind_of,
 )
+from tribuild.lang.dims import ANY
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import FLOATS, ScalarT, TensorT
 
 Args = dict[str, Value]
 
 
 class FnSpec:
     """``names``: the parameter names, in order; ``required``: those without a default."""
+
     __slots__ = ("params", "rule", "names", "required")
 
-    def __init__(self, params: tuple[tuple[str, object], ...], rule: Callable[[Args, Site], Value]) -> None:
+    def __init__(
+        self, params: tuple[tuple[str, object], ...], rule: Callable[[Args, Site], Value]
+    ) -> None:
         self.params, self.rule = params, rule
         self.names = tuple(p for p, _ in params)
         self.required = frozenset(p for p, d in params if d is REQUIRED)
@@ -78,6 +82,7 @@ def _scalar_or_tensor(name: str) -> Callable[[Args, Site], Value]:
         if isinstance(args["x"], TensorV):
             return _elementwise(args, site)
         return _scalar_function(name, args["x"], site)
+
     return rule
 
 
@@ -92,7 +97,11 @@ def _scalar_function(name: str, v: Value, site: Site) -> Value:
             return _const_error(site, f"{name}({v}) overflows a float")
     if is_number(v):
         return Unk(ScalarT("float32"))
-    return POISON if is_poison(v) else _const_error(site, f"`{name}` expects a number or a tensor, found {kind_of(v)}")
+    return (
+        POISON
+        if is_poison(v)
+        else _const_error(site, f"`{name}` expects a number or a tensor, found {kind_of(v)}")
+    )
 
 
 def _const_error(site: Site, message: str) -> Value:
@@ -138,18 +147,33 @@ def _reshape(args: Args, site: Site) -> Value:
         return site.error(RESHAPE, f"at most one dim may be -1 or ?, found {len(inferred)}")
     out = [as_dim(d) for d in shape]
     if t.dims is None:
-        return TensorV(TensorT(t.dtype, tuple(ANY if i in inferred else d for i, d in enumerate(out))))
-    total, known = product(t.dims), product(tuple(d for i, d in enumerate(out) if i not in inferred))
+        return TensorV(
+            TensorT(t.dtype, tuple(ANY if i in inferred else d for i, d in enumerate(out)))
+        )
+    total, known = (
+        product(t.dims),
+        product(tuple(d for i, d in enumerate(out) if i not in inferred)),
+    )
     if inferred:
         quotient = dims.floordiv(total, known)
-        if quotient is None or (dims.as_int(total) is not None and dims.as_int(known) is not None
-                                and dims.as_int(total) % dims.as_int(known)):
-            return site.error(RESHAPE, f"cannot reshape {t} to {args['shape']!r}: "
-                              f"{dims.format_dim(total)} elements are not a multiple of {dims.format_dim(known)}")
+        if quotient is None or (
+            dims.as_int(total) is not None
+            and dims.as_int(known) is not None
+            and dims.as_int(total) % dims.as_int(known)
+        ):
+            return site.error(
+                RESHAPE,
+                f"cannot reshape {t} to {args['shape']!r}: "
+                f"{dims.format_dim(total)} elements are not a multiple of {dims.format_dim(known)}",
+            )
         out[inferred[0]] = quotient
     elif definitely_different(total, known):
-        return site.error(RESHAPE, f"cannot reshape {t} ({dims.format_dim(total)} elements) to a shape "
-                          f"of {dims.format_dim(known)} elements", label="expected the same number of elements")
+        return site.error(
+            RESHAPE,
+            f"cannot reshape {t} ({dims.format_dim(total)} elements) to a shape "
+            f"of {dims.format_dim(known)} elements",
+            label="expected the same number of elements",
+        )
     return TensorV(TensorT(t.dtype, tuple(out)))
 
 
@@ -174,14 +198,18 @@ def _permute(args: Args, site: Site) -> Value:
     if None in axes:
         return POISON
     if sorted(axes) != list(range(len(t.dims))):
-        return site.error(TYPE_MISMATCH, f"expected a permutation of 0..{len(t.dims) - 1}, found {list(order)}")
+        return site.error(
+            TYPE_MISMATCH, f"expected a permutation of 0..{len(t.dims) - 1}, found {list(order)}"
+        )
     return TensorV(TensorT(t.dtype, tuple(t.dims[a] for a in axes)))
 
 
 def _concat(args: Args, site: Site) -> Value:
     xs = args["xs"]
     if not isinstance(xs, tuple) or not xs:
-        return site.error(TYPE_MISMATCH, f"expected a non-empty list of tensors, found {kind_of(xs)}")
+        return site.error(
+            TYPE_MISMATCH, f"expected a non-empty list of tensors, found {kind_of(xs)}"
+        )
     types = [tensor_of(x, site) for x in xs]
     if None in types:
         return POISON
@@ -194,11 +222,17 @@ def _concat(args: Args, site: Site) -> Value:
     out = list(first.dims)
     for k, t in enumerate(types[1:], 1):
         if len(t.dims) != len(first.dims):
-            return site.error(CONCAT_MISMATCH, f"tensor {k} has rank {len(t.dims)}, expected rank {len(first.dims)}")
+            return site.error(
+                CONCAT_MISMATCH,
+                f"tensor {k} has rank {len(t.dims)}, expected rank {len(first.dims)}",
+            )
         for i, (x, y) in enumerate(zip(first.dims, t.dims)):
             if i != d and definitely_different(x, y):
-                return site.error(CONCAT_MISMATCH, f"tensor {k} has {dims.format_dim(y)} at dim {i}, "
-                                  f"expected {dims.format_dim(x)} (only dim {d} may differ)")
+                return site.error(
+                    CONCAT_MISMATCH,
+                    f"tensor {k} has {dims.format_dim(y)} at dim {i}, "
+                    f"expected {dims.format_dim(x)} (only dim {d} may differ)",
+                )
         out[d] = dims.add(out[d], t.dims[d])
     return TensorV(TensorT(first.dtype, tuple(out)))
 
@@ -214,7 +248,9 @@ def _reduce(args: Args, site: Site) -> Value:
     if None in axes:
         return POISON
     keep = args["keepdim"] is True
-    out = tuple(dims.const(1) if i in axes else d for i, d in enumerate(t.dims) if keep or i not in axes)
+    out = tuple(
+        dims.const(1) if i in axes else d for i, d in enumerate(t.dims) if keep or i not in axes
+    )
     return TensorV(TensorT(t.dtype, out))
 
 
@@ -224,7 +260,9 @@ def _adaptive_pool(args: Args, site: Site) -> Value:
     if t is None or size is None:
         return POISON
     h, w = (size * 2)[:2] if len(size) == 1 else size[:2]
-    return TensorV(TensorT(t.dtype, None if t.dims is None else t.dims[:-2] + (as_dim(h), as_dim(w))))
+    return TensorV(
+        TensorT(t.dtype, None if t.dims is None else t.dims[:-2] + (as_dim(h), as_dim(w)))
+    )
 
 
 def _pool_fn(args: Args, site: Site) -> Value:
@@ -240,13 +278,20 @@ def _conv2d(args: Args, site: Site) -> Value:
     if x.dims is None or w.dims is None:
         return TensorV(TensorT(dtype, None))
     groups = args["groups"]
-    if not expect_dim(x.dims[1], dims.mul(w.dims[1], as_dim(groups)), site, "input channels (w dim 1 * groups)"):
+    if not expect_dim(
+        x.dims[1], dims.mul(w.dims[1], as_dim(groups)), site, "input channels (w dim 1 * groups)"
+    ):
         return POISON
     rest = dims.mod(w.dims[0], as_dim(groups))
     if rest is None or (dims.as_int(rest) or 0) != 0:
-        return site.error(DIVISIBILITY, f"{dims.format_dim(w.dims[0])} output channels are not divisible by "
-                          f"groups = {dims.format_dim(as_dim(groups))}")
-    h, wd = (window(d, k, args["stride"], args["padding"], site) for d, k in zip(x.dims[2:], w.dims[2:]))
+        return site.error(
+            DIVISIBILITY,
+            f"{dims.format_dim(w.dims[0])} output channels are not divisible by "
+            f"groups = {dims.format_dim(as_dim(groups))}",
+        )
+    h, wd = (
+        window(d, k, args["stride"], args["padding"], site) for d, k in zip(x.dims[2:], w.dims[2:])
+    )
     return TensorV(TensorT(dtype, (x.dims[0], w.dims[0], h, wd)))
 
 
@@ -267,8 +312,13 @@ def _trit(args: Args, site: Site) -> Value:
     if isinstance(v, Trit) or (is_int(v) and type(v) is not int):
         return v if isinstance(v, Trit) else Unk(ScalarT("trit"))
     if not is_poison(v):
-        site.error(NOT_TRIT, f"expected -1, 0 or 1, found {kind_of(v)} {v!r}" if type(v) is int
-                   else f"expected -1, 0 or 1, found {kind_of(v)}", label="not a trit")
+        site.error(
+            NOT_TRIT,
+            f"expected -1, 0 or 1, found {kind_of(v)} {v!r}"
+            if type(v) is int
+            else f"expected -1, 0 or 1, found {kind_of(v)}",
+            label="not a trit",
+        )
     return POISON
 
 
@@ -277,8 +327,10 @@ _POOL = _X + (("kernel", REQUIRED), ("stride", None), ("padding", 0))
 _REDUCE = FnSpec(_X + (("dims", None), ("keepdim", False)), _reduce)
 
 FUNCTIONS: dict[str, FnSpec] = {
-    **{name: FnSpec(_X, _elementwise)
-       for name in ("relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "quantize_activations")},
+    **{
+        name: FnSpec(_X, _elementwise)
+        for name in ("relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "quantize_activations")
+    },
     "sqrt": FnSpec(_X, _scalar_or_tensor("sqrt")),
     "exp": FnSpec(_X, _scalar_or_tensor("exp")),
     "softmax": FnSpec(_X + (("dim", REQUIRED),), _softmax),
@@ -287,7 +339,9 @@ FUNCTIONS: dict[str, FnSpec] = {
     "transpose": FnSpec(_X + (("dim0", REQUIRED), ("dim1", REQUIRED)), _transpose),
     "permute": FnSpec(_X + (("dims", REQUIRED),), _permute),
     "concat": FnSpec((("xs", REQUIRED), ("dim", 0)), _concat),
-    "mean": _REDUCE, "sum": _REDUCE, "max": _REDUCE,
+    "mean": _REDUCE,
+    "sum": _REDUCE,
+    "max": _REDUCE,
     "adaptive_avg_pool2d": FnSpec(_X + (("size", REQUIRED),), _adaptive_pool),
     "max_pool2d": FnSpec(_POOL, _pool_fn),
     "avg_pool2d": FnSpec(_POOL, _pool_fn),

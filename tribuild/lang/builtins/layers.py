@@ -10,6 +10,7 @@ Terms:
   becomes concrete, in an instance.
 - ``None`` as a default of a pool's ``stride`` means "equal to the kernel", as in PyTorch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,8 +18,8 @@ from collections.abc import Callable
 from tribuild.lang import dims
 from tribuild.lang.builtins.shapes import Site, expect_dim, float_dtype, pool2d, tensor_of, window
 from tribuild.lang.check.codes import DIVISIBILITY, OUT_OF_RANGE
-from tribuild.lang.types import TensorT
 from tribuild.lang.check.values import POISON, TensorV, Value, as_dim
+from tribuild.lang.types import TensorT
 
 REQUIRED = object()
 Args = dict[str, Value]
@@ -28,10 +29,15 @@ class LayerSpec:
     """``names``: the parameter names, in order; ``required``: those without a default;
     ``pure``: whether ``apply`` depends on its arguments and input type alone (the site only
     places its errors): true unless the layer holds layers, which it applies in turn."""
+
     __slots__ = ("params", "apply", "check", "names", "required", "pure")
 
-    def __init__(self, params: tuple[tuple[str, str, object], ...], apply: Callable[[Args, Value, Site], Value],
-                 check: Callable[[Args, Site], object] | None = None) -> None:
+    def __init__(
+        self,
+        params: tuple[tuple[str, str, object], ...],
+        apply: Callable[[Args, Value, Site], Value],
+        check: Callable[[Args, Site], object] | None = None,
+    ) -> None:
         self.params, self.apply, self.check = params, apply, check or _in_range
         self.names = tuple(p for p, _, _ in params)
         self.required = frozenset(p for p, _, d in params if d is REQUIRED)
@@ -61,8 +67,19 @@ def _conv(args: Args, x: Value, site: Site) -> Value:
     return TensorV(TensorT(float_dtype(t), (t.dims[0], as_dim(args["out_channels"]), h, w)))
 
 
-_AT_LEAST = {"in_features": 1, "out_features": 1, "in_channels": 1, "out_channels": 1, "kernel": 1,
-             "stride": 1, "padding": 0, "groups": 1, "features": 1, "d": 1, "heads": 1}
+_AT_LEAST = {
+    "in_features": 1,
+    "out_features": 1,
+    "in_channels": 1,
+    "out_channels": 1,
+    "kernel": 1,
+    "stride": 1,
+    "padding": 0,
+    "groups": 1,
+    "features": 1,
+    "d": 1,
+    "heads": 1,
+}
 
 
 def _in_range(args: Args, site: Site) -> bool:
@@ -78,7 +95,9 @@ def _in_range(args: Args, site: Site) -> bool:
 def _range_problem(name: str, value: Value) -> str | None:
     if name in _AT_LEAST:
         n = dims.as_int(as_dim(value))
-        return f"must be at least {_AT_LEAST[name]}" if n is not None and n < _AT_LEAST[name] else None
+        return (
+            f"must be at least {_AT_LEAST[name]}" if n is not None and n < _AT_LEAST[name] else None
+        )
     if type(value) not in (int, float):
         return None
     if name == "eps" and value <= 0:
@@ -97,12 +116,18 @@ def _check_groups(args: Args, site: Site) -> None:
     for name in ("in_channels", "out_channels"):
         rest = dims.mod(as_dim(args[name]), groups)
         if rest is None or (dims.as_int(rest) or 0) != 0:
-            site.error(DIVISIBILITY, f"{name} = {dims.format_dim(as_dim(args[name]))} is not divisible by "
-                       f"groups = {dims.format_dim(groups)}", label="expected a multiple of groups")
+            site.error(
+                DIVISIBILITY,
+                f"{name} = {dims.format_dim(as_dim(args[name]))} is not divisible by "
+                f"groups = {dims.format_dim(groups)}",
+                label="expected a multiple of groups",
+            )
             return
 
 
-def _channel_norm(dim: int, what: str, rank: int | None = None) -> Callable[[Args, Value, Site], Value]:
+def _channel_norm(
+    dim: int, what: str, rank: int | None = None
+) -> Callable[[Args, Value, Site], Value]:
     def apply(args: Args, x: Value, site: Site) -> Value:
         t = tensor_of(x, site, rank=rank, min_rank=1)
         if t is None:
@@ -110,6 +135,7 @@ def _channel_norm(dim: int, what: str, rank: int | None = None) -> Callable[[Arg
         if t.dims is not None and not expect_dim(t.dims[dim], args["features"], site, what):
             return POISON
         return x
+
     return apply
 
 
@@ -132,17 +158,28 @@ def _check_heads(args: Args, site: Site) -> None:
         return
     rest = dims.mod(as_dim(args["d"]), as_dim(args["heads"]))
     if rest is None or (dims.as_int(rest) or 0) != 0:
-        site.error(DIVISIBILITY, f"d = {dims.format_dim(as_dim(args['d']))} is not divisible by "
-                   f"heads = {dims.format_dim(as_dim(args['heads']))}", label="expected d % heads == 0")
+        site.error(
+            DIVISIBILITY,
+            f"d = {dims.format_dim(as_dim(args['d']))} is not divisible by "
+            f"heads = {dims.format_dim(as_dim(args['heads']))}",
+            label="expected d % heads == 0",
+        )
 
 
 def _sequential(args: Args, x: Value, site: Site) -> Value:
     from tribuild.lang.check.calls import apply_chain
+
     return apply_chain(args["layers"], x, site)
 
 
-_CONV = (("in_channels", "int", REQUIRED), ("out_channels", "int", REQUIRED), ("kernel", "int", REQUIRED),
-         ("stride", "int", 1), ("padding", "int", 0), ("groups", "int", 1))
+_CONV = (
+    ("in_channels", "int", REQUIRED),
+    ("out_channels", "int", REQUIRED),
+    ("kernel", "int", REQUIRED),
+    ("stride", "int", 1),
+    ("padding", "int", 0),
+    ("groups", "int", 1),
+)
 _LINEAR = (("in_features", "int", REQUIRED), ("out_features", "int", REQUIRED))
 _POOL = (("kernel", "int", REQUIRED), ("stride", "int", None), ("padding", "int", 0))
 _SCALE = ("scale", "str", "tensor")
@@ -152,17 +189,25 @@ LAYERS: dict[str, LayerSpec] = {
     "Linear": LayerSpec(_LINEAR + (("bias", "bool", True),), _linear),
     "TernaryConv2d": LayerSpec(_CONV + (("bias", "bool", False), _SCALE), _conv, _check_groups),
     "Conv2d": LayerSpec(_CONV + (("bias", "bool", True),), _conv, _check_groups),
-    "BatchNorm2d": LayerSpec((("features", "int", REQUIRED), ("eps", "float", 1e-5)),
-                             _channel_norm(1, "channel dim 1", rank=4)),
-    "LayerNorm": LayerSpec((("features", "int", REQUIRED), ("eps", "float", 1e-5)),
-                           _channel_norm(-1, "last dim")),
-    "RMSNorm": LayerSpec((("features", "int", REQUIRED), ("eps", "float", 1e-6)),
-                         _channel_norm(-1, "last dim")),
+    "BatchNorm2d": LayerSpec(
+        (("features", "int", REQUIRED), ("eps", "float", 1e-5)),
+        _channel_norm(1, "channel dim 1", rank=4),
+    ),
+    "LayerNorm": LayerSpec(
+        (("features", "int", REQUIRED), ("eps", "float", 1e-5)), _channel_norm(-1, "last dim")
+    ),
+    "RMSNorm": LayerSpec(
+        (("features", "int", REQUIRED), ("eps", "float", 1e-6)), _channel_norm(-1, "last dim")
+    ),
     "Dropout": LayerSpec((("p", "float", 0.5),), _same),
     "MaxPool2d": LayerSpec(_POOL, _pool),
     "AvgPool2d": LayerSpec(_POOL, _pool),
     "Sequential": LayerSpec((("layers", "layers", REQUIRED),), _sequential),
-    "MultiHeadAttention": LayerSpec((("d", "int", REQUIRED), ("heads", "int", REQUIRED)),
-                                    _attention, _check_heads),
-    **{name: LayerSpec((), _same) for name in ("ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Identity")},
+    "MultiHeadAttention": LayerSpec(
+        (("d", "int", REQUIRED), ("heads", "int", REQUIRED)), _attention, _check_heads
+    ),
+    **{
+        name: LayerSpec((), _same)
+        for name in ("ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Identity")
+    },
 }

@@ -8,9 +8,9 @@ Terms:
 - Dims the rules compute are kept *trackable* (``values.trackable``): pooling a symbolic size
   in a long loop gives `?` rather than an ever deeper quotient.
 """
+
 from __future__ import annotations
 
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.check.codes import (
     BAD_AXIS,
@@ -21,8 +21,6 @@ from tribuild.lang.check.codes import (
     TYPE_MISMATCH,
 )
 from tribuild.lang.check.unify import definitely_different
-from tribuild.lang.dims import ANY, AnyDim, Dim, DimLike
-from tribuild.lang.types import FLOATS, TensorT
 from tribuild.lang.check.values import (
     POISON,
     TensorV,
@@ -32,6 +30,9 @@ from tribuild.lang.check.values import (
     kind_of,
     trackable,
 )
+from tribuild.lang.dims import ANY, AnyDim, Dim, DimLike
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import FLOATS, TensorT
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
@@ -42,17 +43,32 @@ class Site:
     """``what``: the built-in's name as the user wrote it, e.g. "conv1 (TernaryConv2d)";
     ``origin``: where the applied layer was constructed, if a member. A plain class: one is
     made per call checked."""
+
     __slots__ = ("ctx", "span", "arg_span", "what", "origin")
 
-    def __init__(self, ctx: Ctx, span: ast.Span, arg_span: ast.Span, what: str,
-                 origin: ast.Span | None = None) -> None:
-        self.ctx, self.span, self.arg_span, self.what, self.origin = ctx, span, arg_span, what, origin
+    def __init__(
+        self,
+        ctx: Ctx,
+        span: ast.Span,
+        arg_span: ast.Span,
+        what: str,
+        origin: ast.Span | None = None,
+    ) -> None:
+        self.ctx, self.span, self.arg_span, self.what, self.origin = (
+            ctx,
+            span,
+            arg_span,
+            what,
+            origin,
+        )
 
     def error(self, code: str, message: str, label: str = "") -> Value:
         secondary = ((self.arg_span, "this argument"),) if self.arg_span != self.span else ()
         if self.origin is not None:
             secondary += ((self.origin, "constructed here"),)
-        self.ctx.sink.error(code, self.span, f"{self.what}: {message}", label=label, secondary=secondary)
+        self.ctx.sink.error(
+            code, self.span, f"{self.what}: {message}", label=label, secondary=secondary
+        )
         return POISON
 
 
@@ -87,8 +103,11 @@ def expect_dim(found: DimLike, expected: Value, site: Site, what: str) -> bool:
     e = as_dim(expected)
     if isinstance(found, AnyDim) or isinstance(e, AnyDim) or not definitely_different(found, e):
         return True
-    site.error(DIM_MISMATCH, f"expected {what} {dims.format_dim(e)}, found {dims.format_dim(found)}",
-               label=f"expected {dims.format_dim(e)}")
+    site.error(
+        DIM_MISMATCH,
+        f"expected {what} {dims.format_dim(e)}, found {dims.format_dim(found)}",
+        label=f"expected {dims.format_dim(e)}",
+    )
     return False
 
 
@@ -101,8 +120,11 @@ def axis(a: Value, rank: int | None, site: Site) -> int | None:
     if rank is None:
         return a
     if not -rank <= a < rank:
-        site.error(BAD_AXIS, f"dim {a} is out of range for a rank-{rank} tensor",
-                   label=f"expected a dim in {-rank}..{rank - 1}")
+        site.error(
+            BAD_AXIS,
+            f"dim {a} is out of range for a rank-{rank} tensor",
+            label=f"expected a dim in {-rank}..{rank - 1}",
+        )
         return None
     return a % rank
 
@@ -127,9 +149,13 @@ def window(size: DimLike, kernel: Value, stride: Value, padding: Value, site: Si
         return ANY
     n = dims.as_int(out)
     if n is not None and n <= 0:
-        site.error(EMPTY_OUTPUT, f"input size {dims.format_dim(size)} with kernel {dims.format_dim(as_dim(kernel))}, "
-                   f"padding {dims.format_dim(as_dim(padding))} and stride {dims.format_dim(as_dim(stride))} "
-                   f"gives an output of size {n}", label="expected an output size of 1 or more")
+        site.error(
+            EMPTY_OUTPUT,
+            f"input size {dims.format_dim(size)} with kernel {dims.format_dim(as_dim(kernel))}, "
+            f"padding {dims.format_dim(as_dim(padding))} and stride {dims.format_dim(as_dim(stride))} "
+            f"gives an output of size {n}",
+            label="expected an output size of 1 or more",
+        )
         return ANY
     return out
 

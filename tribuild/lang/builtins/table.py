@@ -1,5 +1,6 @@
 """The names of every built-in: layer constructors (``builtins_layers``) and functions
 (``builtins_fns``). A user item of the same name shadows a built-in."""
+
 from __future__ import annotations
 
 from tribuild.lang.builtins.functions import FUNCTIONS

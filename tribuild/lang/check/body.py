@@ -11,16 +11,15 @@ Terms:
   and every local afterwards is the join of what the branches left.
 - A `for` over a list of unknown length checks its body once and joins, likewise.
 """
+
 from __future__ import annotations
 
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.check.calls import conform, mismatch, subst_type
 from tribuild.lang.check.codes import BAD_ASSIGN, DATA_DEPENDENT, RETURN_MISMATCH
-from tribuild.lang.check.unify import Unifier, join
 from tribuild.lang.check.consteval import POISON, Ctx, condition, elements, evaluate
 from tribuild.lang.check.type_names import unknown_type
-from tribuild.lang.types import TensorT, Type, lower_type, type_symbols
+from tribuild.lang.check.unify import Unifier, join
 from tribuild.lang.check.values import (
     Sym,
     TensorV,
@@ -31,15 +30,25 @@ from tribuild.lang.check.values import (
     is_int,
     is_poison,
 )
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import TensorT, Type, lower_type, type_symbols
 
 
 class Body:
     """``locals``: the names this body declared (and its parameters); ``returned``: the values
     of the `return`s checked so far."""
+
     __slots__ = ("ctx", "scope", "ret", "ret_span", "locals", "unifier", "returned")
 
-    def __init__(self, ctx: Ctx, scope: dict[str, Value], ret: Type | None, ret_span: ast.Span | None,
-                 locals: set[str] | None = None, unifier: Unifier | None = None) -> None:
+    def __init__(
+        self,
+        ctx: Ctx,
+        scope: dict[str, Value],
+        ret: Type | None,
+        ret_span: ast.Span | None,
+        locals: set[str] | None = None,
+        unifier: Unifier | None = None,
+    ) -> None:
         self.ctx, self.scope, self.ret, self.ret_span = ctx, scope, ret, ret_span
         self.locals = set() if locals is None else locals
         self.unifier = Unifier() if unifier is None else unifier
@@ -90,7 +99,9 @@ def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:
         scope.setdefault(name, Sym(dims.sym(name)))
 
 
-def check_declared(body: Body, declared: Type, value: Value, span: ast.Span, code: str, what: str) -> Value:
+def check_declared(
+    body: Body, declared: Type, value: Value, span: ast.Span, code: str, what: str
+) -> Value:
     """Unify ``value`` with a declared type, binding names seen here first; POISON when the
     type is unknown (already reported)."""
     if not isinstance(declared, TensorT) and unknown_type(declared, body.ctx.env):
@@ -104,8 +115,12 @@ def check_declared(body: Body, declared: Type, value: Value, span: ast.Span, cod
     if problem is not None:
         shown = _show(body, declared)
         message = mismatch(declared, shown, value, problem)
-        body.ctx.sink.error(code or pcode, span, f"{what}: {message}" if what else message,
-                            label=f"expected {shown}")
+        body.ctx.sink.error(
+            code or pcode,
+            span,
+            f"{what}: {message}" if what else message,
+            label=f"expected {shown}",
+        )
         return POISON
     return converted
 
@@ -127,17 +142,22 @@ def statement(stmt: ast.Stmt, body: Body) -> None:
         case ast.Let(name=name, type=t, value=e):
             value = evaluate(e, body.scope, ctx)
             if t is not None:
-                value = check_declared(body, lower_type(t, ctx.sink.report), value, e.span, "",
-                                       f"`{name}`")
+                value = check_declared(
+                    body, lower_type(t, ctx.sink.report), value, e.span, "", f"`{name}`"
+                )
             body.scope[name] = value
             body.locals.add(name)
         case ast.Assign(name=name, value=e):
             value = evaluate(e, body.scope, ctx)
             if name not in body.locals:
                 what = "is not declared" if name not in body.scope else "is not a local variable"
-                ctx.sink.error(BAD_ASSIGN, stmt.span, f"cannot assign to `{name}`: it {what}",
-                               label="expected a variable declared with `let` or a parameter",
-                               help=f"declare it first: `let {name} = ...`")
+                ctx.sink.error(
+                    BAD_ASSIGN,
+                    stmt.span,
+                    f"cannot assign to `{name}`: it {what}",
+                    label="expected a variable declared with `let` or a parameter",
+                    help=f"declare it first: `let {name} = ...`",
+                )
             else:
                 body.scope[name] = value
         case ast.Return(value=e):
@@ -153,7 +173,9 @@ def statement(stmt: ast.Stmt, body: Body) -> None:
 def _return(stmt: ast.Return, e: ast.Expr | None, body: Body) -> None:
     if e is None:
         if body.ret is not None:
-            body.ctx.sink.error(RETURN_MISMATCH, stmt.span, f"`return` without a value, expected {body.ret}")
+            body.ctx.sink.error(
+                RETURN_MISMATCH, stmt.span, f"`return` without a value, expected {body.ret}"
+            )
         body.returned.append(POISON)
         return
     value = evaluate(e, body.scope, body.ctx)
@@ -184,8 +206,12 @@ def _merge(body: Body, branches: list[Body]) -> None:
 def _for(stmt: ast.For, body: Body) -> None:
     iterable = evaluate(stmt.iterable, body.scope, body.ctx)
     if isinstance(iterable, TensorV):
-        body.ctx.sink.error(DATA_DEPENDENT, stmt.iterable.span, f"`for` over tensor data ({iterable.type})",
-                            help="loop over a construction-time list of layers or a range `a..b`")
+        body.ctx.sink.error(
+            DATA_DEPENDENT,
+            stmt.iterable.span,
+            f"`for` over tensor data ({iterable.type})",
+            help="loop over a construction-time list of layers or a range `a..b`",
+        )
         return
     items = elements(iterable, stmt.iterable.span, body.ctx)
     if items is None:
@@ -210,7 +236,9 @@ def _if(stmt: ast.If, body: Body) -> None:
     if known is not None:
         run(stmt.then if known else otherwise, body)
         return
-    assumed = _assume(stmt.cond, body.scope, body.ctx) if not isinstance(cond, TensorV) else body.scope
+    assumed = (
+        _assume(stmt.cond, body.scope, body.ctx) if not isinstance(cond, TensorV) else body.scope
+    )
     _merge(body, [_branch(stmt.then, body, assumed), _branch(otherwise, body, dict(body.scope))])
 
 

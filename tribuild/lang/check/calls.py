@@ -10,17 +10,17 @@ Terms:
   int inputs) are substituted into the declared types, the remaining dim names are renamed
   apart and become flexible, the inputs are unified, and the return type is resolved.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from tribuild.diagnostics import did_you_mean
-from tribuild.lang.syntax import ast
-from tribuild.lang.check import consteval
 from tribuild.lang import dims
 from tribuild.lang.builtins.functions import FUNCTIONS
 from tribuild.lang.builtins.layers import LAYERS
 from tribuild.lang.builtins.shapes import Site
+from tribuild.lang.check import consteval
 from tribuild.lang.check.codes import (
     ARITY,
     BAD_KEYWORD,
@@ -31,11 +31,9 @@ from tribuild.lang.check.codes import (
     TYPE_MISMATCH,
     Sink,
 )
-from tribuild.lang.check.unify import Unifier, join
 from tribuild.lang.check.consteval import Ctx, evaluate
 from tribuild.lang.check.env import ItemRef
-from tribuild.lang.signature import ParamSig, Signature
-from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
+from tribuild.lang.check.unify import Unifier, join
 from tribuild.lang.check.values import (
     POISON,
     Callee,
@@ -53,22 +51,32 @@ from tribuild.lang.check.values import (
     is_poison,
     kind_of,
 )
+from tribuild.lang.signature import ParamSig, Signature
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
 
 Span = ast.Span
 
 
 class CallArgs:
     """A plain class: one is made per call checked."""
+
     __slots__ = ("positional", "keywords")
 
-    def __init__(self, positional: tuple[tuple[Value, Span], ...], keywords: tuple[tuple[str, Value, Span], ...] = ()):
+    def __init__(
+        self,
+        positional: tuple[tuple[Value, Span], ...],
+        keywords: tuple[tuple[str, Value, Span], ...] = (),
+    ):
         self.positional, self.keywords = positional, keywords
 
 
 def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
     func = evaluate(node.func, scope, ctx)
-    args = CallArgs(tuple([(evaluate(a, scope, ctx), a.span) for a in node.args]),
-                    tuple([(k.name, evaluate(k.value, scope, ctx), k.span) for k in node.kwargs]))
+    args = CallArgs(
+        tuple([(evaluate(a, scope, ctx), a.span) for a in node.args]),
+        tuple([(k.name, evaluate(k.value, scope, ctx), k.span) for k in node.kwargs]),
+    )
     if node.func.__class__ is ast.Name:
         what, origin = node.func.id, ctx.origins.get(node.func.id)
     else:
@@ -78,7 +86,9 @@ def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
     return call(func, args, node.span, ctx, what, origin)
 
 
-def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: Span | None = None) -> Value:
+def call(
+    func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: Span | None = None
+) -> Value:
     if is_poison(func):
         return POISON
     for v, _ in args.positional:
@@ -90,7 +100,11 @@ def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: S
     if kind is Callee:
         name, ref = func.name, func.ref
         if ref is None:
-            return construct_builtin(name, args, span, ctx) if name in LAYERS else call_function(name, args, span, ctx)
+            return (
+                construct_builtin(name, args, span, ctx)
+                if name in LAYERS
+                else call_function(name, args, span, ctx)
+            )
         if ref.kind == "layer":
             return construct_user(name, ref, args, span, ctx)
         if ref.kind in ("fn", "functional"):
@@ -104,40 +118,65 @@ def call(func: Value, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: S
         for r in results[1:]:
             out = join(out, r)
         return out
-    ctx.sink.error(NOT_CALLABLE, span, f"`{what}` is {kind_of(func)}, which cannot be called",
-                   label="expected a function or a layer")
+    ctx.sink.error(
+        NOT_CALLABLE,
+        span,
+        f"`{what}` is {kind_of(func)}, which cannot be called",
+        label="expected a function or a layer",
+    )
     return POISON
 
 
-def bind(names: tuple[str, ...], required: frozenset[str], args: CallArgs, span: Span, ctx: Ctx,
-         what: str) -> dict[str, tuple[Value, Span]] | None:
+def bind(
+    names: tuple[str, ...],
+    required: frozenset[str],
+    args: CallArgs,
+    span: Span,
+    ctx: Ctx,
+    what: str,
+) -> dict[str, tuple[Value, Span]] | None:
     """Match arguments to parameter names; None (reported) on an arity or keyword error."""
     if len(args.positional) > len(names):
         extra = args.positional[len(names)][1]
-        ctx.sink.error(ARITY, extra, f"`{what}` takes at most {len(names)} argument(s), "
-                       f"found {len(args.positional)}", label="unexpected argument")
+        ctx.sink.error(
+            ARITY,
+            extra,
+            f"`{what}` takes at most {len(names)} argument(s), found {len(args.positional)}",
+            label="unexpected argument",
+        )
         return None
     bound = {n: a for n, a in zip(names, args.positional)}
     for name, value, kspan in args.keywords:
         if name not in names or name in bound:
             problem = "repeats the argument" if name in bound else "is not a parameter of"
-            ctx.sink.error(BAD_KEYWORD, kspan, f"keyword `{name}` {problem} `{what}`",
-                           label=f"expected one of {', '.join(names)}" if name not in names else "",
-                           help=did_you_mean(name, names) if name not in names else None)
+            ctx.sink.error(
+                BAD_KEYWORD,
+                kspan,
+                f"keyword `{name}` {problem} `{what}`",
+                label=f"expected one of {', '.join(names)}" if name not in names else "",
+                help=did_you_mean(name, names) if name not in names else None,
+            )
             return None
         bound[name] = (value, kspan)
     missing = [n for n in names if n in required and n not in bound]
     if missing:
-        ctx.sink.error(ARITY, span, f"`{what}` is missing argument(s) {', '.join(f'`{m}`' for m in missing)}",
-                       label=f"expected {len(required)} required argument(s)")
+        ctx.sink.error(
+            ARITY,
+            span,
+            f"`{what}` is missing argument(s) {', '.join(f'`{m}`' for m in missing)}",
+            label=f"expected {len(required)} required argument(s)",
+        )
         return None
     return bound
 
 
 _KIND_OK: dict[str, Callable[[Value], bool]] = {
-    "int": is_int, "float": is_number, "bool": is_bool,
+    "int": is_int,
+    "float": is_number,
+    "bool": is_bool,
     "str": lambda x: isinstance(x, str) or isinstance(x, Unk),
-    "layers": lambda x: isinstance(x, (tuple, UnkList)) or isinstance(x, Unk)}
+    "layers": lambda x: isinstance(x, (tuple, UnkList)) or isinstance(x, Unk),
+}
 """Whether a value fits a built-in layer parameter of each kind (``LayerSpec.params``)."""
 
 
@@ -155,8 +194,11 @@ def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
             _not_const(pname, name, vspan, ctx)
             return POISON
         if value is not None and not _KIND_OK[kind](value):
-            ctx.sink.error(TYPE_MISMATCH, vspan, f"argument `{pname}` of {name}: expected {kind}, "
-                           f"found {kind_of(value)}")
+            ctx.sink.error(
+                TYPE_MISMATCH,
+                vspan,
+                f"argument `{pname}` of {name}: expected {kind}, found {kind_of(value)}",
+            )
             return POISON
         values[pname] = value
     spec.check(values, Site(ctx, span, span, name))
@@ -164,9 +206,13 @@ def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
 
 
 def _not_const(param: str, what: str, span: Span, ctx: Ctx) -> None:
-    ctx.sink.error(NOT_CONST, span, f"argument `{param}` of {what} must be a construction-time value, "
-                   "found a tensor", label="known only when the model runs",
-                   help="layer arguments are built from parameters, constants and literals")
+    ctx.sink.error(
+        NOT_CONST,
+        span,
+        f"argument `{param}` of {what} must be a construction-time value, found a tensor",
+        label="known only when the model runs",
+        help="layer arguments are built from parameters, constants and literals",
+    )
 
 
 def call_function(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
@@ -190,14 +236,28 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
             problem = unifier.tensor(t, value.type)
             return value, None if problem is None else problem[1], problem[0] if problem else ""
         case ScalarT(dtype="trit"):
-            if isinstance(value, Trit) or value == Unk(t) or (is_int(value) and type(value) is not int):
+            if (
+                isinstance(value, Trit)
+                or value == Unk(t)
+                or (is_int(value) and type(value) is not int)
+            ):
                 return value, None, ""
             if type(value) is int and value in (-1, 0, 1):
                 return Trit(value), None, ""
             shown = value if type(value) is int else kind_of(value)
-            return value, f"{shown} is not a trit: expected -1, 0 or 1 (or trit(-1), trit(0), trit(1))", NOT_TRIT
+            return (
+                value,
+                f"{shown} is not a trit: expected -1, 0 or 1 (or trit(-1), trit(0), trit(1))",
+                NOT_TRIT,
+            )
         case ScalarT(dtype=dtype):
-            ok = is_bool(value) if dtype == "bool" else is_int(value) if dtype.startswith("int") else is_number(value)
+            ok = (
+                is_bool(value)
+                if dtype == "bool"
+                else is_int(value)
+                if dtype.startswith("int")
+                else is_number(value)
+            )
             return value, None if ok else f"expected {dtype}, found {kind_of(value)}", TYPE_MISMATCH
         case ListT(elem=elem):
             if isinstance(value, (UnkList, Unk)):
@@ -206,12 +266,18 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
                 return value, f"expected {t}, found {kind_of(value)}", TYPE_MISMATCH
             items = [conform(v, elem, unifier) for v in value]
             bad = next((p for p in items if p[1] is not None), None)
-            return (tuple(i[0] for i in items), None, "") if bad is None else (value, bad[1], bad[2])
+            return (
+                (tuple(i[0] for i in items), None, "") if bad is None else (value, bad[1], bad[2])
+            )
         case NamedT(name="<error>"):  # the parser already reported this type
             return value, None, ""
         case NamedT(name=name):
             ok = isinstance(value, (LayerV, Choice)) and name in kind_of(value)
-            return value, None if ok else f"expected layer {name}, found {kind_of(value)}", TYPE_MISMATCH
+            return (
+                value,
+                None if ok else f"expected layer {name}, found {kind_of(value)}",
+                TYPE_MISMATCH,
+            )
     return value, None, ""
 
 
@@ -225,22 +291,31 @@ def mismatch(formal: Type, shown: str, value: Value, problem: str) -> str:
 
 def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None:
     if isinstance(t, TensorT) and t.dims is not None:
-        return TensorT(t.dtype, tuple([dims.substitute(d, mapping) or dims.ANY for d in t.dims]), t.ternary)
+        return TensorT(
+            t.dtype, tuple([dims.substitute(d, mapping) or dims.ANY for d in t.dims]), t.ternary
+        )
     return t
 
 
 def construct_user(name: str, ref: ItemRef, args: CallArgs, span: Span, ctx: Ctx) -> Value:
     sig = ctx.env.signature(ref)
-    bound = bind(tuple(p.name for p in sig.params), frozenset(p.name for p in sig.params if p.default is None),
-                 args, span, ctx, name)
+    bound = bind(
+        tuple(p.name for p in sig.params),
+        frozenset(p.name for p in sig.params if p.default is None),
+        args,
+        span,
+        ctx,
+        name,
+    )
     if bound is None:
         return POISON
     values = bind_params(sig, ref, bound, span, ctx)
     return POISON if values is None else LayerV(name, values, ref)
 
 
-def bind_params(sig: Signature, ref: ItemRef, bound: dict[str, tuple[Value, Span]], span: Span,
-                ctx: Ctx) -> tuple[tuple[str, Value], ...] | None:
+def bind_params(
+    sig: Signature, ref: ItemRef, bound: dict[str, tuple[Value, Span]], span: Span, ctx: Ctx
+) -> tuple[tuple[str, Value], ...] | None:
     """Construction arguments in parameter order, checked, with defaults evaluated where
     the callee is defined."""
     values: dict[str, Value] = {}
@@ -262,15 +337,19 @@ def bind_params(sig: Signature, ref: ItemRef, bound: dict[str, tuple[Value, Span
     return tuple(values.items())
 
 
-def _default(sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRef, span: Span,
-             ctx: Ctx) -> Value:
+def _default(
+    sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRef, span: Span, ctx: Ctx
+) -> Value:
     inner = Ctx(Sink(ref.path, ref.item_id), ctx.env.scope_of(ref), ctx.work)
     value = evaluate(p.default, dict(earlier), inner)
     ctx.work = inner.work
     if inner.sink.diags:
         first = inner.sink.diags[0]
-        ctx.sink.error(first.code, span, f"the default of `{p.name}` in {sig.name} cannot be "
-                       f"evaluated here: {first.message}")
+        ctx.sink.error(
+            first.code,
+            span,
+            f"the default of `{p.name}` in {sig.name} cannot be evaluated here: {first.message}",
+        )
         return POISON
     return value
 
@@ -286,12 +365,17 @@ from one check to the next, and identities hash without walking the dims."""
 _APPLIED_LIMIT = 1 << 14
 
 
-def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
-                origin: Span | None = None) -> Value:
+def apply_layer(
+    layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str, origin: Span | None = None
+) -> Value:
     if layer.ref is None:
         if len(args.positional) != 1 or args.keywords:
-            ctx.sink.error(ARITY, span, f"`{what}` takes 1 input tensor, found "
-                           f"{len(args.positional) + len(args.keywords)} argument(s)")
+            ctx.sink.error(
+                ARITY,
+                span,
+                f"`{what}` takes 1 input tensor, found "
+                f"{len(args.positional) + len(args.keywords)} argument(s)",
+            )
             return POISON
         x, arg_span = args.positional[0]
         spec = LAYERS[layer.name]
@@ -312,7 +396,9 @@ def apply_layer(layer: LayerV, args: CallArgs, span: Span, ctx: Ctx, what: str,
         return out
     sig = ctx.env.signature(layer.ref)
     if not sig.inputs and sig.ret is None:
-        ctx.sink.error(NO_FORWARD, span, f"`{what}` cannot be called: layer {layer.name} has no `fn forward`")
+        ctx.sink.error(
+            NO_FORWARD, span, f"`{what}` cannot be called: layer {layer.name} has no `fn forward`"
+        )
         return POISON
     return apply_signature(sig.inputs, sig.ret, dict(layer.args), args, span, ctx, what)
 
@@ -324,10 +410,22 @@ fresh names used). The blocks of a stage are mostly alike, so most of its calls 
 a hit uses up the same fresh names, so later messages name the same symbols."""
 
 
-def apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
-                    args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
-    key = (id(inputs), id(ret), tuple((k, _tagged(v)) for k, v in bindings.items()),
-           tuple(_tagged(v) for v, _ in args.positional), tuple((k, _tagged(v)) for k, v, _ in args.keywords))
+def apply_signature(
+    inputs: tuple[ParamSig, ...],
+    ret: Type | None,
+    bindings: dict[str, Value],
+    args: CallArgs,
+    span: Span,
+    ctx: Ctx,
+    what: str,
+) -> Value:
+    key = (
+        id(inputs),
+        id(ret),
+        tuple((k, _tagged(v)) for k, v in bindings.items()),
+        tuple(_tagged(v) for v, _ in args.positional),
+        tuple((k, _tagged(v)) for k, v, _ in args.keywords),
+    )
     held = _SIGNED.get(key)
     if held is not None and held[0] is inputs and held[1] is ret:
         ctx.fresh[0] += held[3]
@@ -347,16 +445,37 @@ def _tagged(v: Value) -> tuple:
     return v.__class__, v
 
 
-def _apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: dict[str, Value],
-                     args: CallArgs, span: Span, ctx: Ctx, what: str) -> Value:
-    bound = bind(tuple(p.name for p in inputs), frozenset(p.name for p in inputs if p.default is None),
-                 args, span, ctx, what)
+def _apply_signature(
+    inputs: tuple[ParamSig, ...],
+    ret: Type | None,
+    bindings: dict[str, Value],
+    args: CallArgs,
+    span: Span,
+    ctx: Ctx,
+    what: str,
+) -> Value:
+    bound = bind(
+        tuple(p.name for p in inputs),
+        frozenset(p.name for p in inputs if p.default is None),
+        args,
+        span,
+        ctx,
+        what,
+    )
     if bound is None:
         return POISON
     values = dict(bindings)
-    values.update({p.name: bound[p.name][0] for p in inputs if p.name in bound and not isinstance(p.type, TensorT)})
+    values.update(
+        {
+            p.name: bound[p.name][0]
+            for p in inputs
+            if p.name in bound and not isinstance(p.type, TensorT)
+        }
+    )
     mapping: dict[str, dims.DimLike] = {n: as_dim(v) for n, v in values.items()}
-    free = frozenset().union(*(type_symbols(t) for t in [p.type for p in inputs] + [ret] if t is not None))
+    free = frozenset().union(
+        *(type_symbols(t) for t in [p.type for p in inputs] + [ret] if t is not None)
+    )
     renamed = {s: ctx.fresh_name(s) for s in free - set(mapping)}
     mapping.update({s: dims.sym(f) for s, f in renamed.items()})
     unifier = Unifier(set(renamed.values()))
@@ -368,8 +487,12 @@ def _apply_signature(inputs: tuple[ParamSig, ...], ret: Type | None, bindings: d
         _, problem, code = conform(value, formal, unifier)
         if problem is not None:
             shown = unifier.describe(formal) if isinstance(formal, TensorT) else str(formal)
-            ctx.sink.error(code, vspan, f"argument `{p.name}` of {what}: {mismatch(formal, shown, value, problem)}",
-                           label=f"expected {shown}")
+            ctx.sink.error(
+                code,
+                vspan,
+                f"argument `{p.name}` of {what}: {mismatch(formal, shown, value, problem)}",
+                label=f"expected {shown}",
+            )
             return POISON
     out = subst_type(ret, mapping)
     if isinstance(out, TensorT):

@@ -14,21 +14,19 @@ Terms:
 - Diagnostics about the declared parameter and return types come from ``signature_of``;
   the functions here do not repeat them.
 """
+
 from __future__ import annotations
 
-
+from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.check.body import Body, bind_dim_names, check_declared, resolve, run
 from tribuild.lang.check.calls import CallArgs, bind, bind_params, subst_type
 from tribuild.lang.check.codes import EXAMPLE_INPUT, NO_FORWARD, RETURN_MISMATCH, Sink
-from tribuild.lang.check.unify import Unifier
 from tribuild.lang.check.consteval import POISON, Ctx, evaluate
 from tribuild.lang.check.env import Env, ItemRef
-from tribuild.lang.signature import ParamSig, Signature, forward_of
-from tribuild.lang.types import ScalarT, TensorT, Type, lower_type
 from tribuild.lang.check.type_names import check_type_names, unknown_type
+from tribuild.lang.check.unify import Unifier
 from tribuild.lang.check.values import (
     InstanceKey,
     LayerV,
@@ -40,22 +38,34 @@ from tribuild.lang.check.values import (
     is_concrete,
     normalise,
 )
-from tribuild.base.record import record
+from tribuild.lang.signature import ParamSig, Signature, forward_of
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import ScalarT, TensorT, Type, lower_type
 
-__all__ = ["CheckedInstance", "Members", "check_item", "check_instance", "check_target_input", "const_value_of",
-           "describe_instance", "evaluate_members", "instance_key"]
+__all__ = [
+    "CheckedInstance",
+    "Members",
+    "check_item",
+    "check_instance",
+    "check_target_input",
+    "const_value_of",
+    "describe_instance",
+    "evaluate_members",
+    "instance_key",
+]
 
 
 @record
 class Members:
     """The members of one instance, evaluated, and the state of the run that evaluated them."""
+
     diagnostics: tuple[Diagnostic, ...]
     members: tuple[tuple[str, Value], ...]
     scope: tuple[tuple[str, Value], ...]  # parameters, members, dim names their types bound
     children: tuple[tuple[str, InstanceKey], ...]
-    work: int          # ``Ctx.work`` left
-    exhausted: bool    # ``Ctx.exhausted``
-    fresh: int         # fresh names used
+    work: int  # ``Ctx.work`` left
+    exhausted: bool  # ``Ctx.exhausted``
+    fresh: int  # fresh names used
 
 
 @record
@@ -84,41 +94,78 @@ def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ct
         else:
             tensors.append(None)
             scope[p.name] = _symbolic(p, ctx.env)
-    for p, t in zip(params, tensors):  # a tensor type resolved again, every input in scope, names the same dims
+    for p, t in zip(
+        params, tensors
+    ):  # a tensor type resolved again, every input in scope, names the same dims
         bind_dim_names(t if t is not None else resolve(p.type, scope, ctx), scope)
 
 
-def _check_body(stmts: tuple[ast.Stmt, ...], fn: ast.Fn | ast.Layer, inputs: tuple[ParamSig, ...],
-                ret: Type | None, scope: dict[str, Value], ctx: Ctx) -> Body:
+def _check_body(
+    stmts: tuple[ast.Stmt, ...],
+    fn: ast.Fn | ast.Layer,
+    inputs: tuple[ParamSig, ...],
+    ret: Type | None,
+    scope: dict[str, Value],
+    ctx: Ctx,
+) -> Body:
     scope = dict(scope)
     _inputs_scope(inputs, scope, ctx)
-    body = Body(ctx, scope, ret, fn.ret.span if fn.ret is not None else None,
-                locals={p.name for p in inputs}, unifier=Unifier())
+    body = Body(
+        ctx,
+        scope,
+        ret,
+        fn.ret.span if fn.ret is not None else None,
+        locals={p.name for p in inputs},
+        unifier=Unifier(),
+    )
     run(stmts, body)
     if ret is not None and not body.returned:
-        ctx.sink.error(RETURN_MISMATCH, fn.name_span, f"`{fn.name}` ends without returning a {ret}",
-                       label="missing `return`")
+        ctx.sink.error(
+            RETURN_MISMATCH,
+            fn.name_span,
+            f"`{fn.name}` ends without returning a {ret}",
+            label="missing `return`",
+        )
     return body
 
 
-def _defaults(params: tuple[ast.Param, ...], sig_params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
+def _defaults(
+    params: tuple[ast.Param, ...],
+    sig_params: tuple[ParamSig, ...],
+    scope: dict[str, Value],
+    ctx: Ctx,
+) -> None:
     """Check the parameter defaults of an item against their declared types."""
     for p, sp in zip(params, sig_params):
         if p.default is None:
             continue
         value = evaluate(p.default, scope, ctx)
         if sp.type is not None:
-            check_declared(Body(ctx, scope, None, None), sp.type, value, p.default.span, "",
-                           f"default of `{p.name}`")
+            check_declared(
+                Body(ctx, scope, None, None),
+                sp.type,
+                value,
+                p.default.span,
+                "",
+                f"default of `{p.name}`",
+            )
 
 
-def _members(members: tuple[ast.Let, ...], scope: dict[str, Value], ctx: Ctx) -> tuple[tuple[str, Value], ...]:
+def _members(
+    members: tuple[ast.Let, ...], scope: dict[str, Value], ctx: Ctx
+) -> tuple[tuple[str, Value], ...]:
     out = []
     for member in members:
         value = evaluate(member.value, scope, ctx)
         if member.type is not None:
-            value = check_declared(Body(ctx, scope, None, None), _lower(member.type, ctx), value,
-                                   member.value.span, "", f"member `{member.name}`")
+            value = check_declared(
+                Body(ctx, scope, None, None),
+                _lower(member.type, ctx),
+                value,
+                member.value.span,
+                "",
+                f"member `{member.name}`",
+            )
         scope[member.name] = value
         ctx.origins[member.name] = member.span
         out.append((member.name, value))
@@ -133,18 +180,33 @@ def _methods(item: ast.Layer, sig: Signature, scope: dict[str, Value], ctx: Ctx)
     """Check the methods of a stateful layer, its members in ``scope``."""
     forward = forward_of(item)
     if forward is None:
-        ctx.sink.error(NO_FORWARD, item.name_span, f"layer `{item.name}` has no `fn forward`",
-                       label="expected `fn forward(x: Tensor<...>) -> Tensor<...>` among its members")
+        ctx.sink.error(
+            NO_FORWARD,
+            item.name_span,
+            f"layer `{item.name}` has no `fn forward`",
+            label="expected `fn forward(x: Tensor<...>) -> Tensor<...>` among its members",
+        )
         return
     for method in item.methods:
-        inputs = sig.inputs if method is forward else tuple(ParamSig(p.name, _lower(p.type, ctx) if p.type else None)
-                                                             for p in method.params)
+        inputs = (
+            sig.inputs
+            if method is forward
+            else tuple(
+                ParamSig(p.name, _lower(p.type, ctx) if p.type else None) for p in method.params
+            )
+        )
         ret = sig.ret if method is forward else (_lower(method.ret, ctx) if method.ret else None)
         _check_body(method.body, method, inputs, ret, scope, ctx)
 
 
-def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env,
-               members: Members | None = None) -> tuple[Diagnostic, ...]:
+def check_item(
+    item: ast.Item,
+    sig: Signature,
+    path: str,
+    item_id: str,
+    env: Env,
+    members: Members | None = None,
+) -> tuple[Diagnostic, ...]:
     """The generic check of one item; for a stateful layer, ``members`` are its members as
     ``evaluate_generic_members`` gives them (evaluated here when not given)."""
     ctx = Ctx(Sink(path, item_id), env)
@@ -153,20 +215,30 @@ def check_item(item: ast.Item, sig: Signature, path: str, item_id: str, env: Env
         case ast.Const(value=e):
             value = evaluate(e, {}, ctx)
             if sig.ret is not None:
-                check_declared(Body(ctx, {}, None, None), sig.ret, value, e.span, "", f"constant `{item.name}`")
+                check_declared(
+                    Body(ctx, {}, None, None), sig.ret, value, e.span, "", f"constant `{item.name}`"
+                )
         case ast.Fn() | ast.Layer(body=tuple()):
             _defaults(item.params, sig.inputs, {}, ctx)
             _check_body(item.body, item, sig.inputs, sig.ret, {}, ctx)
         case ast.Layer():
             if members is None:
-                members = evaluate_generic_members(item.params, item.members, sig, path, item_id, env)
+                members = evaluate_generic_members(
+                    item.params, item.members, sig, path, item_id, env
+                )
             _resume(members, item, ctx)
             _methods(item, sig, dict(members.scope), ctx)
     return ctx.sink.result()
 
 
-def evaluate_generic_members(params: tuple[ast.Param, ...], members: tuple[ast.Let, ...], sig: Signature,
-                             path: str, item_id: str, env: Env) -> Members:
+def evaluate_generic_members(
+    params: tuple[ast.Param, ...],
+    members: tuple[ast.Let, ...],
+    sig: Signature,
+    path: str,
+    item_id: str,
+    env: Env,
+) -> Members:
     """The first step of the generic check of a stateful layer: its parameter defaults checked
     and its members evaluated, construction parameters symbolic."""
     ctx = Ctx(Sink(path, item_id), env)
@@ -178,8 +250,15 @@ def _evaluated(members: tuple[ast.Let, ...], scope: dict[str, Value], ctx: Ctx) 
     """Evaluate ``members`` in ``scope`` (which they extend)."""
     values = _members(members, scope, ctx)
     children = tuple(c for name, v in values for c in _children(name, v))
-    return Members(ctx.sink.result(), values, tuple(scope.items()), children, ctx.work, ctx.exhausted,
-                   ctx.fresh[0])
+    return Members(
+        ctx.sink.result(),
+        values,
+        tuple(scope.items()),
+        children,
+        ctx.work,
+        ctx.exhausted,
+        ctx.fresh[0],
+    )
 
 
 def _resume(members: Members, layer: ast.Layer, ctx: Ctx) -> None:
@@ -198,22 +277,36 @@ def const_value_of(item: ast.Const, sig: Signature, path: str, item_id: str, env
     return value
 
 
-CANNOT_INSTANTIATE = "cannot instantiate"      # how the problem of arguments that do not fit starts
+CANNOT_INSTANTIATE = "cannot instantiate"  # how the problem of arguments that do not fit starts
 
 
-def instance_key(path: str, item_id: str, sig: Signature, args: dict | tuple, env: Env) -> InstanceKey:
+def instance_key(
+    path: str, item_id: str, sig: Signature, args: dict | tuple, env: Env
+) -> InstanceKey:
     """The canonical key of an instance; ``env`` is the Env of the layer's own file, where its
     defaults are evaluated. Raises ValueError naming the problem when ``args`` do not fit."""
     given = args.items() if isinstance(args, dict) else ()
     positional = tuple((normalise(v), (0, 0)) for v in args) if isinstance(args, tuple) else ()
     call_args = CallArgs(positional, tuple((k, normalise(v), (0, 0)) for k, v in given))
     ctx = Ctx(Sink(path, item_id), env)
-    bound = bind(tuple(p.name for p in sig.params), frozenset(p.name for p in sig.params if p.default is None),
-                 call_args, (0, 0), ctx, sig.name)
-    values = None if bound is None else bind_params(sig, ItemRef(path, item_id, "layer"), bound, (0, 0), ctx)
+    bound = bind(
+        tuple(p.name for p in sig.params),
+        frozenset(p.name for p in sig.params if p.default is None),
+        call_args,
+        (0, 0),
+        ctx,
+        sig.name,
+    )
+    values = (
+        None
+        if bound is None
+        else bind_params(sig, ItemRef(path, item_id, "layer"), bound, (0, 0), ctx)
+    )
     if values is None or not all(is_concrete(v) for _, v in values):
-        problems = "; ".join(d.message + (f" ({d.help})" if d.help else "")
-                             for d in ctx.sink.diags) or "arguments are not concrete"
+        problems = (
+            "; ".join(d.message + (f" ({d.help})" if d.help else "") for d in ctx.sink.diags)
+            or "arguments are not concrete"
+        )
         raise ValueError(f"{CANNOT_INSTANTIATE} {sig.name}: {problems}")
     return InstanceKey(path, item_id, sig.name, values)
 
@@ -235,8 +328,9 @@ def evaluate_members(members: tuple[ast.Let, ...], key: InstanceKey, env: Env) -
     return _evaluated(members, dict(key.args), ctx)
 
 
-def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env,
-                   members: Members | None = None) -> CheckedInstance:
+def check_instance(
+    item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, members: Members | None = None
+) -> CheckedInstance:
     """Check `forward` (or a functional layer's body) with the evaluated ``members`` (evaluated
     here when not given: both steps in one call)."""
     if members is None:
@@ -250,27 +344,43 @@ def check_instance(item: ast.Layer, sig: Signature, key: InstanceKey, env: Env,
         _check_body(item.body, item, sig.inputs, sig.ret, args, ctx)
     else:
         _methods(item, sig, dict(members.scope), ctx)
-    if forward_of(item) is None:  # a functional layer has no members, one without forward builds nothing
+    if (
+        forward_of(item) is None
+    ):  # a functional layer has no members, one without forward builds nothing
         return CheckedInstance(key, ctx.sink.result(), (), (), inputs, output)
-    return CheckedInstance(key, ctx.sink.result(), members.children, members.members, inputs, output)
+    return CheckedInstance(
+        key, ctx.sink.result(), members.children, members.members, inputs, output
+    )
 
 
-def check_target_input(sig: Signature, key: InstanceKey, input_shape: tuple[int, ...]) -> tuple[Diagnostic, ...]:
+def check_target_input(
+    sig: Signature, key: InstanceKey, input_shape: tuple[int, ...]
+) -> tuple[Diagnostic, ...]:
     """Does an example input of ``input_shape`` (float32) fit the instance's first tensor input?"""
     scope = {k: v for k, v in key.args}
     tensor_inputs = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
     loc = Loc(key.path, key.item_id, (0, 1))
     if not tensor_inputs:
-        return (Diagnostic(EXAMPLE_INPUT, f"{describe_instance(key)} takes no input tensor", Label(loc)),)
+        return (
+            Diagnostic(
+                EXAMPLE_INPUT, f"{describe_instance(key)} takes no input tensor", Label(loc)
+            ),
+        )
     expected = tensor_inputs[-1 if sig.kind == "functional" else 0]
-    formal = subst_type(expected.type, {k: dims.const(v) for k, v in scope.items() if type(v) is int})
+    formal = subst_type(
+        expected.type, {k: dims.const(v) for k, v in scope.items() if type(v) is int}
+    )
     found = TensorT(formal.dtype, tuple(dims.const(n) for n in input_shape))
     unifier = Unifier(set().union(*(dims.symbols(d) for d in formal.dims or ())))
     problem = unifier.tensor(formal, found)
     if problem is None:
         return ()
-    return (Diagnostic(EXAMPLE_INPUT, f"the example input {list(input_shape)} does not fit `{expected.name}` of "
-                       f"{describe_instance(key)}: expected {formal}, {problem[1]}", Label(loc, "entry layer"),
-                       help=f"set the target's `input` in Tribuild.toml to a shape that matches "
-                            f"{formal}"),)
-
+    return (
+        Diagnostic(
+            EXAMPLE_INPUT,
+            f"the example input {list(input_shape)} does not fit `{expected.name}` of "
+            f"{describe_instance(key)}: expected {formal}, {problem[1]}",
+            Label(loc, "entry layer"),
+            help=f"set the target's `input` in Tribuild.toml to a shape that matches {formal}",
+        ),
+    )

@@ -7,6 +7,7 @@ Terms:
   so callers give only a code, a span and a message. A fresh Sink is made per call of a
   checking function, so the functions stay pure.
 """
+
 from __future__ import annotations
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
@@ -20,7 +21,9 @@ ARITY = register("E0305", "wrong number of arguments")
 BAD_KEYWORD = register("E0306", "unknown or repeated keyword argument")
 UNKNOWN_NAME = register("E0307", "unknown name")
 DATA_DEPENDENT = register("E0308", "control flow depends on tensor data")
-RETURN_MISMATCH = register("E0309", "missing return or returned value does not match the declared type")
+RETURN_MISMATCH = register(
+    "E0309", "missing return or returned value does not match the declared type"
+)
 BAD_OPERANDS = register("E0310", "operator not defined for these operand types")
 NO_FORWARD = register("E0311", "stateful layer without `fn forward`")
 BAD_ASSIGN = register("E0312", "assignment to an undeclared name or with a changed type")
@@ -47,20 +50,37 @@ OUT_OF_RANGE = register("E0506", "a built-in layer's argument is outside the ran
 
 class Sink:
     """Collects the diagnostics of one checking run of one item."""
+
     __slots__ = ("path", "item_id", "diags")
 
-    def __init__(self, path: str, item_id: str | None, diags: list[Diagnostic] | None = None) -> None:
+    def __init__(
+        self, path: str, item_id: str | None, diags: list[Diagnostic] | None = None
+    ) -> None:
         self.path, self.item_id = path, item_id
         self.diags: list[Diagnostic] = [] if diags is None else diags
 
     def loc(self, span: Span) -> Loc:
         return Loc(self.path, self.item_id, span)
 
-    def error(self, code: str, span: Span, message: str, *, label: str = "",
-              secondary: tuple[tuple[Span, str], ...] = (), help: str | None = None) -> None:
-        self.diags.append(Diagnostic(
-            code, message, Label(self.loc(span), label),
-            tuple(Label(self.loc(s), m) for s, m in secondary), help))
+    def error(
+        self,
+        code: str,
+        span: Span,
+        message: str,
+        *,
+        label: str = "",
+        secondary: tuple[tuple[Span, str], ...] = (),
+        help: str | None = None,
+    ) -> None:
+        self.diags.append(
+            Diagnostic(
+                code,
+                message,
+                Label(self.loc(span), label),
+                tuple(Label(self.loc(s), m) for s, m in secondary),
+                help,
+            )
+        )
 
     def report(self, code: str, span: Span, message: str) -> None:
         """The ``types.Report`` callback."""

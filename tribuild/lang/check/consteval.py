@@ -15,12 +15,12 @@ the same algebra as shapes; `/` between integers is floor division, as in shape 
 Operations involving a tensor are delegated to ``check_ops``; calls to ``check_calls``
 (which registers itself in ``EVALUATORS``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from tribuild.diagnostics import did_you_mean
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.builtins.table import BUILTIN_NAMES
 from tribuild.lang.check.codes import (
@@ -32,10 +32,9 @@ from tribuild.lang.check.codes import (
     UNKNOWN_NAME,
     Sink,
 )
+from tribuild.lang.check.env import Env
 from tribuild.lang.check.ops import tensor_binary, tensor_unary
 from tribuild.lang.check.unify import join
-from tribuild.lang.check.env import Env
-from tribuild.lang.types import ListT, ScalarT
 from tribuild.lang.check.values import (
     INT64_MAX,
     POISON,
@@ -56,9 +55,21 @@ from tribuild.lang.check.values import (
     is_poison,
     kind_of,
 )
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import ListT, ScalarT
 
-__all__ = ["POISON", "Ctx", "arith", "condition", "elements", "evaluate", "is_bool", "is_float", "is_number",
-           "unary"]
+__all__ = [
+    "POISON",
+    "Ctx",
+    "arith",
+    "condition",
+    "elements",
+    "evaluate",
+    "is_bool",
+    "is_float",
+    "is_number",
+    "unary",
+]
 
 _MISSING = object()
 WORK_LIMIT = 1_000_000
@@ -68,6 +79,7 @@ BOOL, FLOAT, INT = ScalarT("bool"), ScalarT("float32"), ScalarT("int64")
 class Ctx:
     """``origins``: member name -> the span of its `let`; ``fresh``: the fresh-name counter,
     in a list so runs that share it count on."""
+
     __slots__ = ("sink", "env", "work", "exhausted", "fresh", "origins")
 
     def __init__(self, sink: Sink, env: Env, work: int = WORK_LIMIT) -> None:
@@ -88,8 +100,12 @@ class Ctx:
         """Report, once per run, that the work bound is exceeded."""
         if not self.exhausted:
             self.exhausted = True
-            self.sink.error(BUDGET, span, f"construction-time evaluation needs more than "
-                            f"{WORK_LIMIT} steps", help="build fewer or smaller layers")
+            self.sink.error(
+                BUDGET,
+                span,
+                f"construction-time evaluation needs more than {WORK_LIMIT} steps",
+                help="build fewer or smaller layers",
+            )
 
     def fresh_name(self, base: str) -> str:
         self.fresh[0] += 1
@@ -107,8 +123,13 @@ def lookup(name: str, span: ast.Span, scope: dict[str, Value], ctx: Ctx) -> Valu
     if name in BUILTIN_NAMES:
         return Callee(name)
     visible = sorted(set(scope) | set(ctx.env.visible_names()) | BUILTIN_NAMES)
-    ctx.sink.error(UNKNOWN_NAME, span, f"unknown name `{name}`", label="not found in this scope",
-                   help=did_you_mean(name, visible))
+    ctx.sink.error(
+        UNKNOWN_NAME,
+        span,
+        f"unknown name `{name}`",
+        label="not found in this scope",
+        help=did_you_mean(name, visible),
+    )
     return POISON
 
 
@@ -166,10 +187,14 @@ def condition(value: Value, span: ast.Span, ctx: Ctx) -> bool | None:
     if type(value) is bool:
         return value
     if isinstance(value, TensorV):
-        ctx.sink.error(DATA_DEPENDENT, span, f"condition depends on tensor data ({value.type})",
-                       label="a tensor, known only when the model runs",
-                       help="conditions must be construction-time values (parameters, constants); "
-                            "use arithmetic such as `relu` or a mask multiply instead of branching")
+        ctx.sink.error(
+            DATA_DEPENDENT,
+            span,
+            f"condition depends on tensor data ({value.type})",
+            label="a tensor, known only when the model runs",
+            help="conditions must be construction-time values (parameters, constants); "
+            "use arithmetic such as `relu` or a mask multiply instead of branching",
+        )
     elif not is_bool(value):
         type_error(ctx, span, f"expected a bool condition, found {kind_of(value)}", value)
     return None
@@ -179,8 +204,13 @@ def unary(op: str, v: Value, node: ast.Unary, ctx: Ctx) -> Value:
     if isinstance(v, TensorV):
         return tensor_unary(op, v, node, ctx)
     if op == "!":
-        return (not v) if type(v) is bool else v if is_bool(v) else \
-            type_error(ctx, node.span, f"`!` expects a bool, found {kind_of(v)}", v)
+        return (
+            (not v)
+            if type(v) is bool
+            else v
+            if is_bool(v)
+            else type_error(ctx, node.span, f"`!` expects a bool, found {kind_of(v)}", v)
+        )
     if isinstance(v, Trit):
         v = v.value
     if is_int(v) and op in "+-":
@@ -205,8 +235,14 @@ def binary(node: ast.Binary, scope: dict[str, Value], ctx: Ctx) -> Value:
     return Unk(BOOL) if POISON not in (left, right) else POISON
 
 
-_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+_COMPARE = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
 
 
 def arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
@@ -221,31 +257,55 @@ def arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
     if is_int(a) and is_int(b) and op in dims.BINARY_OPS:
         out = dims.BINARY_OPS[op](as_dim(a), as_dim(b))
         if out is None:
-            ctx.sink.error(DIV_ZERO, node.span, "division by zero at construction time",
-                           label="the divisor is 0")
+            ctx.sink.error(
+                DIV_ZERO,
+                node.span,
+                "division by zero at construction time",
+                label="the divisor is 0",
+            )
             return POISON
         return int64(op, from_dim(out), node, ctx)
     if is_number(a) and is_number(b) and op in ("+", "-", "*", "/", "//", "%", "**"):
         return float_arith(op, a, b, node, ctx)
-    return type_error(ctx, node.span, f"`{op}` is not defined for {kind_of(a)} and {kind_of(b)}", a, b)
+    return type_error(
+        ctx, node.span, f"`{op}` is not defined for {kind_of(a)} and {kind_of(b)}", a, b
+    )
 
 
 def float_arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
         return Unk(INT) if is_int(a) and is_int(b) else Unk(FLOAT)
-    if op == "**" and type(a) is int and type(b) is int and b > 0 and b * (abs(a).bit_length() - 1) >= 63:
-        return type_error(ctx, node.span, "`**` gives an integer beyond int64")  # not computed: 10 ** 10 ** 10
+    if (
+        op == "**"
+        and type(a) is int
+        and type(b) is int
+        and b > 0
+        and b * (abs(a).bit_length() - 1) >= 63
+    ):
+        return type_error(
+            ctx, node.span, "`**` gives an integer beyond int64"
+        )  # not computed: 10 ** 10 ** 10
     try:
-        out = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-               "//": lambda: a // b, "%": lambda: a % b, "**": lambda: a ** b}[op]()
+        out = {
+            "+": lambda: a + b,
+            "-": lambda: a - b,
+            "*": lambda: a * b,
+            "/": lambda: a / b,
+            "//": lambda: a // b,
+            "%": lambda: a % b,
+            "**": lambda: a**b,
+        }[op]()
     except ZeroDivisionError:
-        ctx.sink.error(DIV_ZERO, node.span, "division by zero at construction time",
-                       label="the divisor is 0")
+        ctx.sink.error(
+            DIV_ZERO, node.span, "division by zero at construction time", label="the divisor is 0"
+        )
         return POISON
     except OverflowError:
         return type_error(ctx, node.span, f"`{op}` overflows a float")
     if isinstance(out, complex):
-        return type_error(ctx, node.span, f"`{op}` of a negative number to a fractional power has no real value")
+        return type_error(
+            ctx, node.span, f"`{op}` of a negative number to a fractional power has no real value"
+        )
     return int64(op, out, node, ctx)
 
 
@@ -262,7 +322,11 @@ def compare(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
         diff = dims.as_int(dims.sub(as_dim(a), as_dim(b)))
         return _COMPARE[op](diff, 0) if diff is not None else Unk(BOOL)
     if is_number(a) and is_number(b):
-        return _COMPARE[op](a, b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) else Unk(BOOL)
+        return (
+            _COMPARE[op](a, b)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float))
+            else Unk(BOOL)
+        )
     if op in ("==", "!=") and type(a) is type(b) and type(a) in (bool, str):
         return _COMPARE[op](a, b)
     if op in ("==", "!=") and is_bool(a) and is_bool(b):
@@ -281,7 +345,9 @@ def conditional(node: ast.Conditional, scope: dict[str, Value], ctx: Ctx) -> Val
 def make_range(a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
     if is_int(a) and is_int(b):
         return RangeV(a, b)
-    return type_error(ctx, node.span, f"a range needs int bounds, found {kind_of(a)}..{kind_of(b)}", a, b)
+    return type_error(
+        ctx, node.span, f"a range needs int bounds, found {kind_of(a)}..{kind_of(b)}", a, b
+    )
 
 
 def elements(iterable: Value, span: ast.Span, ctx: Ctx) -> tuple[Value, ...] | UnkList | None:
@@ -326,16 +392,24 @@ def index(value: Value, i: Value, node: ast.Index, ctx: Ctx) -> Value:
         if type(i) is not int:
             return _join_all(value) if value else POISON
         if not -len(value) <= i < len(value):
-            ctx.sink.error(INDEX_RANGE, node.index.span,
-                           f"index {i} is out of range for a list of {len(value)} elements",
-                           label=f"expected an index in 0..{len(value)}")
+            ctx.sink.error(
+                INDEX_RANGE,
+                node.index.span,
+                f"index {i} is out of range for a list of {len(value)} elements",
+                label=f"expected an index in 0..{len(value)}",
+            )
             return POISON
         return value[i]
     if isinstance(value, UnkList):
         return value.elem if value.elem is not None else POISON
     if isinstance(value, Unk) and isinstance(value.type, ListT):
         return Unk(value.type.elem)
-    return type_error(ctx, node.span, f"only construction-time lists can be indexed, found {kind_of(value)}", value)
+    return type_error(
+        ctx,
+        node.span,
+        f"only construction-time lists can be indexed, found {kind_of(value)}",
+        value,
+    )
 
 
 def _join_all(values: tuple[Value, ...]) -> Value:

@@ -10,6 +10,7 @@ Terms:
   question the checker asks becomes a recorded dependency; ``DictEnv`` is the plain
   implementation used by tests.
 """
+
 from __future__ import annotations
 
 from tribuild.base.record import record
@@ -18,8 +19,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from tribuild.lang.signature import Signature
     from tribuild.lang.check.values import Value
+    from tribuild.lang.signature import Signature
 else:
     Protocol = object  # at run time Env is only documentation: nothing subclasses it
 
@@ -50,10 +51,16 @@ class Env(Protocol):
 
 class DictEnv:
     """An Env over plain dicts: ``names`` per file, and signatures/values per ItemRef."""
+
     __slots__ = ("path", "names", "signatures", "consts")
 
-    def __init__(self, path: str, names: dict[str, dict[str, ItemRef]] | None = None,
-                 signatures: dict[ItemRef, Signature] | None = None, consts: dict[ItemRef, Value] | None = None):
+    def __init__(
+        self,
+        path: str,
+        names: dict[str, dict[str, ItemRef]] | None = None,
+        signatures: dict[ItemRef, Signature] | None = None,
+        consts: dict[ItemRef, Value] | None = None,
+    ):
         self.path = path
         self.names = {} if names is None else names
         self.signatures = {} if signatures is None else signatures

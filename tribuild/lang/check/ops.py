@@ -7,15 +7,16 @@ Terms:
   leaves a tensor's dtype alone, except that a float scalar or `/` makes an integer tensor
   ``float32``; comparisons give ``bool``; ``@`` with a ternary operand gives ``float32``.
 """
+
 from __future__ import annotations
 
-from tribuild.lang.syntax import ast
 from tribuild.lang import dims
 from tribuild.lang.check.codes import BAD_OPERANDS, BROADCAST, MATMUL, RANK_MISMATCH
 from tribuild.lang.check.unify import definitely_different
-from tribuild.lang.dims import AnyDim, DimLike
-from tribuild.lang.types import FLOATS, TensorT, format_shape, promote
 from tribuild.lang.check.values import POISON, TensorV, Trit, Value, is_float, is_number, kind_of
+from tribuild.lang.dims import AnyDim, DimLike
+from tribuild.lang.syntax import ast
+from tribuild.lang.types import FLOATS, TensorT, format_shape, promote
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
@@ -61,13 +62,20 @@ def _operand_labels(node: ast.Expr, a: Value, b: Value) -> tuple[tuple[ast.Span,
 def tensor_unary(op: str, v: TensorV, node: ast.Expr, ctx: Ctx) -> Value:
     if op in "+-":
         return v if v.type.dtype != "bool" else _bad(op, v, v, node, ctx)
-    return TensorV(TensorT("bool", v.type.dims)) if v.type.dtype == "bool" else _bad(op, v, v, node, ctx)
+    return (
+        TensorV(TensorT("bool", v.type.dims))
+        if v.type.dtype == "bool"
+        else _bad(op, v, v, node, ctx)
+    )
 
 
 def _bad(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
-    ctx.sink.error(BAD_OPERANDS, node.span,
-                   f"`{op}` is not defined for {kind_of(a)} and {kind_of(b)}",
-                   secondary=_operand_labels(node, a, b))
+    ctx.sink.error(
+        BAD_OPERANDS,
+        node.span,
+        f"`{op}` is not defined for {kind_of(a)} and {kind_of(b)}",
+        secondary=_operand_labels(node, a, b),
+    )
     return POISON
 
 
@@ -102,11 +110,15 @@ def tensor_binary(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Valu
     if isinstance(shape, int):
         x = ta.dims[-shape] if shape <= len(ta.dims) else dims.const(1)
         y = tb.dims[-shape] if shape <= len(tb.dims) else dims.const(1)
-        ctx.sink.error(BROADCAST, node.span,
-                       f"operands of `{op}` do not broadcast: {format_shape(ta.dims)} and "
-                       f"{format_shape(tb.dims)} (dim -{shape} is {dims.format_dim(x)} on the left and "
-                       f"{dims.format_dim(y)} on the right)",
-                       label="expected equal dims or 1", secondary=_operand_labels(node, a, b))
+        ctx.sink.error(
+            BROADCAST,
+            node.span,
+            f"operands of `{op}` do not broadcast: {format_shape(ta.dims)} and "
+            f"{format_shape(tb.dims)} (dim -{shape} is {dims.format_dim(x)} on the left and "
+            f"{dims.format_dim(y)} on the right)",
+            label="expected equal dims or 1",
+            secondary=_operand_labels(node, a, b),
+        )
         return POISON
     return TensorV(TensorT(dtype, shape))
 
@@ -120,26 +132,38 @@ def matmul(a: TensorT, b: TensorT, node: ast.Expr, ctx: Ctx) -> Value:
     if a.dims is None or b.dims is None:
         return TensorV(TensorT(dtype, None))
     if not a.dims or not b.dims:
-        ctx.sink.error(RANK_MISMATCH, node.span, "`@` needs tensors of rank 1 or more, found a rank-0 tensor",
-                       secondary=_operand_labels(node, TensorV(a), TensorV(b)))
+        ctx.sink.error(
+            RANK_MISMATCH,
+            node.span,
+            "`@` needs tensors of rank 1 or more, found a rank-0 tensor",
+            secondary=_operand_labels(node, TensorV(a), TensorV(b)),
+        )
         return POISON
     left = a.dims if len(a.dims) > 1 else (dims.const(1),) + a.dims
     right = b.dims if len(b.dims) > 1 else b.dims + (dims.const(1),)
     k1, k2 = left[-1], right[-2]
     if not isinstance(k1, AnyDim) and not isinstance(k2, AnyDim) and definitely_different(k1, k2):
-        ctx.sink.error(MATMUL, node.span,
-                       f"`@` inner dims differ: the left operand {format_shape(a.dims)} has "
-                       f"{dims.format_dim(k1)} columns, the right {format_shape(b.dims)} has "
-                       f"{dims.format_dim(k2)} rows", label="expected equal inner dims",
-                       secondary=_operand_labels(node, TensorV(a), TensorV(b)))
+        ctx.sink.error(
+            MATMUL,
+            node.span,
+            f"`@` inner dims differ: the left operand {format_shape(a.dims)} has "
+            f"{dims.format_dim(k1)} columns, the right {format_shape(b.dims)} has "
+            f"{dims.format_dim(k2)} rows",
+            label="expected equal inner dims",
+            secondary=_operand_labels(node, TensorV(a), TensorV(b)),
+        )
         return POISON
     batch = broadcast(left[:-2], right[:-2])
     if isinstance(batch, int):
-        ctx.sink.error(BROADCAST, node.span, f"`@` batch dims {format_shape(left[:-2])} and "
-                       f"{format_shape(right[:-2])} cannot be broadcast",
-                       secondary=_operand_labels(node, TensorV(a), TensorV(b)))
+        ctx.sink.error(
+            BROADCAST,
+            node.span,
+            f"`@` batch dims {format_shape(left[:-2])} and "
+            f"{format_shape(right[:-2])} cannot be broadcast",
+            secondary=_operand_labels(node, TensorV(a), TensorV(b)),
+        )
         return POISON
-    out = batch + ((left[-2],) if len(a.dims) > 1 else ()) + ((right[-1],) if len(b.dims) > 1 else ())
+    out = (
+        batch + ((left[-2],) if len(a.dims) > 1 else ()) + ((right[-1],) if len(b.dims) > 1 else ())
+    )
     return TensorV(TensorT(dtype, out))
-
-

@@ -11,13 +11,14 @@ Terms:
   reported here (E0301), so the checker neither checks values against it nor checks a value
   declared with it (a parameter of that type is POISON): one mistake, one diagnostic.
 """
+
 from __future__ import annotations
 
 from tribuild.diagnostics import did_you_mean
-from tribuild.lang.syntax import ast
 from tribuild.lang.builtins.layers import LAYERS
 from tribuild.lang.check.codes import BAD_TYPE, Sink
 from tribuild.lang.check.env import Env
+from tribuild.lang.syntax import ast
 from tribuild.lang.syntax.types import ERROR_TYPE_NAME
 from tribuild.lang.types import DTYPES, ListT, NamedT, Type, canonical_dtype
 
@@ -31,11 +32,21 @@ def check_type_names(item: ast.Item, env: Env, sink: Sink) -> None:
             continue
         ref = env.lookup(t.name)
         if ref is not None:
-            sink.error(BAD_TYPE, t.span, f"`{t.name}` is a {ref.kind}, not a type",
-                       label="expected a type", help=_help(t.name, env))
+            sink.error(
+                BAD_TYPE,
+                t.span,
+                f"`{t.name}` is a {ref.kind}, not a type",
+                label="expected a type",
+                help=_help(t.name, env),
+            )
         else:
-            sink.error(BAD_TYPE, t.span, f"unknown type `{t.name}`",
-                       label="not a dtype, tensor type or layer", help=_help(t.name, env))
+            sink.error(
+                BAD_TYPE,
+                t.span,
+                f"unknown type `{t.name}`",
+                label="not a dtype, tensor type or layer",
+                help=_help(t.name, env),
+            )
 
 
 def names_type(name: str, env: Env) -> bool:
@@ -70,7 +81,11 @@ def _type_positions(node):
         case ast.Fn() | ast.Layer():
             yield from (p.type for p in node.params)
             yield node.ret
-            parts = (node.body,) if isinstance(node, ast.Fn) else (node.members, node.body or (), node.methods)
+            parts = (
+                (node.body,)
+                if isinstance(node, ast.Fn)
+                else (node.members, node.body or (), node.methods)
+            )
             yield from _type_positions(parts)
         case ast.Const() | ast.Let():
             yield node.type
@@ -85,7 +100,11 @@ def _type_positions(node):
 
 
 def _help(name: str, env: Env) -> str:
-    layers = [n for n in env.visible_names()
-              if (ref := env.lookup(n)) is not None and ref.kind in _LAYER_KINDS]
+    layers = [
+        n
+        for n in env.visible_names()
+        if (ref := env.lookup(n)) is not None and ref.kind in _LAYER_KINDS
+    ]
     return did_you_mean(name, [*DTYPES, *LAYERS, *layers]) or (
-        "a type is a dtype (`float32`, ...), `Tensor<dtype, [dims]>`, `[T]` or a layer's name")
+        "a type is a dtype (`float32`, ...), `Tensor<dtype, [dims]>`, `[T]` or a layer's name"
+    )

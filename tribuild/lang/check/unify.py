@@ -11,12 +11,11 @@ Terms:
   of a condition unknown during generic checking, or an unknown number of loop iterations):
   equal parts stay, differing dims become `?`.
 """
+
 from __future__ import annotations
 
 from tribuild.lang import dims
 from tribuild.lang.check.codes import DIM_MISMATCH, RANK_MISMATCH, TYPE_MISMATCH
-from tribuild.lang.dims import ANY, AnyDim, Dim, DimLike, Quot
-from tribuild.lang.types import ScalarT, TensorT, format_shape
 from tribuild.lang.check.values import (
     Choice,
     TensorV,
@@ -27,6 +26,8 @@ from tribuild.lang.check.values import (
     from_dim,
     is_int,
 )
+from tribuild.lang.dims import ANY, AnyDim, Dim, DimLike, Quot
+from tribuild.lang.types import ScalarT, TensorT, format_shape
 
 
 def _has_quotient(d: Dim) -> bool:
@@ -36,7 +37,12 @@ def _has_quotient(d: Dim) -> bool:
 def _lone_symbol(d: Dim) -> str | None:
     """``name`` when ``d`` is the symbol ``name`` alone (coefficient 1), else None."""
     terms = d.terms
-    if len(terms) == 1 and terms[0][1] == 1 and len(terms[0][0]) == 1 and terms[0][0][0].__class__ is str:
+    if (
+        len(terms) == 1
+        and terms[0][1] == 1
+        and len(terms[0][0]) == 1
+        and terms[0][0][0].__class__ is str
+    ):
         return terms[0][0][0]
     return None
 
@@ -102,8 +108,10 @@ class Unifier:
             return RANK_MISMATCH, f"rank is {len(found.dims)}, expected {len(expected.dims)}"
         for i, (e, f) in enumerate(zip(expected.dims, found.dims)):
             if not self.dim(e, f):
-                return DIM_MISMATCH, (f"dim {i} is {dims.format_dim(self.apply(f))}, "
-                                      f"expected {dims.format_dim(self.apply(e))}")
+                return DIM_MISMATCH, (
+                    f"dim {i} is {dims.format_dim(self.apply(f))}, "
+                    f"expected {dims.format_dim(self.apply(e))}"
+                )
         return None
 
     def resolve_type(self, t: TensorT) -> TensorT:
@@ -126,8 +134,9 @@ def join_types(a: TensorT, b: TensorT) -> TensorT:
     dtype = a.dtype if a.dtype == b.dtype else "float32"
     if a.dims is None or b.dims is None or len(a.dims) != len(b.dims):
         return TensorT(dtype, None, a.ternary and b.ternary)
-    return TensorT(dtype, tuple(join_dims(x, y) for x, y in zip(a.dims, b.dims)),
-                   a.ternary and b.ternary)
+    return TensorT(
+        dtype, tuple(join_dims(x, y) for x, y in zip(a.dims, b.dims)), a.ternary and b.ternary
+    )
 
 
 def join(a: Value, b: Value) -> Value:
@@ -140,7 +149,9 @@ def join(a: Value, b: Value) -> Value:
         return from_dim(join_dims(as_dim(a), as_dim(b)))
     if isinstance(a, UnkList) and isinstance(b, UnkList):
         return a if a.elem is None else b if b.elem is None else UnkList(join(a.elem, b.elem))
-    options = (a.options if isinstance(a, Choice) else (a,)) + (b.options if isinstance(b, Choice) else (b,))
+    options = (a.options if isinstance(a, Choice) else (a,)) + (
+        b.options if isinstance(b, Choice) else (b,)
+    )
     for scalar in (ScalarT("bool"), ScalarT("float32")):
         if all(_scalar_of(o) == scalar for o in options):
             return Unk(scalar)

@@ -22,13 +22,14 @@ Terms:
   a loop, pooling 100 times) would otherwise grow symbolic values without bound; past the
   limit a value is only known to be an integer (``?`` as a dim), which is never wrong.
 """
+
 from __future__ import annotations
 
-from tribuild.lang import dims
-from tribuild.lang.dims import DimLike
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.types import FLOATS, NamedT, ScalarT, TensorT, Type
 from tribuild.base.record import record
+from tribuild.lang import dims
+from tribuild.lang.check.env import ItemRef
+from tribuild.lang.dims import DimLike
+from tribuild.lang.types import FLOATS, NamedT, ScalarT, TensorT, Type
 
 
 @record
@@ -80,8 +81,22 @@ class Callee:
     ref: ItemRef | None = None
 
 
-Value = (int | float | bool | str | tuple | Trit | Sym | Unk | UnkList | Choice | RangeV | TensorV
-         | LayerV | Callee)
+Value = (
+    int
+    | float
+    | bool
+    | str
+    | tuple
+    | Trit
+    | Sym
+    | Unk
+    | UnkList
+    | Choice
+    | RangeV
+    | TensorV
+    | LayerV
+    | Callee
+)
 
 
 @record
@@ -150,7 +165,7 @@ def from_dim(d: DimLike) -> Value:
 
 
 DIM_SIZE_LIMIT = 64
-INT64_MAX = 2 ** 63 - 1
+INT64_MAX = 2**63 - 1
 
 
 def trackable(d: DimLike) -> DimLike:

@@ -12,6 +12,7 @@ Terms:
 All nodes are records (``tribuild.base.record``: frozen, slotted) holding tuples, so trees are hashable, compare by
 value (the engine backdates on equality) and serialise through the engine's codec.
 """
+
 from __future__ import annotations
 
 from tribuild.base.record import record
@@ -20,6 +21,7 @@ Span = tuple[int, int]
 
 
 # --- expressions -----------------------------------------------------------------------
+
 
 @record
 class IntLit:
@@ -54,6 +56,7 @@ class Name:
 @record
 class Unknown:
     """`?` in a dimension list: a dimension nobody knows."""
+
     span: Span
 
 
@@ -75,6 +78,7 @@ class Binary:
 @record
 class Conditional:
     """`cond ? then : otherwise`."""
+
     cond: Expr
     then: Expr
     otherwise: Expr
@@ -119,6 +123,7 @@ class ListLit:
 @record
 class Range:
     """`start..end`, half-open; only meaningful at construction time."""
+
     start: Expr
     end: Expr
     span: Span
@@ -127,6 +132,7 @@ class Range:
 @record
 class ListComp:
     """`[elem for var in iterable]`."""
+
     elem: Expr
     var: str
     iterable: Expr
@@ -136,14 +142,32 @@ class ListComp:
 @record
 class ErrorExpr:
     """Stands where the parser could not read an expression (a diagnostic was emitted)."""
+
     span: Span
 
 
-Expr = (IntLit | FloatLit | BoolLit | StringLit | Name | Unknown | Unary | Binary | Conditional
-        | Call | Index | Attr | ListLit | Range | ListComp | ErrorExpr)
+Expr = (
+    IntLit
+    | FloatLit
+    | BoolLit
+    | StringLit
+    | Name
+    | Unknown
+    | Unary
+    | Binary
+    | Conditional
+    | Call
+    | Index
+    | Attr
+    | ListLit
+    | Range
+    | ListComp
+    | ErrorExpr
+)
 
 
 # --- types -----------------------------------------------------------------------------
+
 
 @record
 class ScalarType:
@@ -160,6 +184,7 @@ class TensorType:
     bare `TernaryTensor`); otherwise each dim is an expression over IntLit, Name, Unknown
     and Binary/Unary arithmetic.
     """
+
     ternary: bool
     dtype: str | None
     dims: tuple[Expr, ...] | None
@@ -169,6 +194,7 @@ class TensorType:
 @record
 class ListType:
     """`[int]`: a construction-time list."""
+
     elem: TypeExpr
     span: Span
 
@@ -176,6 +202,7 @@ class ListType:
 @record
 class NamedType:
     """Any other type name (an unknown one, or a layer used as a type); checked later."""
+
     name: str
     span: Span
 
@@ -184,6 +211,7 @@ TypeExpr = ScalarType | TensorType | ListType | NamedType
 
 
 # --- statements ------------------------------------------------------------------------
+
 
 @record
 class Let:
@@ -234,6 +262,7 @@ Stmt = Let | Assign | Return | For | If | ExprStmt
 
 # --- items -----------------------------------------------------------------------------
 
+
 @record
 class Param:
     name: str
@@ -251,6 +280,7 @@ class ImportName:
 @record
 class Import:
     """`import "path"` (names is None: every public item) or `from "path" import A, B`."""
+
     path: str
     names: tuple[ImportName, ...] | None
     span: Span
@@ -260,6 +290,7 @@ class Import:
 @record
 class Const:
     """Top-level `let NAME: Type = value`."""
+
     name: str
     type: TypeExpr | None
     value: Expr
@@ -286,6 +317,7 @@ class Layer:
     Stateful (``body`` is None): parameters are construction-time values, ``members`` are the
     `let` sub-layers and weights, ``methods`` holds `fn forward` (and any helper fns).
     """
+
     name: str
     params: tuple[Param, ...]
     ret: TypeExpr | None
@@ -299,14 +331,46 @@ class Layer:
 @record
 class ErrorItem:
     """Top-level tokens that start no item; the parser reported them."""
+
     span: Span
 
 
 Item = Import | Const | Fn | Layer | ErrorItem
 
-NODE_TYPES = (IntLit, FloatLit, BoolLit, StringLit, Name, Unknown, Unary, Binary, Conditional,
-              Keyword, Call, Index, Attr, ListLit, Range, ListComp, ErrorExpr,
-              ScalarType, TensorType, ListType, NamedType,
-              Let, Assign, Return, For, If, ExprStmt,
-              Param, ImportName, Import, Const, Fn, Layer, ErrorItem)
+NODE_TYPES = (
+    IntLit,
+    FloatLit,
+    BoolLit,
+    StringLit,
+    Name,
+    Unknown,
+    Unary,
+    Binary,
+    Conditional,
+    Keyword,
+    Call,
+    Index,
+    Attr,
+    ListLit,
+    Range,
+    ListComp,
+    ErrorExpr,
+    ScalarType,
+    TensorType,
+    ListType,
+    NamedType,
+    Let,
+    Assign,
+    Return,
+    For,
+    If,
+    ExprStmt,
+    Param,
+    ImportName,
+    Import,
+    Const,
+    Fn,
+    Layer,
+    ErrorItem,
+)
 """Every node class, for registering with the engine's value codec."""

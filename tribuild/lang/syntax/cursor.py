@@ -11,6 +11,7 @@ Terms:
 - *depth*: how deeply expressions, blocks and types nest; past ``MAX_DEPTH`` the parser
   reports E0107 instead of recursing further, so no input can exhaust Python's stack.
 """
+
 from __future__ import annotations
 
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
@@ -91,8 +92,13 @@ class ParserState:
         opener = self.texts[opener_pos]
         also = (Label(self.loc((opener_pos, opener_pos + 1)), f"`{opener}` opened here"),)
         if self.kinds[self.pos] == "eof":
-            self.report(E_UNCLOSED, f"unclosed `{opener}`: expected `{closer}`, found end of item",
-                        self.here(), label=f"expected `{closer}`", secondary=also)
+            self.report(
+                E_UNCLOSED,
+                f"unclosed `{opener}`: expected `{closer}`, found end of item",
+                self.here(),
+                label=f"expected `{closer}`",
+                secondary=also,
+            )
         else:
             self.unexpected(f"`{closer}`", secondary=also)
         return False
@@ -110,8 +116,12 @@ class ParserState:
     def nested(self, parse, *args):
         """``parse(self, *args)`` one level deeper, or ``None`` (reported) past MAX_DEPTH."""
         if self.depth >= MAX_DEPTH:
-            self.report(E_TOO_DEEP, f"nesting too deep (more than {MAX_DEPTH} levels)",
-                        self.here(), help="split the expression or block into smaller parts")
+            self.report(
+                E_TOO_DEEP,
+                f"nesting too deep (more than {MAX_DEPTH} levels)",
+                self.here(),
+                help="split the expression or block into smaller parts",
+            )
             return None
         self.depth += 1
         result = parse(self, *args)
@@ -123,26 +133,40 @@ class ParserState:
     def loc(self, span: tuple[int, int]) -> Loc:
         return Loc(self.path, self.item, span)
 
-    def report(self, code: str, message: str, span: tuple[int, int], *, label: str = "",
-               help: str | None = None, secondary: tuple[Label, ...] = (),
-               hard: bool = True) -> None:
+    def report(
+        self,
+        code: str,
+        message: str,
+        span: tuple[int, int],
+        *,
+        label: str = "",
+        help: str | None = None,
+        secondary: tuple[Label, ...] = (),
+        hard: bool = True,
+    ) -> None:
         """Record a diagnostic unless in panic; a hard error starts a panic."""
         if self.panic:
             return
         self.panic = hard
-        self.diags.append(Diagnostic(code, message, Label(self.loc(span), label),
-                                     secondary, help))
+        self.diags.append(Diagnostic(code, message, Label(self.loc(span), label), secondary, help))
 
-    def unexpected(self, expected: str, *, help: str | None = None,
-                   secondary: tuple[Label, ...] = ()) -> ErrorExpr:
+    def unexpected(
+        self, expected: str, *, help: str | None = None, secondary: tuple[Label, ...] = ()
+    ) -> ErrorExpr:
         """Report that ``expected`` was expected here; an error token was already reported."""
         kind = self.kinds[self.pos]
         if kind == "error":
             self.panic = True
         else:
             found = describe(kind, self.texts[self.pos])
-            self.report(E_UNEXPECTED, f"expected {expected}, found {found}", self.here(),
-                        label=f"expected {expected}", help=help, secondary=secondary)
+            self.report(
+                E_UNEXPECTED,
+                f"expected {expected}, found {found}",
+                self.here(),
+                label=f"expected {expected}",
+                help=help,
+                secondary=secondary,
+            )
         return ErrorExpr(self.here())
 
     def report_lexer_errors(self) -> None:

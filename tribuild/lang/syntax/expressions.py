@@ -5,26 +5,49 @@ Precedence, low to high: ``?:`` (right associative) < ``||`` < ``&&`` < ``== !=`
 associative) < postfix call, index and attribute. A call takes positional arguments, then
 keyword arguments (``kernel=3``). A list is ``[a, b]`` or a comprehension ``[e for i in a..b]``.
 """
+
 from __future__ import annotations
 
 import re
 
 from tribuild.diagnostics import register
 from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.lexer import E_INVALID_NUMBER
 from tribuild.lang.syntax.cursor import E_TOO_DEEP, MAX_DEPTH, ParserState
+from tribuild.lang.syntax.lexer import E_INVALID_NUMBER
 
 E_POSITIONAL_AFTER_KEYWORD = register("E0106", "positional argument after keyword argument")
 
 MAX_CHAIN = 100  # operators in one chain; deeper trees risk Python's recursion limit later on
-INT64_LIMIT = 2 ** 63
+INT64_LIMIT = 2**63
 _MAX_DIGITS = {2: 64, 8: 22, 10: 19, 16: 16}
 
-_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "..": 5,
-         "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "@": 7}
+_PREC = {
+    "||": 1,
+    "&&": 2,
+    "==": 3,
+    "!=": 3,
+    "<": 4,
+    "<=": 4,
+    ">": 4,
+    ">=": 4,
+    "..": 5,
+    "+": 6,
+    "-": 6,
+    "*": 7,
+    "/": 7,
+    "//": 7,
+    "%": 7,
+    "@": 7,
+}
 _UNARY = frozenset(("-", "+", "!"))
 _LEAVES = frozenset(("ident", "int", "float", "true", "false", "string"))  # one-token operands
-_EXTENDS = frozenset(_PREC) | {"?", "**", "(", "[", "."}  # what may follow an operand in one expression
+_EXTENDS = frozenset(_PREC) | {
+    "?",
+    "**",
+    "(",
+    "[",
+    ".",
+}  # what may follow an operand in one expression
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 
@@ -66,8 +89,12 @@ def _binary(p: ParserState, min_prec: int) -> ast.Expr:
         right = _binary(p, prec + 1)
         ops += 1
         if ops == MAX_CHAIN:
-            p.report(E_TOO_DEEP, f"expression too long: more than {MAX_CHAIN} operators in a row",
-                     (start, p.pos), help="split it into several `let` statements")
+            p.report(
+                E_TOO_DEEP,
+                f"expression too long: more than {MAX_CHAIN} operators in a row",
+                (start, p.pos),
+                help="split it into several `let` statements",
+            )
         if ops >= MAX_CHAIN:
             left = ast.ErrorExpr((start, p.pos))
         elif op == "..":
@@ -131,8 +158,13 @@ def _primary(p: ParserState) -> ast.Expr:
         p.pos += 1
         value = _int_value(text)
         if value is None:
-            p.report(E_INVALID_NUMBER, f"integer literal `{_abridged(text)}` does not fit in 64 bits",
-                     span, hard=False, help=f"integers range from {-INT64_LIMIT} to {INT64_LIMIT - 1}")
+            p.report(
+                E_INVALID_NUMBER,
+                f"integer literal `{_abridged(text)}` does not fit in 64 bits",
+                span,
+                hard=False,
+                help=f"integers range from {-INT64_LIMIT} to {INT64_LIMIT - 1}",
+            )
             return ast.ErrorExpr(span)
         return ast.IntLit(value, span)
     if kind == "float":
@@ -212,10 +244,14 @@ def _arguments(p: ParserState) -> tuple[tuple[ast.Expr, ...], tuple[ast.Keyword,
         else:
             value = expr(p)
             if kwargs:
-                p.report(E_POSITIONAL_AFTER_KEYWORD,
-                         "positional argument after keyword argument", (start, p.pos),
-                         label="positional argument", hard=False,
-                         help="put positional arguments before keyword arguments")
+                p.report(
+                    E_POSITIONAL_AFTER_KEYWORD,
+                    "positional argument after keyword argument",
+                    (start, p.pos),
+                    label="positional argument",
+                    hard=False,
+                    help="put positional arguments before keyword arguments",
+                )
             else:
                 args.append(value)
         if not p.accept(","):

@@ -4,11 +4,11 @@ Terms:
 - *free name*: an ``ast.Name`` of an expression that no list comprehension inside it binds:
   in ``[f(i, k) for i in 0..n]`` the free names are ``f``, ``k`` and ``n``.
 """
+
 from __future__ import annotations
 
-
-from tribuild.lang.syntax import ast
 from tribuild.base.record import fields, is_record
+from tribuild.lang.syntax import ast
 
 
 def free_names(expr: ast.Expr) -> tuple[str, ...]:

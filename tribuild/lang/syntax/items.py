@@ -20,14 +20,15 @@ Terms:
 - *item hash*: hex digest of the item's (kind, text) pairs: whitespace and comments do not
   change it.
 """
+
 from __future__ import annotations
 
 import re
 
 from tribuild.base.hashing import blake2b
+from tribuild.base.record import record
 from tribuild.lang.syntax.lexer import scan
 from tribuild.lang.syntax.tokens import BREAKS, ITEM_KEYWORDS, LexResult
-from tribuild.base.record import record
 
 Pairs = tuple[tuple[str, str], ...]
 """(kind, text) of each token: what the parser reads; no offsets."""
@@ -41,6 +42,7 @@ _CHUNK_START = re.compile(r"^(?=(?:import|from|let|fn|layer)(?![A-Za-z0-9_]))", 
 class Chunk:
     """One chunk lexed: its tokens, whether it ends clean (``lexer.scan``), and its items as
     (start, end, kind, name, base id, hash), token indices in the chunk."""
+
     pairs: Pairs
     clean: bool
     items: tuple[tuple[int, int, str, str | None, str, str], ...]
@@ -49,10 +51,10 @@ class Chunk:
 @record
 class ItemEntry:
     id: str
-    kind: str         # "import", "const", "fn", "layer" or "error"
+    kind: str  # "import", "const", "fn", "layer" or "error"
     name: str | None
     hash: str
-    start: int        # token indices in the file, half-open
+    start: int  # token indices in the file, half-open
     end: int
 
 
@@ -60,6 +62,7 @@ class ItemEntry:
 class ItemPlace:
     """Where an item's tokens are: its chunk (-1 when the file was lexed whole) and the index
     in the file of that chunk's first token."""
+
     entry: ItemEntry
     chunk: int
     base: int
@@ -86,12 +89,15 @@ def chunked_items(chunks: list[Chunk]) -> tuple[ItemPlace, ...]:
 
 def split_items(tokens: LexResult) -> tuple[ItemEntry, ...]:
     """The items of a file lexed whole, in order."""
-    return tuple(p.entry for p in _places([_chunk(tuple((t.kind, t.text) for t in tokens), True)], whole=True))
+    return tuple(
+        p.entry
+        for p in _places([_chunk(tuple((t.kind, t.text) for t in tokens), True)], whole=True)
+    )
 
 
 def item_tokens(tokens: LexResult, entry: ItemEntry) -> Pairs:
     """The (kind, text) pairs of one item (of a file lexed whole)."""
-    return tuple((t.kind, t.text) for t in tokens[entry.start:entry.end])
+    return tuple((t.kind, t.text) for t in tokens[entry.start : entry.end])
 
 
 def _chunk(pairs: Pairs, clean: bool) -> Chunk:

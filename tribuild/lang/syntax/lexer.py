@@ -11,6 +11,7 @@ always counts. Bad input (an invalid character, an unterminated string or block
 comment, a malformed number) becomes an ``"error"`` token whose text ``describe_error``
 explains; lexing never raises.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,8 +68,8 @@ def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
     pairs: list[tuple[str, str]] = []
     offsets: list[int] = []
     stack: list[str] = []  # open brackets
-    pending = -1           # offset of a newline not yet emitted, or -1
-    last = "newline"       # kind of the last token emitted ("newline" at file start)
+    pending = -1  # offset of a newline not yet emitted, or -1
+    last = "newline"  # kind of the last token emitted ("newline" at file start)
     unclosed = False
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
@@ -90,8 +91,11 @@ def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
             unclosed = unclosed or kind == "unclosed"
             kind = "error"
         if pending >= 0:
-            if (not stack or stack[-1] == "{") and last not in _OPENS_LINE and (
-                    kind in _LINE_STARTERS or (last not in JOINERS and kind not in JOINERS)):
+            if (
+                (not stack or stack[-1] == "{")
+                and last not in _OPENS_LINE
+                and (kind in _LINE_STARTERS or (last not in JOINERS and kind not in JOINERS))
+            ):
                 pairs.append(_NEWLINE)
                 offsets.append(pending)
             pending = -1

@@ -9,6 +9,7 @@ Terms:
 The mapping is a pure function over ``(tokens, items)`` so that callers holding memoized
 tokens (the query layer) reuse it; ``SourceMap`` bundles it with one file's text.
 """
+
 from __future__ import annotations
 
 from tribuild.diagnostics import Loc
@@ -48,6 +49,7 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
 
 class SourceMap:
     """One file's text with its tokens and items, for locating its Locs."""
+
     __slots__ = ("text", "tokens", "items")
 
     def __init__(self, text: str) -> None:

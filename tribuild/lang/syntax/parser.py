@@ -7,6 +7,7 @@ and a stateful ``layer Name(params) { let members; fn methods }``. A *param* is
 (see ``tribuild.lang.syntax.ast``). The entry points never raise: they return a tree, with
 ErrorExpr/ErrorItem where nothing could be read, and every diagnostic of the item.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,8 +17,8 @@ from tribuild.lang.syntax import ast
 from tribuild.lang.syntax.cursor import ParserState, describe
 from tribuild.lang.syntax.expressions import expr, unescape
 from tribuild.lang.syntax.statements import block, entries, let, statement
-from tribuild.lang.syntax.types import type_expr
 from tribuild.lang.syntax.tokens import BREAKS
+from tribuild.lang.syntax.types import type_expr
 
 E_EXPECTED_ITEM = register("E0104", "expected an item")
 E_LAYER_STATEMENT = register("E0109", "statement in a stateful layer body")
@@ -71,10 +72,14 @@ def _error_item(p: ParserState) -> ast.ErrorItem:
     line_end = next((i for i, k in enumerate(p.kinds) if k in BREAKS or k == "eof"))
     if p.kinds[0] != "error":
         found = describe(p.kinds[0], p.texts[0])
-        p.report(E_EXPECTED_ITEM, f"expected an item, found {found}", (0, max(line_end, 1)),
-                 label="expected `import`, `from`, `let`, `fn` or `layer`",
-                 help="a file holds imports, `let` constants, `fn`s and `layer`s; "
-                      "statements belong inside a body")
+        p.report(
+            E_EXPECTED_ITEM,
+            f"expected an item, found {found}",
+            (0, max(line_end, 1)),
+            label="expected `import`, `from`, `let`, `fn` or `layer`",
+            help="a file holds imports, `let` constants, `fn`s and `layer`s; "
+            "statements belong inside a body",
+        )
     return ast.ErrorItem((0, p.n))
 
 
@@ -157,8 +162,9 @@ def _layer(p: ParserState) -> ast.Layer | None:
     members: list[ast.Let] = []
     methods: list[ast.Fn] = []
     entries(p, lambda q: _member(q, members, methods))
-    return ast.Layer(name, params, None, None, tuple(members), tuple(methods), (0, p.pos),
-                     name_span)
+    return ast.Layer(
+        name, params, None, None, tuple(members), tuple(methods), (0, p.pos), name_span
+    )
 
 
 def _member(p: ParserState, members: list[ast.Let], methods: list[ast.Fn]) -> None:
@@ -173,11 +179,16 @@ def _member(p: ParserState, members: list[ast.Let], methods: list[ast.Fn]) -> No
             methods.append(node)
     else:
         statement(p)
-        p.report(E_LAYER_STATEMENT, "expected a `let` member or an `fn` in a layer body, "
-                 f"found {describe(kind, p.texts[start])}", (start, max(p.pos, start + 1)),
-                 label="not a member", hard=False,
-                 help="statements inside a layer body must be `let` members or `fn`; "
-                      "put computation in `fn forward`")
+        p.report(
+            E_LAYER_STATEMENT,
+            "expected a `let` member or an `fn` in a layer body, "
+            f"found {describe(kind, p.texts[start])}",
+            (start, max(p.pos, start + 1)),
+            label="not a member",
+            hard=False,
+            help="statements inside a layer body must be `let` members or `fn`; "
+            "put computation in `fn forward`",
+        )
 
 
 _ITEMS = {"import": _import, "from": _import, "let": _const, "fn": _fn, "layer": _layer}

@@ -6,6 +6,7 @@ Terms:
 - *statement*: ``let name[: T] = e``, ``name = e``, ``return [e]``, ``for x in e { }``,
   ``if c { } [else if ... | else { }]`` or an expression.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -114,9 +115,14 @@ def _expr_or_assign(p: ParserState) -> ast.Stmt:
     if not p.at("="):
         return ast.ExprStmt(target, (start, p.pos))
     if not isinstance(target, ast.Name):
-        p.report(E_ASSIGN_TARGET, "invalid assignment target: only a name can be assigned to",
-                 target.span, label="not a name", hard=False,
-                 help="bind a new name with `let`")
+        p.report(
+            E_ASSIGN_TARGET,
+            "invalid assignment target: only a name can be assigned to",
+            target.span,
+            label="not a name",
+            hard=False,
+            help="bind a new name with `let`",
+        )
     p.pos += 1
     value = _value(p)
     if isinstance(target, ast.Name):

@@ -10,10 +10,10 @@ Terms:
   so the lexer drops it: ``cond\\n ? a\\n : b`` is one expression, ``x =\\n f(y)`` one
   statement, and ``}\\nelse {`` or a ``{`` on its own line continue what came before.
 """
+
 from __future__ import annotations
 
 from tribuild.base.record import record
-
 
 
 @record
@@ -27,12 +27,35 @@ LexResult = tuple[Token, ...]
 """What ``lex`` returns: every significant token of a file, in order."""
 
 KEYWORDS = frozenset(
-    ("import", "from", "layer", "fn", "let", "return", "if", "else", "for", "in", "true", "false"))
+    ("import", "from", "layer", "fn", "let", "return", "if", "else", "for", "in", "true", "false")
+)
 
 BREAKS = frozenset(("newline", ";"))
 
-CONTINUATION = frozenset(("?", ":", "||", "&&", ".", "@", "+", "-", "*", "/", "//", "%", "**",
-                          "==", "!=", "<", "<=", ">", ">=", ".."))
+CONTINUATION = frozenset(
+    (
+        "?",
+        ":",
+        "||",
+        "&&",
+        ".",
+        "@",
+        "+",
+        "-",
+        "*",
+        "/",
+        "//",
+        "%",
+        "**",
+        "==",
+        "!=",
+        "<",
+        "<=",
+        ">",
+        ">=",
+        "..",
+    )
+)
 
 JOINERS = CONTINUATION | {"->", "=", ",", "{", "else", "!"}
 

@@ -7,14 +7,16 @@ leave ``dims`` None); ``[T]`` a list; any other name a NamedType. A *dim* is ``?
 or an expression. Where no type can be read the parser reports it and stands a NamedType
 named ``<error>`` in its place.
 """
+
 from __future__ import annotations
 
 from tribuild.lang.syntax import ast
 from tribuild.lang.syntax.cursor import ParserState
 from tribuild.lang.syntax.expressions import expr
 
-SCALARS = frozenset(("trit", "bool", "int", "int8", "int32", "int64", "float", "float16",
-                     "bfloat16", "float32"))
+SCALARS = frozenset(
+    ("trit", "bool", "int", "int8", "int32", "int64", "float", "float16", "bfloat16", "float32")
+)
 _TENSORS = {"Tensor": False, "tensor": False, "TernaryTensor": True}
 ERROR_TYPE_NAME = "<error>"
 

@@ -3,6 +3,7 @@
 A BitLinear quantizes its input per token to 8 bits, then applies a ternary projection
 without bias.
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F

@@ -1,5 +1,6 @@
 """Reference of models/blocks/dense_blocks.tri: DenseLayer, DenseBlock and Transition
 (DenseNet-BC, pre-activation BN -> ReLU -> ternary conv)."""
+
 from __future__ import annotations
 
 import torch

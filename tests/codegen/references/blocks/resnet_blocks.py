@@ -3,6 +3,7 @@
 Blocks take ``(cin, width, stride)``; a Bottleneck outputs ``width * 4`` channels. The
 shortcut ``down`` is a ternary 1x1 conv + BatchNorm where the shape changes, else Identity.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,7 +14,9 @@ from ..common import TernaryConv2d
 
 def _shortcut(cin: int, cout: int, stride: int) -> nn.Module:
     if stride != 1 or cin != cout:
-        return nn.Sequential(TernaryConv2d(cin, cout, kernel=1, stride=stride), nn.BatchNorm2d(cout))
+        return nn.Sequential(
+            TernaryConv2d(cin, cout, kernel=1, stride=stride), nn.BatchNorm2d(cout)
+        )
     return nn.Identity()
 
 
@@ -55,10 +58,14 @@ class ResStage(nn.Module):
 
     def __init__(self, cin: int, width: int, depth: int, stride: int = 1, expansion: int = 1):
         super().__init__()
-        self.blocks = nn.ModuleList([
-            Bottleneck(cin if i == 0 else width * 4, width, stride if i == 0 else 1) if expansion == 4
-            else BasicBlock(cin if i == 0 else width, width, stride if i == 0 else 1)
-            for i in range(depth)])
+        self.blocks = nn.ModuleList(
+            [
+                Bottleneck(cin if i == 0 else width * 4, width, stride if i == 0 else 1)
+                if expansion == 4
+                else BasicBlock(cin if i == 0 else width, width, stride if i == 0 else 1)
+                for i in range(depth)
+            ]
+        )
 
     def forward(self, x):
         for b in self.blocks:

@@ -1,5 +1,6 @@
 """Reference of models/blocks/squeeze_excite.tri: EfficientNet's squeeze-and-excitation gate
 (full-precision 1x1 convs with bias)."""
+
 from __future__ import annotations
 
 import torch

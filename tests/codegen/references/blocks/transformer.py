@@ -1,4 +1,5 @@
 """Reference of models/blocks/transformer.tri: the pre-norm ViT encoder block."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -12,8 +13,11 @@ class EncoderBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.attn = MultiHeadAttention(dim, heads)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(TernaryLinear(dim, dim * mlp_ratio, bias=True), nn.GELU(),
-                                 TernaryLinear(dim * mlp_ratio, dim, bias=True))
+        self.mlp = nn.Sequential(
+            TernaryLinear(dim, dim * mlp_ratio, bias=True),
+            nn.GELU(),
+            TernaryLinear(dim * mlp_ratio, dim, bias=True),
+        )
 
     def forward(self, x):
         x = x + self.attn(self.norm1(x))
