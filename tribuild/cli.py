@@ -10,9 +10,17 @@ from __future__ import annotations
 import os
 import sys
 
-EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
-EXIT_TERMINATED = 143  # 128 + SIGTERM
-OPT_LEVELS = ("0", "1", "2", "3", "s")
+from tribuild.project import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    EXIT_USER,
+    OPT_LEVELS,
+    job_count,
+)
+
 _GC_THRESHOLDS = (50_000, 20, 100)  # Python's defaults: (700, 10, 10)
 
 
@@ -349,8 +357,6 @@ def _days(text: str) -> float:
 def _jobs(text: str) -> int:
     """``--jobs``: a number of processes, 0 for one per CPU (as ``jobs`` in Tribuild.toml)."""
     import argparse
-
-    from tribuild.config.load import job_count
 
     if not text.isdigit():
         raise argparse.ArgumentTypeError(

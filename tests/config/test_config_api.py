@@ -11,11 +11,11 @@ from tribuild.config.load import (
     STARTER_TOML,
     Config,
     ConfigError,
-    find_project_root,
     load_config,
     read_config,
     write_starter,
 )
+from tribuild.project import find_project_root
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "config"

@@ -12,6 +12,7 @@ import pytest
 from tribuild.driver import session
 from tribuild.driver.noop import manifest
 from tribuild.engine.fingerprint import package_hash
+from tribuild.project import PACKAGE_DIR
 
 
 @pytest.fixture
@@ -98,6 +99,6 @@ def test_the_signature_covers_exactly_the_hashed_files():
     """The real package: every file package_hash reads is in the signature, and no other."""
     from pathlib import Path
 
-    root = Path(session.PACKAGE)
+    root = Path(PACKAGE_DIR)
     hashed = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
-    assert [row[0] for row in manifest.package_signature(session.PACKAGE)[1]] == hashed
+    assert [row[0] for row in manifest.package_signature(PACKAGE_DIR)[1]] == hashed

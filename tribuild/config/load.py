@@ -31,6 +31,7 @@ from tribuild.config.locate import Locator, Path
 from tribuild.config.problems import ConfigError, Problem, syntax_problem
 from tribuild.config.schema import Checker
 from tribuild.diagnostics import closest
+from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, KEYWORDS, OPT_LEVELS, job_count
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
@@ -42,23 +43,19 @@ __all__ = [
     "Problem",
     "STARTER_TOML",
     "Target",
-    "find_project_root",
     "load_config",
     "resolves_inside",
     "write_starter",
 ]
 
-FILENAME = "Tribuild.toml"
 ArgValue = int | float | bool | str | tuple["ArgValue", ...]
 
 _TOP_KEYS = ("project", "cache", "targets")
 _PROJECT_KEYS = ("name", "sources", "out", "opt_level", "jobs")
 _CACHE_KEYS = ("dir", "max_size_mb")
 _TARGET_KEYS = ("entry", "args", "input")
-_OPT_LEVELS = (0, 1, 2, 3, "s")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # a leading - reads as an option
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KEYWORDS = frozenset("import from layer fn let return if else for in true false".split())
 _ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
 # required key -> the help shown when it is missing
 _REQUIRED_TOP = {"project": 'add a [project] section with a name = "..." line'}
@@ -146,23 +143,6 @@ class _LazyLocator:
         return self._locator
 
 
-def job_count(jobs: int) -> int:
-    """Processes for a ``jobs`` value (Tribuild.toml, ``--jobs``, ``tribuild.driver``): 0 is
-    one per CPU."""
-    return jobs or os.cpu_count() or 1
-
-
-def find_project_root(start_dir: str | os.PathLike[str]) -> str | None:
-    """The nearest folder at or above ``start_dir`` that holds a Tribuild.toml."""
-    folder = os.path.abspath(start_dir)
-    while not os.path.exists(os.path.join(folder, FILENAME)):  # a folder: reported when read
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-    return folder
-
-
 def _starter_toml(name: str) -> str:
     quoted = (
         '"'
@@ -204,7 +184,7 @@ def write_starter(folder: str | os.PathLike[str], name: str | None = None) -> st
     ``name`` defaults to the folder's name. Raises FileExistsError when the file exists.
     Returns the path written.
     """
-    path = os.path.join(os.path.abspath(folder), FILENAME)
+    path = os.path.join(os.path.abspath(folder), CONFIG_FILE)
     with open(path, "x", encoding="utf-8") as file:
         file.write(_starter_toml(name or os.path.basename(os.path.abspath(folder))))
     return path
@@ -231,7 +211,7 @@ class _Reader:
             out=c.get(project, where, "out", "build", self._folder),
             opt_level=c.get(project, where, "opt_level", "2", self._opt_level),
             jobs=job_count(c.get(project, where, "jobs", 0, self._jobs)),
-            cache_dir=c.get(cache, ("cache",), "dir", ".tribuild-cache", self._folder),
+            cache_dir=c.get(cache, ("cache",), "dir", DEFAULT_CACHE_DIR, self._folder),
             cache_max_bytes=max_mb * 1024 * 1024 if max_mb else None,
             targets=self._targets(top.get("targets", {})),
             path=os.path.abspath(path),
@@ -296,7 +276,7 @@ class _Reader:
         ok = self.c.expect(
             where,
             value,
-            lambda v: (_is_int(v) or v == "s") and v in _OPT_LEVELS,
+            lambda v: (_is_int(v) or v == "s") and str(v) in OPT_LEVELS,
             '0, 1, 2, 3 or "s"',
         )  # not 2.0: it equals 2, but names no level
         return None if ok is None else str(ok)
@@ -316,7 +296,7 @@ class _Reader:
     def _entry(self, where: Path, value: Any) -> tuple[str, str] | None:
         expected = 'a string "file.tri:Layer"'
         file, _, layer = value.rpartition(":") if isinstance(value, str) else ("", "", "")
-        if not (file.endswith(".tri") and _IDENTIFIER.fullmatch(layer) and layer not in _KEYWORDS):
+        if not (file.endswith(".tri") and _IDENTIFIER.fullmatch(layer) and layer not in KEYWORDS):
             self.c.wrong(
                 where,
                 expected,
@@ -365,7 +345,7 @@ class _Reader:
             return None
         args = []
         for name, arg in table.items():
-            if not _IDENTIFIER.fullmatch(name) or name in _KEYWORDS:
+            if not _IDENTIFIER.fullmatch(name) or name in KEYWORDS:
                 self.c.report(
                     where + (name,),
                     f"argument name `{name}` is not a .tri identifier",

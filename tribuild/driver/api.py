@@ -18,6 +18,7 @@ import sys
 
 from tribuild.base.hashing import digest
 from tribuild.driver.noop import manifest
+from tribuild.project import DEFAULT_CACHE_DIR, OPT_LEVELS, job_count
 
 
 class BuildError(RuntimeError):
@@ -27,8 +28,6 @@ class BuildError(RuntimeError):
 def opt(level) -> str:
     """An ``-O`` level as the driver names it ("0"-"3", "s"), from an int or a string;
     ValueError for anything else (before any work starts)."""
-    from tribuild.cli import OPT_LEVELS
-
     text = str(level) if type(level) in (int, str) else None
     if text not in OPT_LEVELS:
         raise ValueError(f"opt_level must be one of 0, 1, 2, 3 or 's', not {level!r}")
@@ -43,7 +42,7 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
     located = manifest.locate(os.path.dirname(source))
     root, cache_dir = located or (
         os.path.dirname(source),
-        os.path.join(os.path.dirname(source), manifest.DEFAULT_CACHE),
+        os.path.join(os.path.dirname(source), DEFAULT_CACHE_DIR),
     )
     key = json.dumps(
         [os.path.relpath(source, root), layer, sorted(args.items()), opt_level], default=list
@@ -97,7 +96,6 @@ def build(
     number of processes, 0 for one per CPU; ``opt_level``: 0-3 or "s", as int or string).
     ``trace_memory``: the timing report with Python's allocations traced (like
     ``--trace-memory``; implies ``timing``)."""
-    from tribuild.config.load import job_count
     from tribuild.driver.build import Request
     from tribuild.driver.build import build as run
     from tribuild.driver.session import Project

@@ -45,6 +45,7 @@ from tribuild.driver.pool.units import Outcome, Unit
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
 from tribuild.engine.explain import NEVER_RAN
+from tribuild.project import CONFIG_FILE
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import imports
 from tribuild.queries.report import QuerySources, file_diagnostics
@@ -156,7 +157,7 @@ def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
         raise ConfigError(
             [
                 Problem(
-                    os.path.join(project.root, manifest.CONFIG),
+                    os.path.join(project.root, CONFIG_FILE),
                     None,
                     None,
                     "",

@@ -14,8 +14,7 @@ import sys
 
 from tribuild.driver import progress
 from tribuild.driver.build import Request, build
-
-EXIT_OK, EXIT_USER = 0, 1
+from tribuild.project import EXIT_OK, EXIT_USER
 
 
 def run(project, args) -> int:

@@ -22,17 +22,16 @@ from __future__ import annotations
 import json
 import os
 
-import tribuild
 from tribuild.base.gcpause import held
 from tribuild.base.hashing import digest
-from tribuild.config.load import FILENAME, Config, find_project_root, read_config
+from tribuild.config.load import Config, read_config
 from tribuild.driver.noop import manifest
 from tribuild.engine import Database
 from tribuild.engine.fingerprint import package_hash
+from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
 SALT_RECORD = "salt.json"
 RACY_NS = 2_000_000_000
-PACKAGE = os.path.dirname(os.path.abspath(tribuild.__file__))
 _DIGESTS: dict[str, str] = {}  # package folder -> its package_hash, once per process
 
 
@@ -61,13 +60,13 @@ class Project:
         root = find_project_root(start)
         if root is None:
             folder = os.path.abspath(start)
-            return cls(folder, None, os.path.join(folder, manifest.DEFAULT_CACHE))
-        default_cache = os.path.join(root, manifest.DEFAULT_CACHE)
+            return cls(folder, None, os.path.join(folder, DEFAULT_CACHE_DIR))
+        default_cache = os.path.join(root, DEFAULT_CACHE_DIR)
 
         def recorded(data: bytes) -> dict | None:
             return manifest.recorded_config(default_cache, digest(data))
 
-        config, data, table = read_config(os.path.join(root, FILENAME), recorded)
+        config, data, table = read_config(os.path.join(root, CONFIG_FILE), recorded)
         return cls(
             config.root, config, os.path.join(config.root, config.cache_dir), (digest(data), table)
         )
@@ -78,7 +77,7 @@ def salt(options: str = "", cache_dir: str | None = None, record: bool = True) -
 
 
 def package_digest(
-    cache_dir: str | None = None, package: str = PACKAGE, record: bool = True
+    cache_dir: str | None = None, package: str = PACKAGE_DIR, record: bool = True
 ) -> str:
     """``package_hash(package)``, from the salt record in ``cache_dir`` when it holds the
     package's signature (recorded there when it did not, if ``record``: the `cache`

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from tribuild.config.load import FILENAME, write_starter
+from tribuild.config.load import write_starter
+from tribuild.project import CONFIG_FILE
 
 MODEL_PATH = os.path.join("models", "mlp.tri")
 MODEL = """\
@@ -27,7 +28,7 @@ layer MLP(hidden: int = 256) {
 def init_project(folder: str, name: str | None = None) -> tuple[str, str]:
     """Write the starter files into ``folder``; FileExistsError naming the first that
     exists. Returns the paths written."""
-    for rel in (FILENAME, MODEL_PATH):
+    for rel in (CONFIG_FILE, MODEL_PATH):
         if os.path.exists(os.path.join(folder, rel)):
             raise FileExistsError(os.path.join(folder, rel))
     model = os.path.join(folder, MODEL_PATH)

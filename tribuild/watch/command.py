@@ -5,10 +5,10 @@ Exit codes: 0 stopped (Ctrl-C or SIGTERM), 2 configuration (raised as ConfigErro
 
 from __future__ import annotations
 
+from tribuild.project import OPT_LEVELS
+
 
 def add_args(p) -> None:
-    from tribuild.cli import OPT_LEVELS
-
     p.add_argument("targets", nargs="*", help="targets of Tribuild.toml (default: all)")
     p.add_argument(
         "-O",

@@ -39,11 +39,9 @@ import time
 import zlib
 
 from tribuild.base.hashing import digest
+from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
 NAME = "build-manifest.json"
-CONFIG = "Tribuild.toml"
-DEFAULT_CACHE = ".tribuild-cache"
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SIGNATURES: dict[str, tuple[int, list[list]]] = {}  # package folder -> its signature
 
 
@@ -59,7 +57,7 @@ def tool_stamp() -> str:
     return f"{zlib.crc32(chr(0).join(entries).encode()):08x}:{len(entries)}"
 
 
-def package_signature(package: str = _PACKAGE) -> tuple[int, list[list]]:
+def package_signature(package: str = PACKAGE_DIR) -> tuple[int, list[list]]:
     """(when it was taken, in ``time.time_ns()``, and the rows of) the package signature of
     ``package``, sorted by path; taken once per process (what it describes is the code this
     process runs). Like ``package_hash``, it does not follow symbolic links to folders."""
@@ -86,24 +84,19 @@ def locate(start: str) -> tuple[str, str] | None:
     """(project root, cache folder) of the project around ``start``; None when there is no
     Tribuild.toml or it does not parse (the full build path then reports why). The cache
     folder is the default one when the manifest there says so (``_recorded_here``), else
-    read from a plain parse of Tribuild.toml. The upward search mirrors
-    ``config.find_project_root``, which is not imported here because ``tribuild.config.load``
-    brings in the whole validator."""
-    folder = os.path.abspath(start)
-    while not os.path.exists(os.path.join(folder, CONFIG)):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-    default = os.path.join(folder, DEFAULT_CACHE)
+    read from a plain parse of Tribuild.toml."""
+    folder = find_project_root(start)
+    if folder is None:
+        return None
+    default = os.path.join(folder, DEFAULT_CACHE_DIR)
     if _recorded_here(folder, default):
         return folder, default
     try:
         import tomllib
 
-        with open(os.path.join(folder, CONFIG), "rb") as file:
+        with open(os.path.join(folder, CONFIG_FILE), "rb") as file:
             table = tomllib.load(file)
-        cache = table.get("cache", {}).get("dir", DEFAULT_CACHE)
+        cache = table.get("cache", {}).get("dir", DEFAULT_CACHE_DIR)
         return folder, os.path.join(folder, os.path.normpath(cache.replace("\\", "/")))
     except (OSError, ValueError, AttributeError):
         return None
@@ -117,8 +110,8 @@ def _recorded_here(root: str, cache_dir: str) -> bool:
     try:
         with open(os.path.join(cache_dir, NAME), "rb") as file:
             data = json.load(file)
-        st = os.stat(os.path.join(root, CONFIG))
-        return data["cache"] == cache_dir and [CONFIG, st.st_size, st.st_mtime_ns] in (
+        st = os.stat(os.path.join(root, CONFIG_FILE))
+        return data["cache"] == cache_dir and [CONFIG_FILE, st.st_size, st.st_mtime_ns] in (
             e[:3] for e in data["inputs"]
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -177,7 +170,7 @@ def recorded_config(cache_dir: str, digest: str) -> dict | None:
         if (
             data["cache"] == cache_dir
             and data["tool"] == tool_stamp()
-            and [CONFIG, digest] in ([e[0], e[3]] for e in data["inputs"])
+            and [CONFIG_FILE, digest] in ([e[0], e[3]] for e in data["inputs"])
             and isinstance(data["config"], dict)
         ):
             return data["config"]

@@ -19,6 +19,7 @@ import sys
 
 from tribuild.driver.lock import Busy, project_lock
 from tribuild.driver.noop import manifest
+from tribuild.project import OPT_LEVELS, job_count
 
 _FLAGS = {"-k", "--keep-going", "-q", "--quiet"}
 _VALUED = {"-j", "--jobs", "-O"}
@@ -77,14 +78,14 @@ def simple(argv: list[str]) -> BuildArgs | None:
                 value = next(args, None)
             elif not eq:
                 name, value = arg[:2], arg[2:]
-            if value is None or (name == "-O" and value not in ("0", "1", "2", "3", "s")):
+            if value is None or (name == "-O" and value not in OPT_LEVELS):
                 return None
             if name == "-O":
                 found.opt_level = value
             elif not value.isdigit():
                 return None
-            else:  # ``config.job_count`` (0: one per CPU), without importing config
-                found.jobs = int(value) or os.cpu_count() or 1
+            else:
+                found.jobs = job_count(int(value))
         elif arg.startswith("-") or not arg:
             return None
         else:

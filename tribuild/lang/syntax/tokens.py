@@ -14,6 +14,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.base.record import record
+from tribuild.project import KEYWORDS as KEYWORDS  # the reserved words, shared with config
 
 
 @record
@@ -26,9 +27,6 @@ class Token:
 LexResult = tuple[Token, ...]
 """What ``lex`` returns: every significant token of a file, in order."""
 
-KEYWORDS = frozenset(
-    ("import", "from", "layer", "fn", "let", "return", "if", "else", "for", "in", "true", "false")
-)
 
 BREAKS = frozenset(("newline", ";"))
 
