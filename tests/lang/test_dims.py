@@ -10,8 +10,8 @@ import tribuild.queries  # noqa: F401  (registers the value classes with the cod
 from tribuild.engine.store import codec
 from tribuild.lang import dims
 from tribuild.lang.builtins.shapes import Site, window
+from tribuild.lang.check.calls import new_ctx
 from tribuild.lang.check.codes import Sink
-from tribuild.lang.check.consteval import Ctx
 from tribuild.lang.check.env import DictEnv
 from tribuild.lang.check.unify import Unifier, definitely_different
 from tribuild.lang.check.values import (
@@ -144,7 +144,7 @@ def _window_from_scratch(size, kernel, stride, padding):
 @given(exprs(), st.integers(1, 7), st.integers(0, 3), st.integers(0, 3))
 def test_memoised_window_matches_the_formula(pair, kernel, stride, padding):
     d, _ = pair
-    ctx = Ctx(Sink("m.tri", "L"), DictEnv("m.tri"))
+    ctx = new_ctx(Sink("m.tri", "L"), DictEnv("m.tri"))
     site = Site(ctx, (0, 1), (0, 1), "pool")
     expected = _window_from_scratch(d, dims.const(kernel), dims.const(stride), dims.const(padding))
     for _ in range(2):  # the second call is answered by the memo and must report the same

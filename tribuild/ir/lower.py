@@ -33,7 +33,7 @@ from tribuild.lang import dims
 from tribuild.lang.builtins.functions import FUNCTIONS
 from tribuild.lang.builtins.layers import REQUIRED
 from tribuild.lang.check.body import bind_dim_names, resolve
-from tribuild.lang.check.calls import CallArgs, bind, call
+from tribuild.lang.check.calls import CallArgs, bind, call, new_ctx
 from tribuild.lang.check.codes import Sink
 from tribuild.lang.check.consteval import Ctx, arith, elements, evaluate, unary
 from tribuild.lang.check.env import Env, ItemRef
@@ -74,7 +74,7 @@ def lower_instance(
         return _lower_functional(item, sig, key, env, fn_item)
     if forward is None:
         raise Unsupported(f"`{item.name}` has no `forward`", item.name_span)
-    body = _Body(Ctx(Sink(key.path, key.item_id), env), fn_item)
+    body = _Body(new_ctx(Sink(key.path, key.item_id), env), fn_item)
     body.scope.update(key.args)
     for name, value in members:
         body.scope[name] = value
@@ -89,7 +89,7 @@ def lower_instance(
 def _lower_functional(
     item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, fn_item: FnItem
 ) -> Graph:
-    body = _Body(Ctx(Sink(key.path, key.item_id), env), fn_item)
+    body = _Body(new_ctx(Sink(key.path, key.item_id), env), fn_item)
     body.scope.update(key.args)
     data = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
     for p in sig.inputs:
@@ -114,7 +114,7 @@ def lower_fn(
     item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], env: Env, fn_item: FnItem
 ) -> Graph:
     """The graph of a `fn` body called with ``args`` (tensors as ``TensorV``, others as values)."""
-    body = _Body(Ctx(Sink("", item.name), env), fn_item)
+    body = _Body(new_ctx(Sink("", item.name), env), fn_item)
     for p in sig.inputs:
         if p.name not in args:
             raise Unsupported(

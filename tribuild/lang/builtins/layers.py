@@ -167,9 +167,7 @@ def _check_heads(args: Args, site: Site) -> None:
 
 
 def _sequential(args: Args, x: Value, site: Site) -> Value:
-    from tribuild.lang.check.calls import apply_chain
-
-    return apply_chain(args["layers"], x, site)
+    return site.ctx.apply_chain(args["layers"], x, site)
 
 
 _CONV = (

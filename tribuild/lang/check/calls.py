@@ -20,7 +20,6 @@ from tribuild.lang import dims
 from tribuild.lang.builtins.functions import FUNCTIONS
 from tribuild.lang.builtins.layers import LAYERS
 from tribuild.lang.builtins.shapes import Site
-from tribuild.lang.check import consteval
 from tribuild.lang.check.codes import (
     ARITY,
     BAD_KEYWORD,
@@ -31,8 +30,8 @@ from tribuild.lang.check.codes import (
     TYPE_MISMATCH,
     Sink,
 )
-from tribuild.lang.check.consteval import Ctx, evaluate
-from tribuild.lang.check.env import ItemRef
+from tribuild.lang.check.consteval import WORK_LIMIT, Ctx, evaluate
+from tribuild.lang.check.env import Env, ItemRef
 from tribuild.lang.check.unify import Unifier, join
 from tribuild.lang.check.values import (
     POISON,
@@ -340,7 +339,7 @@ def bind_params(
 def _default(
     sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRef, span: Span, ctx: Ctx
 ) -> Value:
-    inner = Ctx(Sink(ref.path, ref.item_id), ctx.env.scope_of(ref), ctx.work)
+    inner = new_ctx(Sink(ref.path, ref.item_id), ctx.env.scope_of(ref), ctx.work)
     value = evaluate(p.default, dict(earlier), inner)
     ctx.work = inner.work
     if inner.sink.diags:
@@ -520,4 +519,6 @@ def _apply_one(layer: Value, x: Value, site: Site, what: str) -> Value:
     return call(layer, CallArgs(((x, site.arg_span),)), site.span, site.ctx, what)
 
 
-consteval.EVALUATORS[ast.Call] = call_expr
+def new_ctx(sink: Sink, env: Env, work: int = WORK_LIMIT) -> Ctx:
+    """A checking run's context, with this module's call evaluators."""
+    return Ctx(sink, env, call_expr, apply_chain, work)

@@ -21,7 +21,7 @@ from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang import dims
 from tribuild.lang.check.body import Body, bind_dim_names, check_declared, resolve, run
-from tribuild.lang.check.calls import CallArgs, bind, bind_params, subst_type
+from tribuild.lang.check.calls import CallArgs, bind, bind_params, new_ctx, subst_type
 from tribuild.lang.check.codes import EXAMPLE_INPUT, NO_FORWARD, RETURN_MISMATCH, Sink
 from tribuild.lang.check.consteval import POISON, Ctx, evaluate
 from tribuild.lang.check.env import Env, ItemRef
@@ -209,7 +209,7 @@ def check_item(
 ) -> tuple[Diagnostic, ...]:
     """The generic check of one item; for a stateful layer, ``members`` are its members as
     ``evaluate_generic_members`` gives them (evaluated here when not given)."""
-    ctx = Ctx(Sink(path, item_id), env)
+    ctx = new_ctx(Sink(path, item_id), env)
     check_type_names(item, env, ctx.sink)
     match item:
         case ast.Const(value=e):
@@ -241,7 +241,7 @@ def evaluate_generic_members(
 ) -> Members:
     """The first step of the generic check of a stateful layer: its parameter defaults checked
     and its members evaluated, construction parameters symbolic."""
-    ctx = Ctx(Sink(path, item_id), env)
+    ctx = new_ctx(Sink(path, item_id), env)
     _defaults(params, sig.params, {}, ctx)
     return _evaluated(members, {p.name: _symbolic(p, env) for p in sig.params}, ctx)
 
@@ -270,7 +270,7 @@ def _resume(members: Members, layer: ast.Layer, ctx: Ctx) -> None:
 
 def const_value_of(item: ast.Const, sig: Signature, path: str, item_id: str, env: Env) -> Value:
     """The value of a top-level constant (its mistakes are reported by ``check_item``)."""
-    ctx = Ctx(Sink(path, item_id), env)
+    ctx = new_ctx(Sink(path, item_id), env)
     value = evaluate(item.value, {}, ctx)
     if sig.ret is not None:
         value = check_declared(Body(ctx, {}, None, None), sig.ret, value, item.value.span, "", "")
@@ -288,7 +288,7 @@ def instance_key(
     given = args.items() if isinstance(args, dict) else ()
     positional = tuple((normalise(v), (0, 0)) for v in args) if isinstance(args, tuple) else ()
     call_args = CallArgs(positional, tuple((k, normalise(v), (0, 0)) for k, v in given))
-    ctx = Ctx(Sink(path, item_id), env)
+    ctx = new_ctx(Sink(path, item_id), env)
     bound = bind(
         tuple(p.name for p in sig.params),
         frozenset(p.name for p in sig.params if p.default is None),
@@ -324,7 +324,7 @@ def _children(path: str, value: Value) -> list[tuple[str, InstanceKey]]:
 def evaluate_members(members: tuple[ast.Let, ...], key: InstanceKey, env: Env) -> Members:
     """The first step of checking an instance: its members (the ``let``s of a stateful layer,
     none for a functional one) evaluated with its arguments."""
-    ctx = Ctx(Sink(key.path, key.item_id), env)
+    ctx = new_ctx(Sink(key.path, key.item_id), env)
     return _evaluated(members, dict(key.args), ctx)
 
 
@@ -335,7 +335,7 @@ def check_instance(
     here when not given: both steps in one call)."""
     if members is None:
         members = evaluate_members(item.members, key, env)
-    ctx = Ctx(Sink(key.path, key.item_id), env)
+    ctx = new_ctx(Sink(key.path, key.item_id), env)
     _resume(members, item, ctx)
     args: dict[str, Value] = dict(key.args)
     inputs = tuple(resolve(p.type, args, ctx) for p in sig.inputs)

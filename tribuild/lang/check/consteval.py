@@ -12,13 +12,15 @@ Terms:
 
 Integer arithmetic goes through ``dims``, so symbolic integers (generic checking) follow
 the same algebra as shapes; `/` between integers is floor division, as in shape formulas.
-Operations involving a tensor are delegated to ``check_ops``; calls to ``check_calls``
-(which registers itself in ``EVALUATORS``).
+Operations involving a tensor are delegated to ``ops``. Calls are evaluated by ``calls``,
+which evaluates its arguments here: so this module cannot import it, and a ``Ctx`` is
+handed the call evaluators when it is made (``calls.new_ctx``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tribuild.diagnostics import did_you_mean
 from tribuild.lang import dims
@@ -58,6 +60,9 @@ from tribuild.lang.check.values import (
 from tribuild.lang.syntax import ast
 from tribuild.lang.types import ListT, ScalarT
 
+if TYPE_CHECKING:
+    from tribuild.lang.builtins.shapes import Site
+
 __all__ = [
     "POISON",
     "Ctx",
@@ -78,12 +83,31 @@ BOOL, FLOAT, INT = ScalarT("bool"), ScalarT("float32"), ScalarT("int64")
 
 class Ctx:
     """``origins``: member name -> the span of its `let`; ``fresh``: the fresh-name counter,
-    in a list so runs that share it count on."""
+    in a list so runs that share it count on. ``evaluate_call`` evaluates an ``ast.Call``
+    and ``apply_chain`` applies a list of layers in turn (``Sequential``): both live in
+    ``calls``, which imports this module."""
 
-    __slots__ = ("sink", "env", "work", "exhausted", "fresh", "origins")
+    __slots__ = (
+        "sink",
+        "env",
+        "work",
+        "exhausted",
+        "fresh",
+        "origins",
+        "evaluate_call",
+        "apply_chain",
+    )
 
-    def __init__(self, sink: Sink, env: Env, work: int = WORK_LIMIT) -> None:
+    def __init__(
+        self,
+        sink: Sink,
+        env: Env,
+        evaluate_call: Callable[[ast.Call, dict[str, Value], Ctx], Value],
+        apply_chain: Callable[[Value, Value, Site], Value],
+        work: int = WORK_LIMIT,
+    ) -> None:
         self.sink, self.env, self.work = sink, env, work
+        self.evaluate_call, self.apply_chain = evaluate_call, apply_chain
         self.exhausted = False
         self.fresh = [0]
         self.origins: dict[str, ast.Span] = {}
@@ -147,7 +171,7 @@ def evaluate(e: ast.Expr, scope: dict[str, Value], ctx: Ctx) -> Value:
         value = scope.get(e.id, _MISSING)
         return lookup(e.id, e.span, scope, ctx) if value is _MISSING else value
     if kind is ast.Call:
-        return EVALUATORS[kind](e, scope, ctx)
+        return ctx.evaluate_call(e, scope, ctx)
     if kind is ast.IntLit or kind is ast.FloatLit or kind is ast.BoolLit or kind is ast.StringLit:
         return e.value
     if kind is ast.Binary:
@@ -417,9 +441,3 @@ def _join_all(values: tuple[Value, ...]) -> Value:
     for v in values[1:]:
         out = join(out, v)
     return out
-
-
-EVALUATORS: dict[type, Callable[[ast.Expr, dict[str, Value], Ctx], Value]] = {}
-"""How nodes whose evaluation lives in another module are evaluated: ``check_calls`` adds
-``ast.Call`` when it is imported (it evaluates its arguments here, so this module cannot
-import it)."""
