@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc
-from tribuild.lang.syntax.locate import SourceMap, line_col
+from tribuild.lang import SourceMap, line_col
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from tribuild.codegen.exprs import Expr, expression
 from tribuild.codegen.pyname import RESERVED, ident
 from tribuild.ir.graph import Graph, Node
-from tribuild.lang import dims
-from tribuild.lang.check.values import Sym
+from tribuild.lang import Sym, dims
 
 KernelsOf = Callable[[Node], tuple[str, ...]]
 

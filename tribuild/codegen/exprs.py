@@ -15,8 +15,7 @@ from __future__ import annotations
 from tribuild.base.record import record
 from tribuild.codegen.pyname import literal, member
 from tribuild.ir.graph import In, InList, Node
-from tribuild.lang import dims
-from tribuild.lang.check.values import Sym, Trit
+from tribuild.lang import Sym, Trit, dims
 
 ATOM, POWER, UNARY, MUL, ADD = 100, 16, 15, 13, 12
 _PREC = {"**": POWER, "*": MUL, "/": MUL, "//": MUL, "%": MUL, "@": MUL, "+": ADD, "-": ADD}

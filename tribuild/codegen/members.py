@@ -23,8 +23,7 @@ from collections.abc import Callable
 
 from tribuild.codegen.pyname import attr, literal
 from tribuild.ir.graph import Graph
-from tribuild.lang import dims
-from tribuild.lang.check.values import InstanceKey, LayerV, Value
+from tribuild.lang import InstanceKey, LayerV, Value, dims
 
 ClassOf = Callable[[InstanceKey], str]
 

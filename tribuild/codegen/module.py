@@ -28,8 +28,7 @@ from tribuild.codegen.kernels import KernelSpec, node_kernels
 from tribuild.codegen.members import init_lines, weight_access, weight_lines
 from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_names
 from tribuild.ir.graph import Graph, Node
-from tribuild.lang.check.values import InstanceKey, LayerV, Value, describe_instance
-from tribuild.lang.types import TensorT
+from tribuild.lang import InstanceKey, LayerV, TensorT, Value, describe_instance
 
 _FLOAT = TensorT("float32", None)  # the type of the nodes that stand for plain member uses
 

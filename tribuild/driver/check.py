@@ -18,7 +18,7 @@ from tribuild.config.problems import ConfigError, Problem
 from tribuild.diagnostics import Diagnostic
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
-from tribuild.lang.check.checker import CANNOT_INSTANTIATE
+from tribuild.lang import CANNOT_INSTANTIATE
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, read_error
 from tribuild.queries.targets import target_report

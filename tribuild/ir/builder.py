@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tribuild.ir.graph import Graph, Node, node
-from tribuild.lang.types import ScalarT
+from tribuild.lang import ScalarT
 
 
 class Builder:

@@ -28,7 +28,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.base.record import record, replace
-from tribuild.lang.types import ScalarT, TensorT
+from tribuild.lang import ScalarT, TensorT
 
 OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 

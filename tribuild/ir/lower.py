@@ -29,18 +29,37 @@ from tribuild.base.record import fields, is_record, record, replace
 from tribuild.diagnostics import register
 from tribuild.ir.builder import Builder
 from tribuild.ir.graph import Graph, In, InList, node
-from tribuild.lang import dims
-from tribuild.lang.builtins.functions import FUNCTIONS
-from tribuild.lang.builtins.layers import REQUIRED
-from tribuild.lang.check.body import bind_dim_names, resolve
-from tribuild.lang.check.calls import CallArgs, bind, call, new_ctx
-from tribuild.lang.check.codes import Sink
-from tribuild.lang.check.consteval import Ctx, arith, elements, evaluate, unary
-from tribuild.lang.check.env import Env, ItemRef
-from tribuild.lang.check.values import Callee, InstanceKey, LayerV, Sym, TensorV, Trit, Value
-from tribuild.lang.signature import ParamSig, Signature, forward_of
-from tribuild.lang.syntax import ast
-from tribuild.lang.types import TensorT
+from tribuild.lang import (
+    FUNCTIONS,
+    REQUIRED,
+    CallArgs,
+    Callee,
+    Ctx,
+    Env,
+    InstanceKey,
+    ItemRef,
+    LayerV,
+    ParamSig,
+    Signature,
+    Sink,
+    Sym,
+    TensorT,
+    TensorV,
+    Trit,
+    Value,
+    arith,
+    ast,
+    bind,
+    bind_dim_names,
+    call,
+    dims,
+    elements,
+    evaluate,
+    forward_of,
+    new_ctx,
+    resolve,
+    unary,
+)
 
 UNSUPPORTED = register("E0601", "a construct that code generation cannot express")
 FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]

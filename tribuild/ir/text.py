@@ -17,8 +17,7 @@ The text depends only on the graphs, so it is the same on every run and for any 
 from __future__ import annotations
 
 from tribuild.ir.graph import Graph, In, InList, Node
-from tribuild.lang.check.values import describe_instance, format_value
-from tribuild.lang.types import ScalarT, TensorT
+from tribuild.lang import ScalarT, TensorT, describe_instance, format_value
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.targets import reached_instances, target_report
 

@@ -12,10 +12,8 @@ codec, so the persistent store can hold them.
 from tribuild import diagnostics
 from tribuild.codegen import kernels as codegen_kernels
 from tribuild.ir import graph as ir_graph
-from tribuild.lang import dims, signature, types
-from tribuild.lang.check import checker as check
-from tribuild.lang.check import env, values
-from tribuild.lang.syntax import ast, items, tokens
+from tribuild.lang import ast, dims, env, items, signature, tokens, types, values
+from tribuild.lang import checker as check
 from tribuild.queries import codegen, inputs, lower, names, report, semantic, syntax, targets
 from tribuild.queries.registry import register_values
 

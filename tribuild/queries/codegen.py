@@ -36,7 +36,7 @@ from tribuild.codegen.module import (
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
 from tribuild.ir.graph import Graph
-from tribuild.lang.check.values import InstanceKey
+from tribuild.lang import InstanceKey
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.semantic import checked_instance, instance_children
 from tribuild.queries.targets import reached_instances, target_report

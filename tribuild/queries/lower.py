@@ -17,8 +17,7 @@ from tribuild.engine import derived
 from tribuild.ir.graph import Graph
 from tribuild.ir.lower import UNSUPPORTED, Unsupported, lower_instance
 from tribuild.ir.pipeline import optimize
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.check.values import InstanceKey
+from tribuild.lang import InstanceKey, ItemRef
 from tribuild.queries.semantic import QueryEnv, checked_instance, signature
 from tribuild.queries.syntax import item_ast
 

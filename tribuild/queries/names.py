@@ -24,8 +24,7 @@ import posixpath
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
 from tribuild.engine import derived
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.syntax import ast
+from tribuild.lang import ItemRef, ast
 from tribuild.queries.syntax import item_ast, item_names, read_error
 
 E_DUPLICATE = register("E0201", "a name is defined twice")

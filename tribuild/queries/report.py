@@ -11,7 +11,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.diagnostics import Loc
-from tribuild.lang.syntax.locate import char_range
+from tribuild.lang import char_range
 from tribuild.queries.inputs import source_text
 from tribuild.queries.syntax import item_index, lexed
 from tribuild.queries.targets import file_diagnostics

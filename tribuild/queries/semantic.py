@@ -24,22 +24,24 @@ from __future__ import annotations
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
-from tribuild.lang.check.checker import (
+from tribuild.lang import (
+    POISON,
     CheckedInstance,
+    InstanceKey,
+    ItemRef,
     Members,
+    Signature,
+    Value,
+    ast,
     check_instance,
     check_item,
     const_value_of,
     evaluate_generic_members,
     evaluate_members,
+    free_names,
     instance_key,
+    signature_of,
 )
-from tribuild.lang.check.consteval import POISON
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.check.values import InstanceKey, Value
-from tribuild.lang.signature import Signature, signature_of
-from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.free_names import free_names
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import indexed, item_ast, item_construction
 

@@ -29,23 +29,21 @@ from collections.abc import Callable
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic
 from tribuild.engine import derived
-from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.items import (
+from tribuild.lang import (
     Chunk,
     ItemEntry,
     ItemPlace,
+    LexResult,
     Pairs,
+    ast,
     chunked_items,
+    lex,
     lex_chunk,
+    parse_item,
     split_chunks,
     split_items,
 )
-from tribuild.lang.syntax.items import (
-    item_tokens as slice_item,
-)
-from tribuild.lang.syntax.lexer import lex
-from tribuild.lang.syntax.parser import parse_item
-from tribuild.lang.syntax.tokens import LexResult
+from tribuild.lang import item_tokens as slice_item
 from tribuild.queries.inputs import source_text
 
 

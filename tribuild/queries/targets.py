@@ -29,8 +29,7 @@ from __future__ import annotations
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
-from tribuild.lang.check.checker import check_target_input
-from tribuild.lang.check.values import InstanceKey, describe_instance
+from tribuild.lang import InstanceKey, check_target_input, describe_instance
 from tribuild.queries.names import import_targets, scope
 from tribuild.queries.semantic import (
     has_defaults,

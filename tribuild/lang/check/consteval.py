@@ -20,7 +20,6 @@ handed the call evaluators when it is made (``calls.new_ctx``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from tribuild.diagnostics import did_you_mean
 from tribuild.lang import dims
@@ -60,6 +59,7 @@ from tribuild.lang.check.values import (
 from tribuild.lang.syntax import ast
 from tribuild.lang.types import ListT, ScalarT
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from tribuild.lang.builtins.shapes import Site
 
