@@ -18,7 +18,7 @@ import sys
 
 from tribuild.base.hashing import digest
 from tribuild.driver.noop import manifest
-from tribuild.project import DEFAULT_CACHE_DIR, OPT_LEVELS, job_count
+from tribuild.project import DEFAULT_CACHE_DIR, OPT_LEVELS
 
 
 class BuildError(RuntimeError):
@@ -107,10 +107,12 @@ def build(
         )
     opt_level = None if opt_level is None else opt(opt_level)
     project = Project.discover(project_dir)
-    if jobs is None:
-        jobs = project.config.jobs if project.config else 1
-    jobs = job_count(jobs)
-    return run(
+    request = Request.of(
         project,
-        Request(targets, jobs, opt_level, None, False, timing or trace_memory, trace_memory),
+        targets=targets,
+        jobs=jobs,
+        opt_level=opt_level,
+        timing=timing,
+        trace_memory=trace_memory,
     )
+    return run(project, request)

@@ -45,7 +45,7 @@ from tribuild.driver.pool.units import Outcome, Unit
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
 from tribuild.engine.explain import NEVER_RAN
-from tribuild.project import CONFIG_FILE
+from tribuild.project import CONFIG_FILE, job_count
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import imports
 from tribuild.queries.report import QuerySources, file_diagnostics
@@ -64,6 +64,9 @@ def target_build_query():
 
 @record
 class Request:
+    """What one build is asked to do. Made with ``Request.of`` by the command line and the
+    Python API alike; the plain constructor is for tests that set fields directly."""
+
     targets: tuple[str, ...] = ()
     jobs: int | None = None
     opt_level: str | None = None
@@ -71,6 +74,33 @@ class Request:
     keep_going: bool = False
     timing: bool = False
     trace_memory: bool = False  # with ``timing``: also trace Python allocations (slow)
+
+    @classmethod
+    def of(
+        cls,
+        project: Project,
+        *,
+        targets: tuple[str, ...] = (),
+        jobs: int | None = None,
+        opt_level: str | None = None,
+        stop_after: str | None = None,
+        keep_going: bool = False,
+        timing: bool = False,
+        trace_memory: bool = False,
+    ) -> Request:
+        """The request for ``project``: ``jobs`` None takes ``[project] jobs`` (one process
+        without a Tribuild.toml), 0 is one per CPU; ``trace_memory`` implies ``timing``."""
+        if jobs is None:
+            jobs = project.config.jobs if project.config else 1
+        return cls(
+            tuple(targets),
+            job_count(jobs),
+            opt_level,
+            stop_after,
+            keep_going,
+            timing or trace_memory,
+            trace_memory,
+        )
 
 
 class TargetResult:

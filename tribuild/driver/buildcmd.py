@@ -18,14 +18,15 @@ from tribuild.project import EXIT_OK, EXIT_USER
 
 
 def run(project, args) -> int:
-    request = Request(
-        tuple(args.targets),
-        args.jobs or (project.config.jobs if project.config else None),
-        args.opt_level,
-        _stop_after(args),
-        args.keep_going,
-        args.timing or args.trace_memory,
-        args.trace_memory,
+    request = Request.of(
+        project,
+        targets=tuple(args.targets),
+        jobs=args.jobs,
+        opt_level=args.opt_level,
+        stop_after=_stop_after(args),
+        keep_going=args.keep_going,
+        timing=args.timing,
+        trace_memory=args.trace_memory,
     )
     show = progress.choose(args.quiet)
     if args.profile:
