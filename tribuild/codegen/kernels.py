@@ -28,8 +28,6 @@ from tribuild.codegen.pyname import literal
 from tribuild.ir.graph import Node
 from tribuild.lang import dims
 
-FAMILIES = ("linear", "conv2d", "depthwise", "act_quant")
-
 
 @record
 class KernelSpec:

@@ -426,9 +426,8 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
     if stop_after == "parse":
         return TargetResult(t.name, diagnostics=_syntax(db, t.entry_path)), None
     got = outcomes[t.name]
-    failed = got.error or (got.skipped and outcomes[got.skipped].error)
-    if failed:
-        return TargetResult(t.name, error=failed), None
+    if got.error:
+        return TargetResult(t.name, error=got.error), None
     return judged(db, t, got.value), got.value
 
 

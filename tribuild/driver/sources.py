@@ -28,8 +28,7 @@ import stat
 
 from tribuild.base.files import read_bytes
 from tribuild.config.load import resolves_inside
-from tribuild.engine import Durability
-from tribuild.queries.inputs import SourceText, project_files, source_text
+from tribuild.queries.inputs import SourceText, source_text
 from tribuild.queries.names import import_targets
 
 MAX_BYTES = 4 << 20  # 4 MiB: the zoo's largest file is a few KiB
@@ -102,10 +101,9 @@ def _relative(root: str, full: str) -> str:
 
 
 def load_sources(db, root: str, files: tuple[str, ...]) -> tuple[str, ...]:
-    """Set ``project_files`` and the text of every file of the closure. Returns the closure,
+    """Set the text of every file of the closure of ``files``. Returns the closure,
     sorted. Unchanged texts do not start a new revision. Inputs of files that left the closure
     stay set but nothing reads them: a file that comes back is read afresh."""
-    db.set(project_files, files, durability=Durability.MEDIUM)
     loaded: set[str] = set()
     pending = list(files)
     while pending:

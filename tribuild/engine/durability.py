@@ -37,6 +37,3 @@ class DurabilityClock:
         may be affected."""
         for level in range(durability + 1):
             self.changed[level] = revision
-
-    def unchanged_since(self, durability: int, revision: int) -> bool:
-        return self.changed[durability] <= revision

@@ -5,7 +5,6 @@ Terms:
   (``models/resnet.tri``). Queries never see absolute paths.
 - *SourceText*: what the driver read at a path: the text, or why there is none (missing,
   not UTF-8, a directory...). A file that cannot be read is a diagnostic, not a crash.
-- *project_files*: the ``.tri`` files the project's source folders hold, sorted.
 """
 
 from __future__ import annotations
@@ -24,7 +23,3 @@ class SourceText:
 def source_text(db, path: str) -> SourceText:
     """The text of one file; set by the driver or the watcher."""
 
-
-@input_query
-def project_files(db) -> tuple[str, ...]:
-    """Every .tri file under the project's source folders."""

@@ -33,24 +33,18 @@ Terms:
   the strings of the jobs done so far with each frame, and the rest in a last frame (kind
   ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
   A build without workers runs no emit step.
-- *holds*: the units whose results a worker has: those merged before it was forked and
-  those it ran itself. A worker takes a unit only if it holds every unit that one depends
-  on; otherwise it is retired and a fresh worker is forked, so no unit redoes the work of
-  another.
 - *merge*: this process installs a payload with ``db.merge``; reading the unit's key
   afterwards executes nothing, and the values keep the bytes the worker encoded, which the
   store saves as they are. Payloads hold equal records for equal keys (queries are pure),
   so what the database holds after merging does not depend on which worker finished first;
   outputs are read from it in target order: byte-identical outputs whatever ``--jobs`` is.
-- *ready*: a unit whose dependencies are built here or merged. Ready units start in
-  ``units.order`` (critical path first), on a worker with room in its queue that holds
-  their dependencies or on a new one, as slots allow, else here: each worker needs a slot
+- *order*: units start in ``units.order`` (largest first), on a worker with room in its
+  queue or on a new one, as slots allow, else here: each worker needs a slot
   from ``jobserver.slots`` (make's tokens under ``make -jN``, else up to ``jobs - 1``),
   given back when it ends. A worker with nothing to take is retired at once, so it holds
   no slot while idle.
 
-A unit that fails is reported through its outcome; units depending on it are skipped and
-every other unit still runs. A unit that kills the process it runs in (a crash of the
+A unit that fails is reported through its outcome, and every other unit still runs. A unit that kills the process it runs in (a crash of the
 interpreter) is reported when a worker ran it; in this process it ends the build, as it
 does in a build without workers. A worker's death is put on the unit it was building (a
 marker in memory it shares with this process says which); the units it had built whose
@@ -68,7 +62,7 @@ import os
 from tribuild.base.gcpause import unit_by_unit
 from tribuild.base.record import replace
 from tribuild.driver.pool import jobserver
-from tribuild.driver.pool.units import Outcome, Unit, order, run_one, run_serial, skipped
+from tribuild.driver.pool.units import Outcome, Unit, order, run_one, run_serial
 from tribuild.driver.pool.worker import INDEX, LENGTH, Jobs, Marker, decode_frame, serve
 
 _AHEAD = 5  # units a worker is handed at most at a time (see *queue*): this process
@@ -118,10 +112,10 @@ def run_units(
 class _Worker:
     """This process's view of one worker."""
 
-    __slots__ = ("pid", "commands", "results", "holds", "marker", "units", "head", "frame", "got")
+    __slots__ = ("pid", "commands", "results", "marker", "units", "head", "frame", "got")
 
-    def __init__(self, pid: int, commands: int, results: int, holds: set[str], marker):
-        self.pid, self.commands, self.results, self.holds = pid, commands, results, holds
+    def __init__(self, pid: int, commands: int, results: int, marker):
+        self.pid, self.commands, self.results = pid, commands, results
         self.marker = marker  # ``worker.Marker``
         self.units: list[Unit] = []  # handed over, not reported yet, in order
         self.head = b""  # the length prefix of the next frame, so far
@@ -155,8 +149,7 @@ class _Pool:
             self.jobs.due(idle=unit is None or self._only(unit))
             self._emitted(self.jobs.take())
             if unit is None:
-                if self.workers:  # else the last pending units were all skipped
-                    self._take_frames(None)
+                self._take_frames(None)
             else:
                 self._build_here(unit)
                 self._take_frames(0)
@@ -164,24 +157,18 @@ class _Pool:
         return self.outcomes, self.stats
 
     def _start_ready(self) -> Unit | None:
-        """Skip the units whose dependencies failed, hand ready ones to workers as they have
-        room (forking as slots allow) and retire the workers left with nothing, and every
-        worker once nothing is left to hand out (it writes its last outputs while this
-        process builds its last unit, instead of after); the first ready unit no worker
-        took, for this process."""
+        """Hand pending units to workers as they have room (forking as slots allow) and
+        retire the workers left with nothing, and every worker once nothing is left to hand
+        out (it writes its last outputs while this process builds its last unit, instead of
+        after); the first pending unit no worker took, for this process."""
         here = None
         for unit in list(self.pending):
-            failed = skipped(unit, self.outcomes)
-            if failed is not None:
-                self.pending.remove(unit)
-                self.outcomes[unit.name] = Outcome(skipped=failed)
-            elif here is None and self._ready(unit):
-                worker = self._worker_for(unit)
-                if worker is None:
-                    here = unit
-                else:
-                    self.pending.remove(unit)
-                    self._send(worker, unit)
+            worker = self._worker_for(unit)
+            if worker is None:
+                here = unit
+                break
+            self.pending.remove(unit)
+            self._send(worker, unit)
         last = self._only(here)  # nothing more to hand out
         for worker in self.workers.values():
             if (last or not worker.units) and worker.commands >= 0:
@@ -192,22 +179,15 @@ class _Pool:
         """Whether ``unit`` is all that is pending (None: nothing is)."""
         return all(u is unit for u in self.pending)
 
-    def _ready(self, unit: Unit) -> bool:
-        return all(d in self.outcomes for d in unit.deps if d in self.index)
-
     def _worker_for(self, unit: Unit) -> _Worker | None:
-        """A worker with room in its queue that holds the unit's dependencies, else a new
-        one as slots allow; None: this process builds the unit."""
+        """A worker with room in its queue, else a new one as slots allow; None: this
+        process builds the unit."""
         room = min(_AHEAD, len(self.pending) - 1)  # never more than is left for here
         if room <= 0:
             return None
         open_ = [w for w in self.workers.values() if w.commands >= 0 and len(w.units) < room]
-        for worker in open_:
-            if all(d in worker.holds for d in unit.deps if d in self.index):
-                return worker
-        for worker in open_:
-            if not worker.units:
-                self._retire(worker)  # it cannot take the unit: a fresh one will
+        if open_:
+            return open_[0]
         return self._fork() if self.slots.acquire() else None
 
     def _fork(self) -> _Worker:
@@ -231,7 +211,7 @@ class _Pool:
                 os._exit(0)
         os.close(command_read)
         os.close(result_write)
-        worker = _Worker(pid, command_write, result_read, set(self.outcomes), marker)
+        worker = _Worker(pid, command_write, result_read, marker)
         self.workers[result_read] = worker
         self.selector.register(result_read, self.selector_read)
         self.forked += 1
@@ -309,7 +289,6 @@ class _Pool:
                 self._retire(worker)  # it exits after a failure
                 self._hand_back(worker)
             else:
-                worker.holds.add(unit.name)
                 self._merge(body)
                 got = run_one(self.db, unit)  # installed by the merge: a lookup
                 outcome = Outcome(got.value, got.error, seconds=header["seconds"])
