@@ -7,7 +7,7 @@ row. Each is checked against the dense float16 product and timed by ``autotune.g
 (median of 3 x 100 replays), beside torch float16. Each way tunes into its own cache file
 under ``$OUT`` (default /tmp). Writes ``$OUT/m16.json``; ``--dry`` runs tiny shapes under
 the Triton interpreter on a CPU, untimed. This is how the ``gemm_small`` family was chosen
-(``benchmarks/results/kernels.md``).
+(``benchmarks/NOTES.md``, kernels section).
 """
 
 import contextlib

@@ -388,21 +388,19 @@ def _terminate(signum, frame):
 def entry() -> None:
     """The console script and ``python -m tribuild``: ``main`` on the command line, then the
     process ends at once: standard streams flushed, then ``os._exit``, sparing the
-    interpreter's teardown, which frees the query database object by object (20 to 40 ms
-    after a build, more than a whole no-op build). Every file a command writes is closed
+    interpreter's teardown, which frees the query database object by object (longer than a
+    whole no-op build). Every file a command writes is closed
     (and, where it must be, synced) before it returns, and tribuild registers no ``atexit``
     work. An interruption (Ctrl-C) prints one line and exits 130 (128 + SIGINT, as shells
     do); SIGTERM (``kill``, make or ninja stopping) unwinds the same way (``Terminated``),
     so files are whole and make's job tokens are given back, and exits 143; a closed
     standard output (a reader like ``head`` that stopped) exits 141 (128 + SIGPIPE) without
-    a word; another exception still ends the process the usual way. Such
-    a process, unless it
-    watches (it runs for hours), keeps the databases it opens until that end
-    (``gcpause.hold_until_exit``: returning from the command would free them the same
-    way), and collects cyclic garbage less often
-    (``_GC_THRESHOLDS``): a build makes many objects that live until it ends, and the
-    default thresholds run some sixty collections in a one-body-edit build of the zoo
-    (~8 ms of CPU)."""
+    a word; another exception still ends the process the usual way. Such a process, unless
+    it watches (it runs for hours), keeps the databases it opens until that end
+    (``gcpause.hold_until_exit``: returning from the command would free them the same way),
+    and collects cyclic garbage less often (``_GC_THRESHOLDS``): a build makes many objects
+    that live until it ends, and the default thresholds run dozens of collections over
+    them in a small edit's build."""
     argv = sys.argv[1:]
     import _signal  # what ``signal`` wraps: importing ``signal`` costs ~1 ms of enums
 

@@ -9,14 +9,13 @@ until it ends, so walking them finds nothing to free.
   tenth of its units' time in collections walking the earlier units' results.
 
 Objects made while collections are off still count towards the youngest generation, so
-the first collection after a pause would walk every one of them (20 ms after the merges of
-a 50-file parallel build). ``paused`` therefore ends by moving them to the oldest
+the first collection after a pause would walk every one of them. ``paused`` therefore ends by moving them to the oldest
 generation (``gc.freeze`` then ``gc.unfreeze``), which collections reach only rarely.
 
 - ``hold_until_exit``: for a process that ends with ``os._exit`` (``cli.entry``), which
   frees nothing: the databases it opens (``held``) are kept until then. A database freed
-  when its command returns goes object by object: 34 ms after a 50-file ``--jobs 2``
-  build, 47 ms after ``--jobs 1``. A library caller (``tribuild.driver``) holds none.
+  when its command returns goes object by object, which takes longer than a whole no-op
+  build. A library caller (``tribuild.build``) holds none.
 """
 
 from __future__ import annotations

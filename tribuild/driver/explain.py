@@ -7,8 +7,8 @@ Terms:
   computed while that build's database was in memory: the persistent store does not keep
   causes). Each build replaces the entries of the outputs it wrote. The file holds each
   distinct explanation once (``{"why": [lines, ...], "outputs": {path: index}}``): the
-  outputs of one target share theirs, and writing it per output made the record of the
-  50-file benchmark project 1 MB, 8 ms to write after every clean build.
+  outputs of one target share theirs (written per output, the record of a large project ran
+  to megabytes).
 - *file graph*: every .tri file the targets are made from, an edge from each file to each
   file it imports, and an edge from each target to its entry file.
 - *query graph*: every key of the persistent database (``Database.graph()``), edges from a

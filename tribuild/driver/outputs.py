@@ -262,8 +262,8 @@ class _Syncers:
     """Up to ``_SYNC_THREADS`` threads taking paths to fsync from one queue (what a
     ``concurrent.futures`` pool does, whose import costs ~10 ms, ``logging`` mostly). They
     are started with ``_thread``, which does not wait for each new thread to run, as
-    ``threading.Thread.start`` does: while another process kept the other CPU busy (a
-    parallel build), starting 32 that way took 34-80 ms, with the CPU idle for most of it.
+    ``threading.Thread.start`` does: while another process keeps the other CPU busy (a
+    parallel build), each such start waits for a time slice, with the CPU idle meanwhile.
     Like daemon threads, they do not hold up the exit, and ``run`` returns only once its
     paths are all done, so no sync is ever cut short by the end of the process."""
 

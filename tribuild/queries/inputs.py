@@ -22,4 +22,3 @@ class SourceText:
 @input_query
 def source_text(db, path: str) -> SourceText:
     """The text of one file; set by the driver or the watcher."""
-

@@ -1,57 +1,23 @@
 """Running units on this process and a pool of forked worker processes (``--jobs N``).
 
-Terms:
-- *this process*: the build's own process runs units too, in the job slot it already has,
-  between reading what the workers send: its results need no export and no merge, so a
-  unit built here costs what it costs in a build without workers, plus encoding its values
-  (``db.encode``, which the store save would do after the last unit, alone).
-- *worker*: a child forked from this process. It inherits the database as it is at that
-  moment (sources set, every result merged so far) and then runs units one after another,
-  as this process hands them over: for each it sends back over a pipe, as one *frame*
-  (``worker``), either ``db.export([its keys])`` (the records of what it computed, its
-  values encoded once, there) or the traceback of the exception it raised, with what
-  *emit* returned. A thread of the worker writes the frames (its *sender*), so it builds
-  on while this process is busy and the pipe is full. A worker keeps what it computed, so
-  work that units share (and the caches of the front end) is done once per worker, not
-  once per unit, and only a few processes are forked. A worker that raised exits; a fresh
-  one takes the next unit.
-- *queue*: a worker is handed up to ``_AHEAD`` units at a time, so that it goes on to the
-  next while this process builds one of its own or writes outputs (its frames wait in the
-  pipe, widened to hold one, ``_widen``, and in its sender), but never more than this
-  process has left to build, so that the two finish together.
-- *emit*: optional work done with the value of each unit that succeeded, where it ran (the
-  driver writes the unit's outputs), in two steps: ``emit.prepare(db, unit, value)``, right
-  after the unit, gives a *job* (anything; None for nothing to do); ``emit.run(jobs,
-  wait)``, once ``emit.batch`` jobs are queued (in this process, once the workers have been
-  handed their next units; and whatever is queued when this process has nothing to build but
-  waits for the workers, before its last unit, and after the last unit), takes them, reads
-  nothing from the database, and returns a tuple of strings per job, or None when it
-  declines for now (it is asked again after the next unit). It runs between units, not on a
-  thread beside them: a thread making system calls while another runs Python waits for the
-  interpreter lock after each call, which made writing a target's files cost 7-20 times the
-  CPU it costs alone (the sender's one call per frame is not such a thread). A worker sends
-  the strings of the jobs done so far with each frame, and the rest in a last frame (kind
-  ``emitted``) before it exits. They come back in the unit's outcome (``Outcome.emitted``).
-  A build without workers runs no emit step.
-- *merge*: this process installs a payload with ``db.merge``; reading the unit's key
-  afterwards executes nothing, and the values keep the bytes the worker encoded, which the
-  store saves as they are. Payloads hold equal records for equal keys (queries are pure),
-  so what the database holds after merging does not depend on which worker finished first;
-  outputs are read from it in target order: byte-identical outputs whatever ``--jobs`` is.
-- *order*: units start in ``units.order`` (largest first), on a worker with room in its
-  queue or on a new one, as slots allow, else here: each worker needs a slot
-  from ``jobserver.slots`` (make's tokens under ``make -jN``, else up to ``jobs - 1``),
-  given back when it ends. A worker with nothing to take is retired at once, so it holds
-  no slot while idle.
+Terms (docs/internals.md tells the whole protocol):
+- *this process*: the build's own process builds units too, between reading what the
+  workers send; its results need no export and no merge.
+- *worker*: a child forked from this process, with the database as it was then. It runs the
+  units it is handed one after another and sends back, per unit, one *frame*: the exported
+  records of what it computed (``db.export``) or the traceback of the exception it raised.
+- *queue*: a worker is handed up to ``_AHEAD`` units at a time, never more than this process
+  has left to build, so that the two finish together.
+- *emit*: optional work done with the value of each unit, where it ran (the driver writes
+  the unit's outputs): ``emit.prepare`` gives a job, ``emit.run`` runs a batch of jobs
+  between units.
+- *merge*: this process installs a frame with ``db.merge``. Equal keys give equal records,
+  so outputs are byte-identical whatever ``--jobs`` is.
 
-A unit that fails is reported through its outcome, and every other unit still runs. A unit that kills the process it runs in (a crash of the
-interpreter) is reported when a worker ran it; in this process it ends the build, as it
-does in a build without workers. A worker's death is put on the unit it was building (a
-marker in memory it shares with this process says which); the units it had built whose
-frames were still in its sender are built again elsewhere, as are the others it was
-handed. One that dies between units (writing outputs) is reported against its next unit,
-or its last if none. Without ``os.fork`` (or with one job, or one unit) every unit runs in
-this process, one after another (``units.run_serial``).
+A failing unit is reported through its outcome and the other units still run; a worker's
+death is put on the unit it was building, and the units it still held are built elsewhere.
+Without ``os.fork`` (or with one job, or one unit) every unit runs in this process
+(``units.run_serial``).
 """
 
 from __future__ import annotations

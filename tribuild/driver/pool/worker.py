@@ -98,9 +98,7 @@ class Marker:
 class Sender:
     """The *sender*: a worker's frames, written to the results pipe in order by a thread of
     their own, so that the worker goes on to its next unit while the pipe is full (the
-    build's process busy writing outputs, say) instead of waiting in the write: it waited
-    there 86-108 ms at a time, three or four times in a clean build of the 50-file
-    benchmark project. The thread makes one system call per frame (a blocking write returns
+    build's process busy writing outputs, say) instead of waiting in the write. The thread makes one system call per frame (a blocking write returns
     when the pipe has taken it all), so it rarely needs the interpreter lock. A send after
     the pipe broke raises ``BrokenPipeError``."""
 

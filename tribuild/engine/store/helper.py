@@ -9,7 +9,7 @@ Terms:
   (``store.arguments``) of the memos the database holds when it forks, sends them back over
   a pipe as one message (a JSON header line with the node count and the lengths of the
   parts, then the table text and the integer columns as 64-bit integers; no pickle), closes
-  the pipe and exits. Its exit frees its copy of the heap (10 ms for the benchmark project);
+  the pipe and exits. Its exit frees its copy of the heap;
   the save reads the message when the pipe closes and waits for the exit only at its end.
 - *prefix*: what it sent, for the first ``keys`` memos. The save extends it with the memos
   made since the fork, as it extends a loaded store's table (``store.arguments``).

@@ -1,52 +1,21 @@
 """Exporting memos from a copy of a database and merging them into the original, for pools
 of forked worker processes.
 
-Terms:
-- *record*: one derived memo verified at the exporting database's current revision: its key,
-  value, ``changed_at``, durability, dependencies (as keys, in read order) and why-record
-  (``cause``, ``cause_rev``, ``executed_at``). ``export(keys)`` writes the records of the
-  keys asked for and, transitively, of every derived dependency verified at the same revision
-  (one verified earlier was skipped by the durability shortcut: the receiver holds it too).
-  Records come dependencies first.
-- *input fingerprint*: for each input a record read, the checksum of its value's codec
-  encoding (None: unset) and its durability.
-- *left out*: a record is not exported when a key it names cannot be encoded (arguments the
-  codec does not know, a query not declared under its ident, an input value the codec does
-  not know), nor is any record that depends on it; the receiver recomputes them on demand.
-- *element*: one argument of a key, as its codec encoding. Keys of one payload share most
-  of their arguments (an instance key is an argument of a dozen queries), so each distinct
-  element is held once and decoded once.
-- *payload*: ``TRIBUILD-MERGE <format>`` and a newline, the 8-byte length of a JSON part
-  (revision, durability clock, elements, query idents, key table ``[query index, [element
-  indexes]]`` referenced by index, input fingerprints, record count, left-out count), the
-  8-byte length of the records as 64-bit integers in this machine's byte order (a payload
-  never leaves the machine; parsing integers costs a tenth of parsing their JSON), then the
-  values' encodings back to back, checked as a whole against the JSON part's ``values``
-  CRC-32 when merged (one check, in C, instead of one per value at save; a payload crosses
-  a pipe between two processes of one machine, so the check is for bugs, not attacks, and
-  CRC-32 takes a fifth of the time of BLAKE2b). A record is ``key, value offset, value
-  length, checksum, changed_at, durability, cause, cause_rev, executed_at``, its number of
-  dependencies and their keys; offset -1 when the value cannot be encoded or is not held.
-  No pickle: values and arguments use ``codec``. ``export`` gives the payload as a list of
-  parts, the values one by one, which a worker writes to its pipe without joining them
-  (joining copied 20 MB twice in a worker of the 50-file benchmark project).
-- *merge*: each record, in payload order, is installed in the receiver or skipped for a
-  *reason*: ``other revision`` (the payload's revision or clock is not the receiver's: the
-  payload is stale), ``input differs`` (it read, here or through a record it depends on, an
-  input whose fingerprint differs from the receiver's), ``unknown query``, ``other history``
-  (its ``changed_at`` is neither the current revision nor that of the receiver's own memo:
-  the exporter did not start from a copy of this database), ``already valid`` (the receiver
-  holds the key verified at the current revision; not passed on to dependents: the receiver's
-  memo keeps its value and takes the record's encoding if it has none, so saving it encodes
-  nothing). An installed record replaces the receiver's memo: its value is decoded lazily on
-  first read, like a loaded store's, and keeps its encoding, which a save writes as it is; a
-  record without a value re-runs on first read (as ``VALUE_LOST``, keeping its
-  ``changed_at``). Open logs (``Database.log``) list it as the exporter's event: executed
-  when it ran at the current revision (``executed_at``), else validated; the counters do
-  not count it (the exporter's own counters do).
+Terms (docs/internals.md describes the payload format and every skip reason):
+- *record*: one derived memo verified at the exporting database's current revision: key,
+  value, ``changed_at``, durability, dependencies (in read order) and why-record.
+  ``export(keys)`` writes the records of the keys asked for and of every derived dependency
+  verified at the same revision, dependencies first.
+- *input fingerprint*: for each input a record read, the checksum of its value's encoding.
+- *left out*: a record whose key the codec cannot encode, and every record depending on it;
+  the receiver recomputes them on demand.
+- *payload*: a header, a JSON part (revision, clock, shared argument elements, key table,
+  fingerprints), the records as 64-bit integers, then the values' encodings, checked by one
+  CRC-32. No pickle: values and arguments use ``codec``.
+- *merge*: each record is installed in the receiver, or skipped for a *reason* (another
+  revision, a differing input, an unknown query, another history, already valid).
 Workers forked from one state compute equal records for a key (queries are pure), so the
-first payload holding a key installs it and later ones skip it as already valid: the memo
-states after merging do not depend on the order payloads arrive in.
+memo states after merging do not depend on the order payloads arrive in.
 """
 
 from __future__ import annotations
