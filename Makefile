@@ -1,10 +1,13 @@
-# The two README commands. Each creates .venv on first use and installs what it needs.
+# The README's commands. Each creates .venv on first use and installs only what it needs:
+# `make zoo` the compiler alone (seconds), `make test` the runtime (torch, triton) and the
+# test tools as well.
 PY ?= python3
 VENV := .venv
+BASE := $(VENV)/.base
 STAMP := $(VENV)/.installed
 
 .PHONY: zoo test test-cuda
-zoo: $(STAMP)
+zoo: $(BASE)
 	$(VENV)/bin/tribuild build
 
 test: $(STAMP)
@@ -17,8 +20,13 @@ CUDA_TESTS := $(wildcard tests/gpu/test_kernels_*.py) tests/codegen/test_kernel_
 test-cuda:
 	TRIBUILD_TEST_DEVICE=cuda $(PY) -m pytest -q $(ARGS) $(CUDA_TESTS)
 
-$(STAMP): pyproject.toml constraints.txt
+$(BASE): pyproject.toml
+	@echo "make: installing tribuild (the compiler alone: networkx, rich, watchdog) into $(VENV)"
 	$(PY) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev,runtime,gpu]' --config-settings editable_mode=compat
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e .
+	touch $(BASE)
+
+$(STAMP): $(BASE) pyproject.toml constraints.txt
+	@echo "make: installing the runtime (torch, triton) and the test tools into $(VENV)"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,runtime,gpu]'
 	touch $(STAMP)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from tribuild import terminal
 from tribuild.project import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -58,7 +59,7 @@ def _check(args) -> int:
         )
         print()
     else:
-        color = sys.stderr.isatty()
+        color = terminal.color(sys.stderr)
         for diag in result.diagnostics:
             print(render_text(diag, result.sources, color=color), file=sys.stderr)
         print(_summary(result), file=sys.stderr)
@@ -145,8 +146,8 @@ def _build(args) -> int:
 
 
 def _compile_args(p) -> None:
-    p.add_argument("source", metavar="IN.tri")
-    p.add_argument("-o", dest="output", metavar="OUT.py", required=True)
+    p.add_argument("source", metavar="IN.tri", help="the .tri file that defines the layer")
+    p.add_argument("-o", dest="output", metavar="OUT.py", required=True, help="the module to write")
     p.add_argument("--target", metavar="LAYER", help="the layer to compile (default: the only one)")
     p.add_argument(
         "--arg",
@@ -157,7 +158,19 @@ def _compile_args(p) -> None:
         help="a construction argument (a TOML value); others take their defaults",
     )
     p.add_argument("--depfile", metavar="OUT.d", help="write a Makefile-syntax depfile")
-    p.add_argument("-O", dest="opt_level", choices=OPT_LEVELS, metavar="LEVEL")
+    p.add_argument(
+        "-O",
+        dest="opt_level",
+        choices=OPT_LEVELS,
+        metavar="LEVEL",
+        help="-O0, -O1, -O2, -O3 or -Os (default: [project] opt_level, else 2)",
+    )
+    p.add_argument(
+        "--touch",
+        action="store_true",
+        help="update the module's and depfile's modification times even when their bytes "
+        "are unchanged (make has no restat: this lets it settle)",
+    )
 
 
 def _compile(args) -> int:
@@ -168,7 +181,13 @@ def _compile(args) -> int:
         args.source, args.output, args.target, tuple(args.arg), args.depfile, args.opt_level
     )
     show_target(result.target, result.sources)
-    return EXIT_USER if result.target.failed else EXIT_OK
+    if result.target.failed:
+        return EXIT_USER
+    if args.touch:  # the depfile first: make compares the module's time with the sources'
+        for path in (args.depfile, args.output):
+            if path:
+                os.utime(path)
+    return EXIT_OK
 
 
 def _init_args(p) -> None:
@@ -184,7 +203,16 @@ def _init(args) -> int:
     except FileExistsError as err:
         print(f"tribuild init: {err} exists; nothing written", file=sys.stderr)
         return EXIT_USAGE
-    print("\n".join(f"wrote {path}" for path in written), file=sys.stderr)
+    for path in written:
+        print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
+    at = "" if os.path.abspath(args.folder) == os.getcwd() else f"-C {args.folder} "
+    print(
+        "next:\n"
+        f"  tribuild {at}check    # check models/mlp.tri and the target\n"
+        f"  tribuild {at}build    # write build/mlp.py and its kernels\n"
+        f"  tribuild {at}watch    # rebuild on every save",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -369,7 +397,31 @@ def parser():
     """The argparse parser of every command."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="tribuild", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="tribuild",
+        description="Compile .tri programs (ternary neural networks) into PyTorch modules "
+        "with one Triton kernel per ternary layer, redoing only what an edit invalidated.",
+        epilog="Run `tribuild COMMAND --help` for the options of a command. The options above "
+        "come before the command. Docs: docs/build.md and docs/language.md.",
+    )
+    # handled by ``main`` before argparse runs (the no-op path has no argparse): listed for --help
+    parser.add_argument(
+        "-C",
+        metavar="DIR",
+        dest="directory",
+        default=argparse.SUPPRESS,
+        help="run as if started in DIR",
+    )
+    parser.add_argument(
+        "--color",
+        choices=terminal.CHOICES,
+        default=argparse.SUPPRESS,
+        help="color diagnostics: auto (a terminal, unless NO_COLOR is set; FORCE_COLOR forces "
+        "it), always or never",
+    )
+    parser.add_argument(
+        "--version", action="store_true", default=argparse.SUPPRESS, help="print tribuild's version"
+    )
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
         add_args(subs.add_parser(name, help=help_text, description=help_text))
@@ -431,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     `tribuild build` line (``build.quick``) is answered from the manifest when nothing
     changed, and otherwise built without argparse."""
     argv = sys.argv[1:] if argv is None else argv
+    argv, code = _global_options(argv)
+    if code is not None:
+        return code
     if argv[:1] == ["build"]:
         from tribuild.driver.noop.up_to_date import quick_build, simple
 
@@ -440,6 +495,54 @@ def main(argv: list[str] | None = None) -> int:
             return code if code is not None else _run(_build, args)
     args = parser().parse_args(argv)
     return _run(COMMANDS[args.command][2], args)
+
+
+def _global_options(argv: list[str]) -> tuple[list[str], int | None]:
+    """Take the options that come before the command (``-C DIR``, ``--color WHEN``,
+    ``--version``) and act on them; the rest of ``argv``, and an exit code if the process is
+    done (the version printed, or a usage error)."""
+    rest = list(argv)
+    while rest and rest[0].startswith("-") and rest[0] not in ("-h", "--help"):
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg == "--version":
+            print(f"tribuild {_version()}")
+            return rest, EXIT_OK
+        if name in ("-C", "--directory", "--color") or arg.startswith("-C"):
+            if arg.startswith("-C") and len(arg) > 2:
+                name, value, eq = "-C", arg[2:], "="
+            if not eq:
+                if not rest:
+                    print(f"tribuild: {name} needs a value", file=sys.stderr)
+                    return rest, EXIT_USAGE
+                value = rest.pop(0)
+            if name == "--color":
+                if value not in terminal.CHOICES:
+                    print(
+                        f"tribuild: --color must be auto, always or never, not {value!r}",
+                        file=sys.stderr,
+                    )
+                    return rest, EXIT_USAGE
+                terminal.choice = value
+            else:
+                try:
+                    os.chdir(value)
+                except OSError as err:
+                    print(f"tribuild: -C {value}: {err.strerror}", file=sys.stderr)
+                    return rest, EXIT_USAGE
+            continue
+        rest.insert(0, arg)  # not a global option: argparse reports it
+        break
+    return rest, None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tribuild")
+    except PackageNotFoundError:  # run from a checkout that was not installed
+        return "unknown (not installed)"
 
 
 def _run(command, args) -> int:

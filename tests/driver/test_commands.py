@@ -13,12 +13,28 @@ import pytest
 
 def test_init_writes_a_project_that_builds_and_refuses_to_overwrite(tmp_path, cli):
     code, _, err = cli(["init"], tmp_path)
-    assert code == 0 and "Tribuild.toml" in err
+    assert code == 0 and "wrote Tribuild.toml\nwrote models/mlp.tri\nwrote .gitignore\n" in err
+    assert "tribuild check" in err and "tribuild build" in err and "tribuild watch" in err
     assert "layer MLP(hidden: int = 256)" in (tmp_path / "models" / "mlp.tri").read_text()
+    ignored = (tmp_path / ".gitignore").read_text().splitlines()
+    assert "/build/" in ignored and "/.tribuild-cache/" in ignored
     code, _, err = cli(["init"], tmp_path)
     assert code == 2 and "nothing written" in err
     code, _, err = cli(["build", "-q"], tmp_path)
     assert code == 0 and (tmp_path / "build" / "mlp.py").exists()
+
+
+def test_init_in_a_subfolder_keeps_a_gitignore_and_names_the_folder(tmp_path, cli):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / ".gitignore").write_text("*.pyc\n/build/")
+    code, _, err = cli(["init", "p"], tmp_path)
+    assert code == 0 and "wrote p/Tribuild.toml" in err and "tribuild -C p build" in err
+    assert (tmp_path / "p" / ".gitignore").read_text().splitlines() == [
+        "*.pyc",
+        "/build/",
+        "# written by tribuild: generated modules and the build cache",
+        "/.tribuild-cache/",
+    ]
 
 
 def test_compile_one_file_with_arguments_and_a_depfile(mini, cli):

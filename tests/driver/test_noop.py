@@ -14,8 +14,12 @@ import pytest
 from tribuild.cli import parser
 from tribuild.driver.noop.up_to_date import simple
 
+# ``started``: what the interpreter had loaded before tribuild (site's own imports: an
+# editable install's import finder loads pathlib and typing at every start-up); only what
+# tribuild loads on top of that counts.
 PROBE = """\
 import json, sys
+started = set(sys.modules)
 from tribuild.cli import main
 code = main(sys.argv[1:])
 heavy = ("torch", "triton", "networkx", "rich", "argparse", "tribuild.engine",
@@ -23,7 +27,7 @@ heavy = ("torch", "triton", "networkx", "rich", "argparse", "tribuild.engine",
 slow = ("pathlib", "typing", "hashlib", "difflib", "tempfile", "dataclasses", "logging",
         "concurrent.futures", "argparse", "tomllib")   # stdlib modules a build can do without
 print(json.dumps([code, [m for m in heavy if m in sys.modules],
-                  [m for m in slow if m in sys.modules]]))
+                  [m for m in slow if m in sys.modules and m not in started]]))
 """
 
 

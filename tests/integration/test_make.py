@@ -94,3 +94,23 @@ def test_a_depfile_naming_files_with_colons_spaces_and_dollars_reads_right_in_ma
     assert "'gen/odd.py' is up to date" in make(mini)
     odd.write_text(odd.read_text() + "\n# edited\n")
     assert "compile 'models/odd: a $b.tri'" in make(mini)
+
+
+def test_make_settles_after_a_touch_with_compile_touch(mini):
+    """Without restat, make reruns a compile whose module kept its bytes (and so its time) on
+    every run; ``--touch`` gives the module a new time, so the next make has nothing to do."""
+    (mini / "Makefile").write_text(MAKEFILE.replace("--depfile $@.d", "--depfile $@.d --touch"))
+    make(mini)
+    (mini / "models" / "net.tri").touch()
+    out = make(mini)
+    assert "compile models/net.tri" in out and "mlp" not in out
+    assert "make: Nothing to be done" in make(mini)
+
+
+def test_without_touch_make_reruns_an_unchanged_compile(mini):
+    """The behaviour ``--touch`` exists for (so the test above cannot pass by accident)."""
+    (mini / "Makefile").write_text(MAKEFILE)
+    make(mini)
+    (mini / "models" / "net.tri").touch()
+    make(mini)
+    assert "compile models/net.tri" in make(mini)

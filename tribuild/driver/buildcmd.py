@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from tribuild import terminal
 from tribuild.driver import progress
 from tribuild.driver.build import Request, build
 from tribuild.project import EXIT_OK, EXIT_USER
@@ -88,7 +89,7 @@ def show_target(target, sources) -> None:
         _say(f"error: internal error while building `{target.name}` (a bug in tribuild):")
         _say(target.error.rstrip())
     for diag in target.diagnostics:
-        _say(render_text(diag, sources, color=sys.stderr.isatty()))
+        _say(render_text(diag, sources, color=terminal.color(sys.stderr)))
 
 
 def summary(result) -> str:

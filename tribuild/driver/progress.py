@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from tribuild import terminal
+
 
 class Quiet:
     def start(self, total: int) -> None: ...
@@ -48,7 +50,7 @@ class Bar(Quiet):
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.description}"),
-            console=Console(stderr=True),
+            console=Console(stderr=True, **terminal.rich_options(sys.stderr)),
             transient=True,
         )
         self.running: list[str] = []

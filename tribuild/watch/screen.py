@@ -24,6 +24,7 @@ import os
 import sys
 import time
 
+from tribuild import terminal
 from tribuild.base.record import record
 
 
@@ -115,7 +116,7 @@ class Live(Plain):
         from rich.text import Text
 
         super().__init__()
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, **terminal.rich_options(sys.stderr))
         self.live = RichLive(Text(""), console=self.console, auto_refresh=False)
         self.live.start()
         self.shown: list[str] = []  # the errors in the live region
