@@ -31,9 +31,10 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=("text", "json"),
+        choices=("text", "json", "sarif", "github"),
         default="text",
-        help="json: one object on stdout for editors and CI annotators",
+        help="json: one object on stdout (docs/output.md); sarif: a SARIF 2.1.0 log on stdout; "
+        "github: GitHub Actions annotations on stdout",
     )
     p.add_argument(
         "--stats", action="store_true", help="print the engine's work: queries run vs reused"
@@ -43,21 +44,21 @@ def _check_args(p: argparse.ArgumentParser) -> None:
 def _check(args) -> int:
     import json
 
-    from tribuild.diagnostics_render import render_text, to_json
+    from tribuild.diagnostics_render import render_text
+    from tribuild.driver import formats
     from tribuild.driver.check import check
 
     result = check(_project(), tuple(args.paths))
-    if args.format == "json":
-        json.dump(
-            {
-                "diagnostics": [to_json(d, result.sources) for d in result.diagnostics],
-                "files": len(result.files),
-                "errors": result.errors,
-            },
-            sys.stdout,
-            indent=1,
-        )
+    if args.format in ("json", "sarif"):
+        if args.format == "json":
+            data = formats.check_json(result)
+        else:
+            data = formats.sarif(result.diagnostics, result.sources, _version())
+        json.dump(data, sys.stdout, indent=1)
         print()
+    elif args.format == "github":
+        sys.stdout.write(formats.github(result.diagnostics, result.sources))
+        print(_summary(result), file=sys.stderr)
     else:
         color = terminal.color(sys.stderr)
         for diag in result.diagnostics:
@@ -137,6 +138,13 @@ def _build_args(p) -> None:
         help="report every failing target in full (default: the first)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress, only problems")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="json: the result as one object on stdout (docs/output.md); github: GitHub "
+        "Actions annotations on stdout (both imply --quiet's progress)",
+    )
 
 
 def _build(args) -> int:

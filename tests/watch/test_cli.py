@@ -11,12 +11,15 @@ import sys
 
 import pytest
 
+from tests.schemas import validate
+
 TRIBUILD = [sys.executable, "-m", "tribuild"]
 
 
 def _next(proc, kind: str) -> dict:
     for line in proc.stdout:
         event = json.loads(line)
+        validate("watch-event", event)  # every line fits the documented schema
         if event["event"] == kind:
             return event
     raise AssertionError(f"no `{kind}` event before exit: {proc.stderr.read()}")
@@ -36,7 +39,12 @@ def test_watch_process_locks_runs_the_command_and_stops_cleanly(project, stop):
         assert _next(proc, "watching")["targets"] == ["mlp"]
         first = _next(proc, "rebuild")
         assert first["ok"] and "mlp.py" in first["written"]
-        assert _next(proc, "command") == {"event": "command", "command": "touch ok.flag", "code": 0}
+        assert _next(proc, "command") == {
+            "version": 1,
+            "event": "command",
+            "command": "touch ok.flag",
+            "code": 0,
+        }
         assert (project / "ok.flag").exists()
         build = subprocess.Popen(
             TRIBUILD + ["build", "-q", "mlp"],
@@ -49,7 +57,7 @@ def test_watch_process_locks_runs_the_command_and_stops_cleanly(project, stop):
         assert waiting.startswith(f"waiting for another tribuild (pid {proc.pid})"), waiting
         assert build.poll() is None
         proc.send_signal(stop)
-        assert _next(proc, "stopped") == {"event": "stopped"}
+        assert _next(proc, "stopped") == {"version": 1, "event": "stopped"}
         assert proc.wait(60) == 0
         assert build.wait(60) == 0
     finally:

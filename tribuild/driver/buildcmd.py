@@ -13,7 +13,7 @@ import os
 import sys
 
 from tribuild import terminal
-from tribuild.driver import progress
+from tribuild.driver import formats, progress
 from tribuild.driver.build import Request, build
 from tribuild.project import EXIT_OK, EXIT_USER
 
@@ -29,7 +29,7 @@ def run(project, args) -> int:
         timing=args.timing,
         trace_memory=args.trace_memory,
     )
-    show = progress.choose(args.quiet)
+    show = progress.choose(args.quiet or args.format != "text")
     if args.profile:
         result = _profiled(args.profile, lambda: build(project, request, show, _say))
     else:
@@ -57,7 +57,23 @@ def run(project, args) -> int:
         )
     if result.timing is not None:
         _say(result.timing.text())
+    if args.format == "json":
+        import json
+
+        json.dump(formats.build_json(result), sys.stdout, indent=1)
+        print()
+    elif args.format == "github":
+        sys.stdout.write(formats.github(unique_diagnostics(result), result.sources))
     return EXIT_USER if result.failed else EXIT_OK
+
+
+def unique_diagnostics(result) -> list:
+    """The diagnostics of every target, each once (targets that share a file share its)."""
+    seen: dict = {}
+    for target in result.targets:
+        for diag in target.diagnostics:
+            seen.setdefault(diag, None)
+    return list(seen)
 
 
 def _stop_after(args) -> str | None:

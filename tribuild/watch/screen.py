@@ -26,6 +26,7 @@ import time
 
 from tribuild import terminal
 from tribuild.base.record import record
+from tribuild.driver.formats import SCHEMA_VERSION
 
 
 @record
@@ -143,7 +144,8 @@ class Json:
         self.stream = stream or sys.stdout
 
     def emit(self, event: str, **fields) -> None:
-        self.stream.write(json.dumps({"event": event, **fields}) + "\n")
+        line = {"version": SCHEMA_VERSION, "event": event, **fields}
+        self.stream.write(json.dumps(line) + "\n")
         self.stream.flush()
 
     def watching(self, root: str, targets: tuple[str, ...]) -> None:

@@ -31,6 +31,7 @@ class BuildArgs:
 
     timing = trace_memory = explain = dump_ast = dump_code = dump_ir = False
     profile = stop_after = None
+    format = "text"
 
     def __init__(
         self,

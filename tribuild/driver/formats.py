@@ -1,0 +1,141 @@
+"""Machine-readable reports of `check` and `build`, for editors and CI.
+
+Formats (``--format``):
+- *json*: one object on stdout, versioned by ``"version"`` (``SCHEMA_VERSION``); the fields of
+  each kind are listed in docs/output.md. A new field keeps the version; a field removed or
+  changed in meaning bumps it.
+- *sarif*: a SARIF 2.1.0 log, which GitHub code scanning and other SARIF viewers read.
+- *github*: GitHub Actions workflow commands, ``::error file=…,line=…::message``, one per
+  diagnostic, which the Actions log shows as annotations on the lines they name.
+"""
+
+from __future__ import annotations
+
+from tribuild.diagnostics_render import to_json
+
+SCHEMA_VERSION = 1
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+FORMATS = ("text", "json", "sarif", "github")
+
+
+def check_json(result) -> dict:
+    """`check --format json`: a ``CheckResult`` as plain data."""
+    return {
+        "version": SCHEMA_VERSION,
+        "kind": "check",
+        "diagnostics": [to_json(d, result.sources) for d in result.diagnostics],
+        "files": len(result.files),
+        "errors": result.errors,
+    }
+
+
+def build_json(result) -> dict:
+    """`build --format json`: a ``BuildResult`` as plain data (paths relative to the output
+    folder for files, to the project root for diagnostics)."""
+    report = result.report
+    return {
+        "version": SCHEMA_VERSION,
+        "kind": "build",
+        "ok": not result.failed,
+        "opt_level": result.opt_level,
+        "targets": [
+            {
+                "name": t.name,
+                "ok": not t.failed,
+                "diagnostics": [to_json(d, result.sources) for d in t.diagnostics],
+                "error": t.error,
+                "problem": str(t.problem) if t.problem is not None else None,
+            }
+            for t in result.targets
+        ],
+        "written": list(report.written) if report else [],
+        "unchanged": list(report.unchanged) if report else [],
+        "removed": list(report.removed) if report else [],
+        "kept": list(report.kept) if report else [],
+    }
+
+
+def sarif(diagnostics, sources, version: str) -> dict:
+    """A SARIF 2.1.0 log of ``diagnostics``, one result each; locations are relative to the
+    project root (``%SRCROOT%``)."""
+    rules: dict[str, dict] = {}
+    results = []
+    for diag in diagnostics:
+        data = to_json(diag, sources)
+        rules.setdefault(diag.code, {"id": diag.code, "name": diag.code})
+        message = data["message"] + (f"\nhelp: {data['help']}" if data["help"] else "")
+        results.append(
+            {
+                "ruleId": diag.code,
+                "level": "error" if diag.severity == "error" else "warning",
+                "message": {"text": message},
+                "locations": [_sarif_location(data)],
+                "relatedLocations": [
+                    _sarif_location(label, i) | {"message": {"text": label["label"] or "here"}}
+                    for i, label in enumerate(data["secondary"], 1)
+                ],
+            }
+        )
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "tribuild",
+                        "version": version,
+                        "rules": sorted(rules.values(), key=lambda r: r["id"]),
+                    }
+                },
+                "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "project root"}}},
+                "results": results,
+            }
+        ],
+    }
+
+
+def _sarif_location(data: dict, ident: int | None = None) -> dict:
+    location: dict = {
+        "physicalLocation": {
+            "artifactLocation": {"uri": data["path"], "uriBaseId": "%SRCROOT%"},
+            "region": {
+                "startLine": data["line"],
+                "startColumn": data["col"],
+                "endLine": data["end_line"],
+                "endColumn": max(data["end_col"], data["col"]),
+            },
+        }
+    }
+    if ident is not None:
+        location["id"] = ident
+    return location
+
+
+def github(diagnostics, sources) -> str:
+    """GitHub Actions annotations, one line per diagnostic."""
+    lines = []
+    for diag in diagnostics:
+        data = to_json(diag, sources)
+        command = "error" if diag.severity == "error" else "warning"
+        props = {
+            "file": data["path"],
+            "line": data["line"],
+            "col": data["col"],
+            "endLine": data["end_line"],
+            "endColumn": data["end_col"],
+            "title": f"{diag.code}",
+        }
+        text = ",".join(f"{k}={_escape(str(v), True)}" for k, v in props.items())
+        message = data["message"] + (f"\nhelp: {data['help']}" if data["help"] else "")
+        lines.append(f"::{command} {text}::{_escape(message, False)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _escape(text: str, property_value: bool) -> str:
+    """Escape as the Actions runner unescapes: ``%``, CR and LF, and in a property value
+    also ``:`` and ``,``."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property_value:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
