@@ -29,6 +29,8 @@ from ntpath import isabs as _windows_isabs
 from tribuild.base.record import record
 from tribuild.config.locate import Locator, Path
 from tribuild.config.problems import ConfigError, Problem, syntax_problem
+from tribuild.config.remote import KEYS as _REMOTE_KEYS
+from tribuild.config.remote import RemoteSettings, read_settings
 from tribuild.config.schema import Checker
 from tribuild.diagnostics import closest
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, KEYWORDS, OPT_LEVELS, job_count
@@ -52,7 +54,7 @@ ArgValue = int | float | bool | str | tuple["ArgValue", ...]
 
 _TOP_KEYS = ("project", "cache", "targets")
 _PROJECT_KEYS = ("name", "sources", "out", "opt_level", "jobs")
-_CACHE_KEYS = ("dir", "max_size_mb")
+_CACHE_KEYS = ("dir", "max_size_mb") + _REMOTE_KEYS
 _TARGET_KEYS = ("entry", "args", "input")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # a leading - reads as an option
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -84,6 +86,7 @@ class Config:
     cache_max_bytes: int
     targets: tuple[Target, ...]
     path: str
+    remote: RemoteSettings = RemoteSettings()  # [cache] remote*: the shared cache, if any
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
@@ -215,6 +218,7 @@ class _Reader:
             cache_max_bytes=max_mb * 1024 * 1024 if max_mb else None,
             targets=self._targets(top.get("targets", {})),
             path=os.path.abspath(path),
+            remote=read_settings(c, cache),
         )
 
     def _section(

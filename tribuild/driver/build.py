@@ -37,6 +37,7 @@ from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, explain, outputs, timing
 from tribuild.driver import progress as progress_mod
+from tribuild.driver import remote as remote_cache
 from tribuild.driver.check import sort_diagnostics, target_problem
 from tribuild.driver.lock import project_lock
 from tribuild.driver.noop import manifest
@@ -140,6 +141,7 @@ class BuildResult:
         "explain",
         "inputs",
         "written_early",
+        "remote",
     )
 
     def __init__(
@@ -157,6 +159,7 @@ class BuildResult:
         self.explain: dict[str, list[str]] = {}  # output -> why written
         self.inputs: tuple[str, ...] = ()  # the .tri files the targets were made from
         self.written_early: tuple[str, ...] = ()  # outputs written as built (relative paths)
+        self.remote = None  # the remote cache's part (``remote.build_cache.RemoteBuild``)
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -225,16 +228,27 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     ):
         if request.stop_after is None:  # a build that writes nothing leaves it true
             manifest.forget(project.cache_dir)
+        remote = _remote(project, request)
         with clock.stage("load cache"):
             db = open_database(project)
         try:
             with db.log(queries=(_unit_query(request),)) as log:  # what ``_explain`` needs
                 result, units, outcomes = compute(
-                    db, project, targets, request, show, clock, write=request.stop_after is None
+                    db,
+                    project,
+                    targets,
+                    request,
+                    show,
+                    clock,
+                    write=request.stop_after is None,
+                    remote=remote,
                 )
                 if request.stop_after is None:
                     with clock.stage("write outputs"):
                         write_result(project, result)
+                if remote is not None:
+                    with clock.stage("remote cache"):
+                        remote.upload(_built_here(result))
             if result.report is not None:
                 keys = {u.name: (u.query, u.args) for u in units}
                 result.explain = _explain(db, keys, result, log.executed)
@@ -249,6 +263,10 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                     manifest.write(project.cache_dir, taken)
         finally:
             db.end_apart()  # a helper the save did not take (``compute``)
+            if remote is not None:
+                from tribuild.driver.remote.build_cache import finish
+
+                finish(remote, project.cache_dir)
     result.timing = clock.report(db, outcomes)
     problems = result.problems()
     if problems is not None:
@@ -257,23 +275,38 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
 
 
 def compute(
-    db, project: Project, targets, request: Request, show, clock, write: bool = False
+    db,
+    project: Project,
+    targets,
+    request: Request,
+    show,
+    clock,
+    write: bool = False,
+    remote=None,
 ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
     """Read the sources from disk into ``db`` (an open database, kept by the caller) and
     build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
     unless ``write``: then a build with workers writes its targets' outputs as they are
     built (``write_result`` must follow) and, once its units are built, starts the next
-    save's argument table in a helper (``Database.save_apart``: the save must follow)."""
+    save's argument table in a helper (``Database.save_apart``: the save must follow).
+    ``remote``: the build's ``RemoteBuild``; the targets it holds are taken from it, not
+    built."""
     config = project.config
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
         load_sources(db, project.root, scan(project.root, config.sources) + entries)
     opt = request.opt_level or config.opt_level
     result = BuildResult([], project.out_dir, QuerySources(db), opt_level=opt)
+    result.remote = remote
+    hits = {}
+    if remote is not None:
+        with clock.stage("remote cache"):
+            hits = remote.lookup(db, targets, opt)
     emit = _EarlyWriter(project, targets, result.out_dir) if write else None
-    units, outcomes = run(db, targets, request, opt, show, clock, emit)
+    here = [t for t in targets if t.name not in hits]
+    units, outcomes = run(db, here, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):
-        _collect(db, project, targets, outcomes, result, request)
+        _collect(db, project, targets, outcomes, result, request, hits)
     result.written_early = tuple(sorted({rel for o in outcomes.values() for rel in o.emitted}))
     return result, units, outcomes
 
@@ -329,6 +362,32 @@ class _EarlyWriter:
             return [() for _ in jobs]
         written = {rel for rel, path in paths.items() if path in done}
         return [tuple(rel for rel in sorted(job) if rel in written) for job in jobs]
+
+
+def _remote(project: Project, request: Request):
+    """The remote cache's part in a build that writes outputs (``remote.build_cache``), or
+    None; its ``redis`` client is imported only when a remote is configured."""
+    if request.stop_after is not None or project.config is None:
+        return None
+    if remote_cache.settings(project.config.remote) is None:
+        return None
+    from tribuild.driver.remote.build_cache import for_build
+
+    return for_build(project.config.remote, project.cache_dir)
+
+
+def _built_here(result: BuildResult) -> dict[str, tuple[dict[str, bytes], tuple]]:
+    """Each target this build compiled without errors (not taken from the remote): its
+    files without the depfile, and its diagnostics."""
+    hits = result.remote.hits if result.remote is not None else {}
+    return {
+        t.name: (
+            {rel: result.generated[rel] for rel in t.files if rel != f"{t.name}.d"},
+            t.diagnostics,
+        )
+        for t in result.targets
+        if not t.failed and t.files and t.name not in hits
+    }
 
 
 def _jobs(db, request: Request) -> int:
@@ -399,20 +458,28 @@ def _collect(
     outcomes: dict[str, Outcome],
     result: BuildResult,
     request: Request,
+    hits: dict | None = None,
 ) -> None:
-    """Fill ``result`` from the outcomes: its targets and the files they generate."""
+    """Fill ``result`` from the outcomes and the remote's ``hits`` (target -> ``Hit``): its
+    targets and the files they generate."""
     files: dict[str, bytes] = {}
     result.inputs = tuple(
         sorted({p for t in targets for p in depfile.import_closure(db, t.entry_path)})
     )
     for t in targets:
-        target, value = target_result(db, t, outcomes, request.stop_after)
-        result.targets.append(target)
-        if value is not None and value.problem is not None:
-            target.problem = target_problem(project, t, value.problem)
-        if request.stop_after in ("parse", "check") or target.failed:
-            continue
-        mine = target_files(db, project, t, value, result.out_dir)
+        if hits and t.name in hits:
+            hit = hits[t.name]
+            target = TargetResult(t.name, diagnostics=hit.diagnostics)
+            result.targets.append(target)
+            mine = hit.files | depfile_file(db, project, t, result.out_dir)
+        else:
+            target, value = target_result(db, t, outcomes, request.stop_after)
+            result.targets.append(target)
+            if value is not None and value.problem is not None:
+                target.problem = target_problem(project, t, value.problem)
+            if request.stop_after in ("parse", "check") or target.failed:
+                continue
+            mine = target_files(db, project, t, value, result.out_dir)
         for rel, data in mine.items():
             if files.setdefault(rel, data) != data:
                 raise RuntimeError(f"two targets generate different `{rel}`")
@@ -451,26 +518,34 @@ def generated(value) -> dict[str, bytes]:
 def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[str, bytes]:
     """Every file target ``t`` produces from its ``TargetBuild``: the generated ones and
     its depfile (relative path -> bytes)."""
-    files = generated(value)
+    return generated(value) | depfile_file(db, project, t, out_dir)
+
+
+def depfile_file(db, project: Project, t: Target, out_dir: str) -> dict[str, bytes]:
+    """Target ``t``'s depfile: ``{relative path: bytes}``."""
     module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
     config_name = os.path.relpath(project.config.path, project.root)
-    files[f"{t.name}.d"] = depfile.render(
-        module, depfile.import_closure(db, t.entry_path) + (config_name,)
-    ).encode()
-    return files
+    text = depfile.render(module, depfile.import_closure(db, t.entry_path) + (config_name,))
+    return {f"{t.name}.d": text.encode()}
 
 
 def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
     """Why each output written by this build was written, like ``ninja -d explain``: the
     engine's chain from the target's query back to the input whose change made it run."""
     ran, written_now = set(executed), set(result.report.written)
+    hits = result.remote.hits if result.remote is not None else {}
     out = {}
     for target in result.targets:
         written = [rel for rel in target.files if rel in written_now]
-        if not written or target.name not in keys:
+        if not written or (target.name not in keys and target.name not in hits):
             continue
-        query, args = keys[target.name]
-        if (query.name, args) in ran:
+        query, args = keys.get(target.name, (None, ()))
+        if target.name in hits:
+            why = [
+                f"target {target.name}: taken from the remote cache "
+                f"{result.remote.link.where} (the file on disk was missing or held other bytes)"
+            ]
+        elif (query.name, args) in ran:
             lines = db.explain(query, *args).splitlines()
             why = [f"target {target.name}:"] + ["  " + line for line in lines]
             if lines[-1].endswith(NEVER_RAN):

@@ -55,6 +55,8 @@ def run(project, args) -> int:
             f"kept {path}: no target makes it any more, but it was edited since tribuild "
             "wrote it; delete it if it is not yours"
         )
+    if result.remote is not None and (line := result.remote.link.warning_line()):
+        _say(line)  # one line per build, however many targets it concerned
     if result.timing is not None:
         _say(result.timing.text())
     if args.format == "json":

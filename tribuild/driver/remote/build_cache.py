@@ -1,0 +1,171 @@
+"""What a build takes from the remote cache before it builds, and gives it after.
+
+Terms:
+- *hit*: a target whose action entry and every blob it names passed their checks
+  (``entries``): its files (relative path -> bytes, the depfile excepted) and the
+  diagnostics a local build would have reported (warnings; a target with errors is never
+  stored). The build writes a hit's files through ``outputs`` like its own, and never
+  tells its engine store about them: the store holds only what this checkout computed, so
+  a later edit rebuilds what the edit invalidated, from the sources.
+- *miss*: no entry, or one refused (counted, and overwritten by this build's upload when
+  it writes).
+- *upload*: after the outputs are written, the blobs of every target built here without
+  errors, then its action entry (a reader never finds an entry whose blobs were not sent
+  before it; a server that evicted some since makes the entry a miss).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tribuild.config.remote import RemoteSettings
+from tribuild.driver.remote import action, entries
+from tribuild.driver.remote.link import Link
+from tribuild.engine.store import codec
+
+_KERNEL = re.compile(r"kernels/[A-Za-z0-9_][A-Za-z0-9_-]*\.py")
+
+
+class Hit:
+    __slots__ = ("files", "diagnostics")
+
+    def __init__(self, files: dict[str, bytes], diagnostics: tuple) -> None:
+        self.files, self.diagnostics = files, diagnostics
+
+
+class RemoteBuild:
+    """The remote cache's part in one build (``tribuild.driver.build``)."""
+
+    def __init__(self, settings: RemoteSettings, salt: str, secret: bytes | None) -> None:
+        self.settings, self.salt, self.secret = settings, salt, secret
+        self.link = Link(settings)
+        self.keys: dict[str, str] = {}  # target -> its action digest
+        self.hits: dict[str, Hit] = {}
+        self._known_blobs: set[str] = set()  # digests read back and checked this build
+
+    def lookup(self, db, targets, opt_level: str) -> dict[str, Hit]:
+        """The targets of ``targets`` the remote holds (sources loaded in ``db``)."""
+        for t in targets:
+            key = action.action_digest(db, self.salt, t, opt_level)
+            if key is not None:
+                self.keys[t.name] = key
+        if not self.settings.read:
+            return {}
+        names = [t.name for t in targets if t.name in self.keys]
+        prefix = self.settings.prefix
+        raw = self.link.get_many([entries.action_key(prefix, self.keys[n]) for n in names])
+        wanted: dict[str, list[tuple[str, str]]] = {}
+        found_diagnostics: dict[str, tuple] = {}
+        for name, data in zip(names, raw, strict=True):
+            if data is None:
+                continue
+            parsed = self._parse(name, data)
+            if parsed is not None:
+                wanted[name], found_diagnostics[name] = parsed
+        digests = sorted({d for listed in wanted.values() for _, d in listed})
+        blobs = dict(
+            zip(
+                digests,
+                self.link.get_many([entries.blob_key(prefix, d) for d in digests]),
+                strict=True,
+            )
+        )
+        for name, listed in wanted.items():
+            files = {}
+            for rel, digest in listed:
+                data = blobs.get(digest)
+                if data is None:
+                    break  # evicted, or never sent: a miss
+                try:
+                    files[rel] = entries.check_blob(digest, data)
+                except entries.Refused as refused:
+                    self.link.refuse(f"`{rel}` of target `{name}`", str(refused))
+                    break
+                self._known_blobs.add(digest)
+            else:
+                self.hits[name] = Hit(files, found_diagnostics[name])
+        self.link.stats.hits = len(self.hits)
+        self.link.stats.misses = len(targets) - len(self.hits)
+        return self.hits
+
+    def _parse(self, name: str, data: bytes) -> tuple[list[tuple[str, str]], tuple] | None:
+        """The files (relative path, digest) and diagnostics of target ``name``'s entry;
+        None, counted as refused, when the entry fails a check."""
+        key = entries.action_key(self.settings.prefix, self.keys[name])
+        try:
+            body = json.loads(entries.unframe(key, data, self.secret))
+            listed = [(str(rel), str(digest)) for rel, digest in body["files"]]
+            rels = [rel for rel, _ in listed]
+            if (
+                body["version"] != action.VERSION
+                or f"{name}.py" not in rels
+                or len(set(rels)) != len(rels)
+                or not all(rel == f"{name}.py" or _KERNEL.fullmatch(rel) for rel in rels)
+                or not all(re.fullmatch(r"[0-9a-f]{64}", digest) for _, digest in listed)
+            ):
+                raise entries.Refused("corrupt", "its body does not describe this target")
+            diagnostics = codec.decoder()(body["diagnostics"])
+            if type(diagnostics) is not tuple:
+                raise entries.Refused("corrupt", "its diagnostics are not a list")
+        except entries.Refused as refused:
+            self.link.refuse(f"the entry of target `{name}`", str(refused))
+            return None
+        except (ValueError, KeyError, TypeError, codec.CodecError):
+            self.link.refuse(f"the entry of target `{name}`", "its body is not readable")
+            return None
+        return listed, diagnostics
+
+    def upload(self, built: dict[str, tuple[dict[str, bytes], tuple]]) -> None:
+        """Send ``built`` (target -> its files without the depfile, its diagnostics): each
+        target built here without errors, with an action key."""
+        if not self.settings.write or self.link.down:
+            return
+        prefix = self.settings.prefix
+        blobs: dict[str, bytes] = {}
+        actions = []
+        for name, (files, diagnostics) in sorted(built.items()):
+            key = self.keys.get(name)
+            if key is None:
+                continue
+            listed = []
+            for rel in sorted(files):
+                digest = entries.content_digest(files[rel])
+                listed.append([rel, digest])
+                if digest not in self._known_blobs:
+                    blobs[digest] = files[rel]
+            body = {
+                "version": action.VERSION,
+                "files": listed,
+                "diagnostics": codec.encode(tuple(diagnostics)).decode(),
+            }
+            text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+            actions.append((entries.action_key(prefix, key), text))
+        if not actions:
+            return
+        items = [(entries.blob_key(prefix, d), data) for d, data in sorted(blobs.items())]
+        items += [(k, entries.frame(k, text, self.secret)) for k, text in actions]
+        if self.link.set_many(items):
+            self.link.stats.entries_written += len(actions)
+
+
+def for_build(configured: RemoteSettings | None, cache_dir: str) -> RemoteBuild | None:
+    """The remote part of a build that writes outputs, or None when no remote is
+    configured (or it may neither be read nor written)."""
+    from tribuild.driver.remote import secret, settings
+    from tribuild.driver.session import package_digest
+
+    chosen = settings(configured)
+    if chosen is None or not (chosen.read or chosen.write):
+        return None
+    return RemoteBuild(chosen, package_digest(cache_dir), secret())
+
+
+def finish(remote: RemoteBuild, cache_dir: str) -> None:
+    """Close the link and record its stats for ``tribuild cache stats``."""
+    from tribuild.driver.remote import stats
+
+    remote.link.close()
+    stats.save(
+        cache_dir, remote.link.where, remote.link.stats.as_dict(), remote.link.warning_line()
+    )

@@ -1,0 +1,51 @@
+"""``<cache dir>/remote-stats.json``: what the last build that used a remote did with it,
+for ``tribuild cache stats``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tribuild.base.files import read_text
+
+NAME = "remote-stats.json"
+
+
+def save(cache_dir: str, where: str, stats: dict, warning: str | None) -> None:
+    """Record the last build's ``stats`` (``link.Stats.as_dict``); a cache folder that cannot
+    be written only loses them."""
+    from tribuild.engine.store.disk import write_atomic
+
+    data = {"server": where, "warning": warning, **stats}
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        write_atomic(os.path.join(cache_dir, NAME), json.dumps(data, indent=1).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def load(cache_dir: str) -> dict | None:
+    try:
+        data = json.loads(read_text(os.path.join(cache_dir, NAME)))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def describe(cache_dir: str) -> str | None:
+    """The remote part of ``cache stats``, or None when no build used a remote."""
+    data = load(cache_dir)
+    if data is None:
+        return None
+    try:
+        lines = [
+            f"remote {data['server']} (last build): {data['hits']} hits, {data['misses']} "
+            f"misses, {data['refused']} entries refused, {data['errors']} errors",
+            f"  read {data['bytes_read'] / 1024:.1f} KiB, wrote {data['bytes_written'] / 1024:.1f}"
+            f" KiB ({data['entries_written']} entries), {data['seconds']:.3f}s on the remote",
+        ]
+    except (KeyError, TypeError, ValueError):
+        return f"{os.path.join(cache_dir, NAME)}: unreadable"
+    if data.get("warning"):
+        lines.append(f"  warning: {data['warning']}")
+    return "\n".join(lines)
