@@ -240,7 +240,7 @@ def _clean(args) -> int:
 
 
 def _cache_args(p) -> None:
-    p.add_argument("action", choices=("stats", "clear", "prune", "validate"))
+    p.add_argument("action", choices=("stats", "clear", "prune", "validate", "remote-check"))
     p.add_argument(
         "--days", type=_days, help="prune: delete what was not used for DAYS days (0 or more)"
     )
@@ -255,9 +255,18 @@ def _cache(args) -> int:
         print("tribuild cache prune: --days N is required", file=sys.stderr)
         return EXIT_USAGE
     limit = project.config.cache_max_bytes if project.config else None
+    if args.action == "remote-check":
+        from tribuild.driver.remote.check import remote_check
+
+        ok, lines = remote_check(project.config.remote if project.config else None)
+        print("\n".join(lines))
+        return EXIT_OK if ok else EXIT_USER
     with project_lock(project.cache_dir, lambda m: print(m, file=sys.stderr)):
         if args.action == "stats":
-            print(cache.describe(project.cache_dir, limit))
+            from tribuild.driver.remote import stats
+
+            remote = stats.describe(project.cache_dir)
+            print(cache.describe(project.cache_dir, limit) + (f"\n{remote}" if remote else ""))
         elif args.action == "clear":
             print(f"deleted {cache.clear(project.cache_dir, project.root)} files", file=sys.stderr)
         elif args.action == "prune":
@@ -357,7 +366,11 @@ COMMANDS = {
         _explain_args,
         _explain,
     ),
-    "cache": ("the persistent cache: stats, clear, prune --days N, validate", _cache_args, _cache),
+    "cache": (
+        "the persistent cache: stats, clear, prune --days N, validate, remote-check",
+        _cache_args,
+        _cache,
+    ),
     "watch": (
         "build, then rebuild on every change of the sources or Tribuild.toml",
         _watch_args,
