@@ -16,6 +16,9 @@ Terms:
   call replayed from a CUDA graph after L2 is flushed, so that neither Python's launch cost
   (tens of microseconds, more than a small kernel takes) nor a warm L2 decides the choice.
   On the CPU (the Triton interpreter) a wall-clock median.
+- *remote*: with ``TRIBUILD_REMOTE_CACHE`` set, a choice missing here is looked up on the
+  shared build cache (``tribuild.driver.remote.tuning``, keyed with the Triton version
+  too), and a choice made here is put there, so a fleet tunes each shape once.
 """
 
 from __future__ import annotations
@@ -288,6 +291,33 @@ def choose(
     cached = cache.get(full_key)
     if cached is not None and cached in candidates:
         return cached
+    remote = _remote_tuning()
+    shared = _shared_choice(remote, full_key, candidates) if remote is not None else None
+    if shared is not None:
+        cache.put(full_key, shared)
+        return shared
     best = min(candidates, key=lambda cfg: bench(lambda: run(cfg), device))
     cache.put(full_key, best)
+    if remote is not None:
+        remote.put(full_key, best.to_json())
     return best
+
+
+def _remote_tuning():
+    """The remote cache's tuning choices (``tribuild.driver.remote.tuning``) when
+    ``TRIBUILD_REMOTE_CACHE`` names a server, else None (nothing imported)."""
+    if not os.environ.get("TRIBUILD_REMOTE_CACHE"):
+        return None
+    from tribuild.driver.remote.tuning import remote_tuning
+
+    return remote_tuning()
+
+
+def _shared_choice(remote, full_key: str, candidates: Sequence[KernelConfig]):
+    """The choice the remote holds for ``full_key`` if it is one of ``candidates``."""
+    found = remote.get(full_key)
+    try:
+        chosen = None if found is None else KernelConfig.from_json(found)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return chosen if chosen in candidates else None
