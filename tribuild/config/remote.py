@@ -97,7 +97,7 @@ def _prefix(c: Checker):
         return c.expect(
             where,
             value,
-            lambda v: isinstance(v, str) and v and not any(ch.isspace() for ch in v),
+            lambda v: isinstance(v, str) and v != "" and not any(ch.isspace() for ch in v),
             "a non-empty string without spaces",
         )
 
