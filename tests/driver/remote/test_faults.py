@@ -166,3 +166,13 @@ def _killed_builds(tmp_path: Path, clone, count: int, seed: int, reference: dict
 def test_server_killed_during_builds(tmp_path, clone, zoo_reference):
     """Three builds here; ``benchmarks/remote_cache.py`` runs twenty and records them."""
     _killed_builds(tmp_path, clone, 3, seed=1, reference=zoo_reference)
+
+
+def test_without_the_redis_package(redis_server, clone, cli, monkeypatch, zoo_reference):
+    _set_remote(monkeypatch, redis_server.url)
+    monkeypatch.setitem(sys.modules, "redis", None)  # what an install without the extra has
+    folder = clone("no-package")
+    code, _, err = cli(["build", "-q"], folder)
+    assert code == 0 and err.count("warning: remote cache") == 1
+    assert "pip install 'tribuild[remote]'" in err
+    assert snapshot(folder) == zoo_reference

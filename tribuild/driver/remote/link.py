@@ -31,12 +31,14 @@ class Stats:
         "bytes_written",
         "entries_written",
         "seconds",
+        "import_seconds",
     )
 
     def __init__(self) -> None:
         self.hits = self.misses = self.refused = self.errors = 0
         self.bytes_read = self.bytes_written = self.entries_written = 0
-        self.seconds = 0.0
+        self.seconds = 0.0  # waiting on the server
+        self.import_seconds = 0.0  # importing the ``redis`` package
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -65,6 +67,7 @@ class Link:
     def client(self):
         """The ``redis`` client, made on first use (that import costs ~0.1 s)."""
         if self._client is None:
+            begin = time.perf_counter()
             import redis
             from redis.backoff import NoBackoff
             from redis.retry import Retry
@@ -77,6 +80,7 @@ class Link:
                 retry_on_timeout=False,
                 health_check_interval=0,
             )
+            self.stats.import_seconds += time.perf_counter() - begin
         return self._client
 
     def get_many(self, keys: list[str]) -> list[bytes | None]:
@@ -127,15 +131,18 @@ class Link:
                 pass
 
     def _call(self, fn):
-        """``fn()``, timed; None after any error, which takes the link down."""
-        begin = time.perf_counter()
+        """``fn()``, timed (the client's import aside); None after any error, which takes
+        the link down."""
         try:
-            return fn()
+            self.client()
+            begin = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                self.stats.seconds += time.perf_counter() - begin
         except Exception as error:  # noqa: BLE001 (whatever the client raises: see module)
             self._fail(_describe(error))
             return None
-        finally:
-            self.stats.seconds += time.perf_counter() - begin
 
     def _fail(self, why: str) -> None:
         self.down = True
@@ -162,5 +169,7 @@ def _bytes_or_none(value) -> bool:
 
 
 def _describe(error: Exception) -> str:
+    if isinstance(error, ImportError):
+        return "the `redis` package is not installed (pip install 'tribuild[remote]')"
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -42,7 +42,8 @@ def describe(cache_dir: str) -> str | None:
             f"remote {data['server']} (last build): {data['hits']} hits, {data['misses']} "
             f"misses, {data['refused']} entries refused, {data['errors']} errors",
             f"  read {data['bytes_read'] / 1024:.1f} KiB, wrote {data['bytes_written'] / 1024:.1f}"
-            f" KiB ({data['entries_written']} entries), {data['seconds']:.3f}s on the remote",
+            f" KiB ({data['entries_written']} entries), {data['seconds']:.3f}s waiting on the "
+            f"server, {data.get('import_seconds', 0.0):.3f}s importing its client",
         ]
     except (KeyError, TypeError, ValueError):
         return f"{os.path.join(cache_dir, NAME)}: unreadable"
