@@ -1,6 +1,6 @@
 """Fixtures of the remote cache's tests: a real ``redis-server`` per test, and clones of the
-zoo that share it. Without ``redis-server`` on PATH every test here is skipped, and pytest's
-summary (``-ra``) says how many and why."""
+zoo that share it. Without ``redis-server`` on PATH every test that needs one is skipped,
+and pytest's summary (``-ra``) says how many and why."""
 
 from __future__ import annotations
 
@@ -14,19 +14,26 @@ from tests.driver.remote.server import REDIS_SERVER, SKIP_REASON, RedisServer
 REPO = Path(__file__).resolve().parents[3]
 
 
-def pytest_collection_modifyitems(config, items) -> None:
+@pytest.fixture
+def server_factory(tmp_path):
+    """``server_factory(name, extra_config)``: a started RedisServer, stopped after the test;
+    the test is skipped when ``redis-server`` is not installed."""
     if REDIS_SERVER is None:
-        here = Path(__file__).parent
-        for item in items:
-            if here in Path(item.fspath).parents:
-                item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+        pytest.skip(SKIP_REASON)
+    started: list[RedisServer] = []
+
+    def make(name: str, extra: str = "") -> RedisServer:
+        started.append(RedisServer(tmp_path / name, extra).start())
+        return started[-1]
+
+    yield make
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
+def redis_server(server_factory):
+    return server_factory("redis")
 
 
 @pytest.fixture
@@ -78,3 +85,16 @@ def zoo_reference(tmp_path_factory) -> dict[str, bytes]:
         timeout=600,
     )
     return snapshot(dest)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line saying how many tests needed a redis-server and were skipped for want of it."""
+    skipped = [
+        r
+        for r in terminalreporter.stats.get("skipped", [])
+        if isinstance(r.longrepr, tuple) and SKIP_REASON in str(r.longrepr[2])
+    ]
+    if skipped:
+        terminalreporter.write_line(
+            f"remote cache: {len(skipped)} tests skipped: {SKIP_REASON}", yellow=True
+        )

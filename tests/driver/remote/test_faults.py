@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.driver.remote.conftest import snapshot
 from tests.driver.remote.server import RedisServer, free_port
 
@@ -37,6 +39,7 @@ def _with_timeouts(folder: Path, connect_ms: int, reply_ms: int) -> None:
 
 
 def test_nothing_listening(clone, cli, monkeypatch, zoo_reference):
+    pytest.importorskip("redis")
     _set_remote(monkeypatch, f"redis://127.0.0.1:{free_port()}/0")
     folder = clone("dead")
     code, _, err = cli(["build"], folder)
@@ -91,6 +94,7 @@ class _Garbage:
 
 
 def test_a_server_that_answers_garbage(clone, cli, monkeypatch, zoo_reference):
+    pytest.importorskip("redis")
     garbage = _Garbage()
     _set_remote(monkeypatch, f"redis://127.0.0.1:{garbage.port}/0")
     folder = clone("garbage")
@@ -100,9 +104,9 @@ def test_a_server_that_answers_garbage(clone, cli, monkeypatch, zoo_reference):
     assert stats(folder)["errors"] == 1 and snapshot(folder) == zoo_reference
 
 
-def test_a_full_server(tmp_path, clone, cli, monkeypatch, zoo_reference):
+def test_a_full_server(server_factory, clone, cli, monkeypatch, zoo_reference):
     # noeviction: writes are refused (OOM); the build goes on and says so once
-    full = RedisServer(tmp_path / "full", "maxmemory-policy noeviction").start()
+    full = server_factory("full", "maxmemory-policy noeviction")
     try:
         _set_remote(monkeypatch, full.url)
         full.client().set("filler", b"x" * 2_000_000)
@@ -115,7 +119,7 @@ def test_a_full_server(tmp_path, clone, cli, monkeypatch, zoo_reference):
         full.stop()
     # allkeys-lru: a server too small for the zoo evicts; every clone still builds the
     # same bytes, from whatever entries survived with their blobs
-    lru = RedisServer(tmp_path / "lru", "maxmemory 1mb\nmaxmemory-policy allkeys-lru").start()
+    lru = server_factory("lru", "maxmemory 1mb\nmaxmemory-policy allkeys-lru")
     try:
         _set_remote(monkeypatch, lru.url)
         for name in ("lru1", "lru2", "lru3"):
@@ -126,11 +130,10 @@ def test_a_full_server(tmp_path, clone, cli, monkeypatch, zoo_reference):
         lru.stop()
 
 
-def _killed_builds(tmp_path: Path, clone, count: int, seed: int, reference: dict) -> None:
+def _killed_builds(server: RedisServer, clone, count: int, seed: int, reference: dict) -> None:
     """``count`` builds of fresh clones, each as its own process, with the server killed by
     SIGKILL at a random point of each (then started again, empty, on the same port)."""
     rng = random.Random(seed)
-    server = RedisServer(tmp_path / "killed").start()
     try:
         env = dict(os.environ, TRIBUILD_REMOTE_CACHE=server.url)
         env.pop("TRIBUILD_CACHE_SECRET", None)
@@ -163,9 +166,9 @@ def _killed_builds(tmp_path: Path, clone, count: int, seed: int, reference: dict
         server.stop()
 
 
-def test_server_killed_during_builds(tmp_path, clone, zoo_reference):
+def test_server_killed_during_builds(server_factory, clone, zoo_reference):
     """Three builds here; ``benchmarks/remote_cache.py`` runs twenty and records them."""
-    _killed_builds(tmp_path, clone, 3, seed=1, reference=zoo_reference)
+    _killed_builds(server_factory("killed"), clone, 3, seed=1, reference=zoo_reference)
 
 
 def test_without_the_redis_package(redis_server, clone, cli, monkeypatch, zoo_reference):
