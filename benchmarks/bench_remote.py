@@ -226,6 +226,10 @@ def main() -> None:
             "load_before": load_before,
             "load_after": os.getloadavg(),
             "python": sys.version.split()[0],
+            "commit": subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
+            ).stdout.strip(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "redis_server": subprocess.run(
                 ["redis-server", "--version"], capture_output=True, text=True
             ).stdout.strip(),
@@ -252,7 +256,8 @@ def markdown(report: dict) -> str:
     lines = [
         "# Remote build cache (Redis on loopback)",
         "",
-        f"`python benchmarks/bench_remote.py`; {report['machine']['cpus']} CPUs, load "
+        f"`python benchmarks/bench_remote.py` at {report['machine']['commit']}, "
+        f"{report['machine']['date']}; {report['machine']['cpus']} CPUs, load "
         f"{report['machine']['load_before'][0]:.2f} before, "
         f"{report['machine']['load_after'][0]:.2f} after; {report['machine']['redis_server']}.",
         "Each case is a fresh `tribuild build -q` process; ratios are the median of each "
