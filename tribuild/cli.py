@@ -346,6 +346,18 @@ def _watch(args) -> int:
     return run(_project(), args)
 
 
+def _lsp_args(p) -> None:
+    from tribuild.lsp.command import add_args
+
+    add_args(p)
+
+
+def _lsp(args) -> int:
+    from tribuild.lsp.command import run
+
+    return run(args)
+
+
 COMMANDS = {
     "build": ("build the targets of Tribuild.toml into its output folder", _build_args, _build),
     "compile": (
@@ -376,6 +388,7 @@ COMMANDS = {
         _watch_args,
         _watch,
     ),
+    "lsp": ("a Language Server Protocol server on stdio, for editors", _lsp_args, _lsp),
 }
 
 

@@ -147,6 +147,8 @@ def statement(stmt: ast.Stmt, body: Body) -> None:
                 )
             body.scope[name] = value
             body.locals.add(name)
+            if ctx.trace is not None:
+                ctx.trace.append((stmt.name_span, name, value))
         case ast.Assign(name=name, value=e):
             value = evaluate(e, body.scope, ctx)
             if name not in body.locals:
@@ -160,6 +162,8 @@ def statement(stmt: ast.Stmt, body: Body) -> None:
                 )
             else:
                 body.scope[name] = value
+                if ctx.trace is not None:
+                    ctx.trace.append(((stmt.span[0], stmt.span[0] + 1), name, value))
         case ast.Return(value=e):
             _return(stmt, e, body)
         case ast.ExprStmt(value=e):
@@ -224,6 +228,8 @@ def _for(stmt: ast.For, body: Body) -> None:
         return
     for item in items:
         body.scope[stmt.var] = item
+        if body.ctx.trace is not None:
+            body.ctx.trace.append(((stmt.span[0] + 1, stmt.span[0] + 2), stmt.var, item))
         run(stmt.body, body)
         if body.ctx.exhausted or body.returned:
             return

@@ -98,6 +98,8 @@ def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ct
         params, tensors
     ):  # a tensor type resolved again, every input in scope, names the same dims
         bind_dim_names(t if t is not None else resolve(p.type, scope, ctx), scope)
+    if ctx.trace is not None:
+        ctx.trace.extend((None, p.name, scope[p.name]) for p in params)
 
 
 def _check_body(
@@ -206,10 +208,13 @@ def check_item(
     item_id: str,
     env: Env,
     members: Members | None = None,
+    trace: list | None = None,
 ) -> tuple[Diagnostic, ...]:
     """The generic check of one item; for a stateful layer, ``members`` are its members as
-    ``evaluate_generic_members`` gives them (evaluated here when not given)."""
+    ``evaluate_generic_members`` gives them (evaluated here when not given). ``trace``: see
+    ``Ctx``."""
     ctx = new_ctx(Sink(path, item_id), env)
+    ctx.trace = trace
     check_type_names(item, env, ctx.sink)
     match item:
         case ast.Const(value=e):
@@ -329,13 +334,19 @@ def evaluate_members(members: tuple[ast.Let, ...], key: InstanceKey, env: Env) -
 
 
 def check_instance(
-    item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, members: Members | None = None
+    item: ast.Layer,
+    sig: Signature,
+    key: InstanceKey,
+    env: Env,
+    members: Members | None = None,
+    trace: list | None = None,
 ) -> CheckedInstance:
     """Check `forward` (or a functional layer's body) with the evaluated ``members`` (evaluated
-    here when not given: both steps in one call)."""
+    here when not given: both steps in one call). ``trace``: see ``Ctx``."""
     if members is None:
         members = evaluate_members(item.members, key, env)
     ctx = new_ctx(Sink(key.path, key.item_id), env)
+    ctx.trace = trace
     _resume(members, item, ctx)
     args: dict[str, Value] = dict(key.args)
     inputs = tuple(resolve(p.type, args, ctx) for p in sig.inputs)
@@ -353,6 +364,31 @@ def check_instance(
     )
 
 
+def _fit_input(
+    expected: ParamSig, scope: dict[str, Value], input_shape: tuple[int, ...]
+) -> tuple[TensorT, Unifier, tuple | None]:
+    """Unify an example input of ``input_shape`` with the input ``expected``."""
+    formal = subst_type(
+        expected.type, {k: dims.const(v) for k, v in scope.items() if type(v) is int}
+    )
+    found = TensorT(formal.dtype, tuple(dims.const(n) for n in input_shape))
+    unifier = Unifier(set().union(*(dims.symbols(d) for d in formal.dims or ())))
+    return formal, unifier, unifier.tensor(formal, found)
+
+
+def example_input_dims(
+    sig: Signature, key: InstanceKey, input_shape: tuple[int, ...]
+) -> dict[str, dims.DimLike]:
+    """The dim names of an instance's input that an example input of ``input_shape`` fixes
+    (``{"N": 1, "H": 224, "W": 224}``); empty when it does not fit."""
+    tensor_inputs = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
+    if not tensor_inputs:
+        return {}
+    expected = tensor_inputs[-1 if sig.kind == "functional" else 0]
+    _, unifier, problem = _fit_input(expected, dict(key.args), input_shape)
+    return {} if problem is not None else dict(unifier.subst)
+
+
 def check_target_input(
     sig: Signature, key: InstanceKey, input_shape: tuple[int, ...]
 ) -> tuple[Diagnostic, ...]:
@@ -367,12 +403,7 @@ def check_target_input(
             ),
         )
     expected = tensor_inputs[-1 if sig.kind == "functional" else 0]
-    formal = subst_type(
-        expected.type, {k: dims.const(v) for k, v in scope.items() if type(v) is int}
-    )
-    found = TensorT(formal.dtype, tuple(dims.const(n) for n in input_shape))
-    unifier = Unifier(set().union(*(dims.symbols(d) for d in formal.dims or ())))
-    problem = unifier.tensor(formal, found)
+    formal, unifier, problem = _fit_input(expected, scope, input_shape)
     if problem is None:
         return ()
     return (

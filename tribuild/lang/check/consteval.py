@@ -85,7 +85,10 @@ class Ctx:
     """``origins``: member name -> the span of its `let`; ``fresh``: the fresh-name counter,
     in a list so runs that share it count on. ``evaluate_call`` evaluates an ``ast.Call``
     and ``apply_chain`` applies a list of layers in turn (``Sequential``): both live in
-    ``calls``, which imports this module."""
+    ``calls``, which imports this module. ``trace``: None, or a list that each binding of a
+    body (parameter, `let`, assignment, loop variable) is appended to as ``(span of the name
+    or None for a parameter, name, value)``: what an editor's hover shows, asked for apart
+    from the build's checks."""
 
     __slots__ = (
         "sink",
@@ -96,6 +99,7 @@ class Ctx:
         "origins",
         "evaluate_call",
         "apply_chain",
+        "trace",
     )
 
     def __init__(
@@ -111,6 +115,7 @@ class Ctx:
         self.exhausted = False
         self.fresh = [0]
         self.origins: dict[str, ast.Span] = {}
+        self.trace: list[tuple[ast.Span | None, str, Value]] | None = None
 
     def spend(self, units: int, span: ast.Span) -> bool:
         """Charge ``units`` of work; False (after reporting once) when the bound is exceeded."""

@@ -1,0 +1,95 @@
+"""Fixtures of the language server tests: a copy of the zoo (its models and Tribuild.toml)
+and a real LSP client (pytest-lsp) talking over stdio to `tribuild lsp` in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 60.0
+SERVER = [sys.executable, "-m", "tribuild", "lsp", "--debounce", "20"]
+
+
+@pytest.fixture
+def zoo(tmp_path) -> Path:
+    dest = tmp_path / "zoo"
+    shutil.copytree(REPO / "models", dest / "models")
+    shutil.copy(REPO / "Tribuild.toml", dest / "Tribuild.toml")
+    return dest
+
+
+def registered(params: lsp.RegistrationParams) -> None:
+    """The client's answer to ``client/registerCapability`` (the server asks to be told of
+    file changes): accepted."""
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient, zoo: Path):
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(
+            capabilities=lsp.ClientCapabilities(
+                workspace=lsp.WorkspaceClientCapabilities(
+                    did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(
+                        dynamic_registration=True
+                    )
+                )
+            ),
+            root_uri=zoo.as_uri(),
+        )
+    )
+    lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(registered)
+    lsp_client.zoo = zoo  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def diagnostics_until(
+    client: LanguageClient, uri: str, done: Callable[[list[lsp.Diagnostic]], bool]
+) -> list[lsp.Diagnostic]:
+    """The diagnostics of ``uri`` once ``done`` holds for them (waiting for publications)."""
+
+    async def wait() -> list[lsp.Diagnostic]:
+        while not done(list(client.diagnostics.get(uri, []))):
+            await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        return list(client.diagnostics.get(uri, []))
+
+    return await asyncio.wait_for(wait(), TIMEOUT)
+
+
+def open_file(client: LanguageClient, path: Path, version: int = 1) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            lsp.TextDocumentItem(uri=uri, language_id="tri", version=version, text=path.read_text())
+        )
+    )
+    return uri
+
+
+def replace_all(client: LanguageClient, uri: str, text: str, version: int) -> None:
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+
+
+def position_of(text: str, needle: str, nth: int = 0, delta: int = 0) -> lsp.Position:
+    """The position of the ``nth`` occurrence of ``needle`` (plus ``delta`` characters; the
+    texts here are ASCII, so characters are UTF-16 units)."""
+    at = -1
+    for _ in range(nth + 1):
+        at = text.index(needle, at + 1)
+    at += delta
+    line = text.count("\n", 0, at)
+    return lsp.Position(line=line, character=at - (text.rfind("\n", 0, at) + 1))

@@ -1,0 +1,35 @@
+"""`tribuild lsp` on the command line.
+
+Exit codes: 0 when the client says exit; 2 when pygls is not installed (the ``lsp`` extra).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_args(p) -> None:
+    p.add_argument(
+        "--debounce",
+        type=float,
+        default=50.0,
+        metavar="MS",
+        help="wait this long after an edit for the next one before checking (default: 50 ms)",
+    )
+    p.add_argument(
+        "--stdio", action="store_true", help="serve on stdin and stdout (the only transport)"
+    )
+
+
+def run(args) -> int:
+    try:
+        from tribuild.lsp.server import serve
+    except ImportError as err:
+        print(
+            f"tribuild lsp: {err}: install the language server's dependencies with "
+            "`pip install 'tribuild[lsp]'`",
+            file=sys.stderr,
+        )
+        return 2
+    serve(max(args.debounce, 0.0) / 1e3)
+    return 0

@@ -1,0 +1,414 @@
+"""The protocol glue: pygls's server, its handlers, and the threads they use.
+
+Terms:
+- *event loop*: pygls's asyncio loop, which reads messages and runs the handlers. Edits are
+  handled there at once: the new text is set in the database, which cancels whatever query
+  runs (the engine's cancellation), and a check is scheduled ``debounce`` seconds later;
+  each edit pushes it back (``_schedule``).
+- *query thread*: one thread runs every query: checks and requests, one at a time. A request
+  whose queries were cancelled by an edit runs again on the new text; a check that was
+  cancelled is dropped (the edit that cancelled it scheduled the next).
+- *generation*: counts edits. A check publishes only if no edit came while it ran, so what
+  the editor shows is always the diagnostics of the latest text.
+- *guarded handler*: an internal error in a handler is logged with its traceback through
+  ``window/logMessage``; a request then fails alone (a JSON-RPC error) and the server goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from tribuild.diagnostics import Diagnostic, Loc
+from tribuild.engine import Cancelled
+from tribuild.lsp import hover as hovering
+from tribuild.lsp import navigate, symbols
+from tribuild.lsp.positions import known_encoding, to_offset, to_position
+from tribuild.lsp.state import EditorState, Found, uri_to_path
+from tribuild.queries.report import QuerySources
+from tribuild.queries.targets import reached_instances
+
+RETRIES = 50  # a request cancelled by edits again and again gives up after this many runs
+TOKEN_TYPES = symbols.TOKEN_TYPES
+TOKEN_MODIFIERS = symbols.TOKEN_MODIFIERS
+
+
+class TriServer:
+    def __init__(self, debounce: float = 0.05) -> None:
+        self.ls = LanguageServer("tribuild", _version())
+        self.debounce = debounce
+        self.state: EditorState | None = None
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="queries")
+        self.generation = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._published: dict[str, list] = {}
+        self._register()
+
+    # --- threads ------------------------------------------------------------------------
+
+    async def query(self, fn, *args):
+        """``fn(*args)`` on the query thread; run again while edits cancel it."""
+        for _ in range(RETRIES):
+            try:
+                return await asyncio.wrap_future(self.worker.submit(fn, *args))
+            except Cancelled:
+                await asyncio.sleep(0)
+        raise Cancelled("the document kept changing")
+
+    def _schedule(self) -> None:
+        self.generation += 1
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        generation = self.generation
+        self._timer = loop.call_later(
+            self.debounce, lambda: loop.create_task(self._publish(generation))
+        )
+
+    async def _publish(self, generation: int) -> None:
+        if generation != self.generation or self.state is None:
+            return
+        try:
+            found = await asyncio.wrap_future(self.worker.submit(self._check))
+        except Cancelled:
+            return
+        except Exception:
+            self.log_error("checking the project", traceback.format_exc())
+            return
+        if generation != self.generation:
+            return
+        diagnostics, problems = found
+        for problem in problems:
+            self.log(problem, lsp.MessageType.Warning)
+        for uri in sorted(set(self._published) | set(diagnostics)):
+            new = diagnostics.get(uri, [])
+            if self._published.get(uri) != new:
+                self.ls.text_document_publish_diagnostics(
+                    lsp.PublishDiagnosticsParams(uri=uri, diagnostics=new)
+                )
+            if new:
+                self._published[uri] = new
+            else:
+                self._published.pop(uri, None)
+
+    def _check(self) -> tuple[dict[str, list[lsp.Diagnostic]], list[str]]:
+        state = self.state
+        found = state.check()
+        out = {
+            state.uri_of(path): [self.to_lsp(d, found) for d in diags]
+            for path, diags in found.by_path.items()
+        }
+        problems = list(found.problems)
+        if state.config_problem:
+            problems.insert(0, state.config_problem)
+        return out, problems
+
+    # --- conversions --------------------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        kind = self.ls.workspace.position_encoding
+        return known_encoding(getattr(kind, "value", kind))
+
+    def range_of(self, loc: Loc) -> lsp.Range:
+        sources = QuerySources(self.state.db)
+        text = sources.text(loc.path)
+        start, end = sources.char_range(loc)
+        return lsp.Range(self.position(text, start), self.position(text, end))
+
+    def position(self, text: str, offset: int) -> lsp.Position:
+        line, character = to_position(text, offset, self.encoding)
+        return lsp.Position(line=line, character=character)
+
+    def location(self, loc: Loc) -> lsp.Location:
+        return lsp.Location(uri=self.state.uri_of(loc.path), range=self.range_of(loc))
+
+    def to_lsp(self, diag: Diagnostic, found: Found) -> lsp.Diagnostic:
+        message = diag.message
+        if diag.help:
+            message += f"\nhelp: {diag.help}"
+        for note in diag.notes:
+            message += f"\nnote: {note}"
+        related = [
+            lsp.DiagnosticRelatedInformation(self.location(label.loc), label.message or "here")
+            for label in diag.secondary
+        ]
+        related += [
+            lsp.DiagnosticRelatedInformation(self.location(r.loc), r.message)
+            for r in found.related.get(diag, ())
+        ]
+        return lsp.Diagnostic(
+            range=self.range_of(diag.primary.loc),
+            message=message,
+            severity=lsp.DiagnosticSeverity.Error
+            if diag.severity == "error"
+            else lsp.DiagnosticSeverity.Warning,
+            code=diag.code,
+            source="tribuild",
+            related_information=related or None,
+        )
+
+    def offset(self, path: str, position: lsp.Position) -> int:
+        return to_offset(self.state.text(path), position.line, position.character, self.encoding)
+
+    # --- logging ------------------------------------------------------------------------
+
+    def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
+        self.ls.window_log_message(lsp.LogMessageParams(type=kind, message=message))
+
+    def log_error(self, what: str, trace: str) -> None:
+        self.log(f"tribuild lsp: internal error while {what}:\n{trace}", lsp.MessageType.Error)
+
+    # --- requests answered on the query thread -------------------------------------------
+
+    def instances(self, path: str, item_id: str) -> list[hovering.Built]:
+        """The instances the project builds of an item: for each, the targets reaching it
+        and, for a target's own instance, its example input."""
+        found: dict[object, hovering.Built] = {}
+        for target, root in self.state.roots():
+            for key, _ in reached_instances(self.state.db, root).instances:
+                if key.path == path and key.item_id == item_id:
+                    built = found.setdefault(key, hovering.Built(key, [], None))
+                    if target is not None and target.name not in built.targets:
+                        built.targets.append(target.name)
+                        if key == root and built.input is None:
+                            built.input = target.input
+        return list(found.values())
+
+    def _site(self, uri: str, position: lsp.Position) -> navigate.Site | None:
+        path = self.state.path_of(uri) if self.state else None
+        if path is None:
+            return None
+        self.state.load([path])
+        return navigate.site_at(self.state.db, path, self.offset(path, position))
+
+    def _hover(self, uri: str, position: lsp.Position) -> lsp.Hover | None:
+        site = self._site(uri, position)
+        if site is None or site.symbol is None:
+            return None
+        text = hovering.hover_text(self.state.db, site, self.instances)
+        if not text:
+            return None
+        loc = Loc(site.path, site.entry.id, site.occurrence.span)
+        return lsp.Hover(
+            contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text),
+            range=self.range_of(loc),
+        )
+
+    def _definition(self, uri: str, position: lsp.Position) -> list[lsp.Location]:
+        site = self._site(uri, position)
+        if site is None or site.symbol is None:
+            return []
+        where = navigate.definition_span(self.state.db, site.symbol)
+        if where is None:
+            return []
+        self.state.load([where[0]])
+        return [self.location(Loc(*where))]
+
+    def _references(self, uri: str, position: lsp.Position, declaration: bool) -> list:
+        site = self._site(uri, position)
+        if site is None or site.symbol is None:
+            return []
+        db = self.state.db
+        refs = navigate.references(db, site.symbol, self.state.reported())
+        where = navigate.definition_span(db, site.symbol)
+        return [
+            self.location(Loc(*ref))
+            for ref in refs
+            if declaration or where is None or tuple(ref) != tuple(where)
+        ]
+
+    def _symbols(self, uri: str) -> list[lsp.DocumentSymbol]:
+        path = self.state.path_of(uri) if self.state else None
+        if path is None:
+            return []
+        self.state.load([path])
+        return symbols.document_symbols(self.state.db, path, self.range_of)
+
+    def _semantic_tokens(self, uri: str) -> lsp.SemanticTokens:
+        path = self.state.path_of(uri) if self.state else None
+        if path is None:
+            return lsp.SemanticTokens(data=[])
+        self.state.load([path])
+        data = symbols.semantic_tokens(self.state.db, path, self.encoding)
+        return lsp.SemanticTokens(data=data)
+
+    # --- handlers -----------------------------------------------------------------------
+
+    def _register(self) -> None:
+        ls = self.ls
+        guard = self._guard
+
+        @ls.feature(lsp.INITIALIZE)
+        @guard("initializing")
+        def initialize(params: lsp.InitializeParams) -> None:
+            folder = _root_folder(params)
+            self.state = EditorState(folder)
+
+        @ls.feature(lsp.INITIALIZED)
+        @guard("starting")
+        async def initialized(params: lsp.InitializedParams) -> None:
+            caps = ls.client_capabilities.workspace
+            watched = caps and caps.did_change_watched_files
+            self._schedule()
+            if watched and watched.dynamic_registration:
+                await self._watch_files()
+
+        @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+        @guard("opening a document")
+        def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
+            self._edited(params.text_document.uri)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+        @guard("applying an edit")
+        def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
+            self._edited(params.text_document.uri)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+        @guard("closing a document")
+        def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
+            path = self.state.path_of(params.text_document.uri)
+            if path is not None:
+                self.state.close_document(path)
+                self._schedule()
+
+        @ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+        @guard("reading changed files")
+        def watched(params: lsp.DidChangeWatchedFilesParams) -> None:
+            paths = [self.state.path_of(c.uri) for c in params.changes]
+            paths = [p for p in paths if p is not None]
+            if "Tribuild.toml" in paths:
+                self.state.reload_config()
+            elif any(c.type != lsp.FileChangeType.Changed for c in params.changes):
+                self.state.rescan()
+            self.state.disk_changed(paths)
+            self._schedule()
+
+        @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
+        @guard("answering hover")
+        async def hover(params: lsp.HoverParams) -> lsp.Hover | None:
+            return await self.query(self._hover, params.text_document.uri, params.position)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+        @guard("finding a definition")
+        async def definition(params: lsp.DefinitionParams) -> list[lsp.Location]:
+            return await self.query(self._definition, params.text_document.uri, params.position)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+        @guard("finding references")
+        async def references(params: lsp.ReferenceParams) -> list[lsp.Location]:
+            return await self.query(
+                self._references,
+                params.text_document.uri,
+                params.position,
+                params.context.include_declaration,
+            )
+
+        @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+        @guard("listing symbols")
+        async def document_symbol(params: lsp.DocumentSymbolParams) -> list:
+            return await self.query(self._symbols, params.text_document.uri)
+
+        @ls.feature(
+            lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL,
+            lsp.SemanticTokensLegend(
+                token_types=list(TOKEN_TYPES), token_modifiers=list(TOKEN_MODIFIERS)
+            ),
+        )
+        @guard("classifying tokens")
+        async def semantic_tokens(params: lsp.SemanticTokensParams) -> lsp.SemanticTokens:
+            return await self.query(self._semantic_tokens, params.text_document.uri)
+
+    async def _watch_files(self) -> None:
+        """Ask the client to report changes of .tri files and Tribuild.toml."""
+        try:
+            await self.ls.client_register_capability_async(
+                lsp.RegistrationParams(
+                    registrations=[
+                        lsp.Registration(
+                            id="tribuild-files",
+                            method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=lsp.DidChangeWatchedFilesRegistrationOptions(
+                                watchers=[
+                                    lsp.FileSystemWatcher(glob_pattern="**/*.tri"),
+                                    lsp.FileSystemWatcher(glob_pattern="**/Tribuild.toml"),
+                                ]
+                            ),
+                        )
+                    ]
+                )
+            )
+        except Exception as err:  # the client refused: edits in the editor still work
+            self.log(f"could not ask the client to watch files: {err}", lsp.MessageType.Warning)
+
+    def _edited(self, uri: str) -> None:
+        """An open document's text changed (or it was opened): set it, which cancels the
+        running check, and check again after the debounce."""
+        path = self.state.path_of(uri)
+        if path is None:
+            return
+        text = self.ls.workspace.get_text_document(uri).source
+        self.state.open_document(path, text)
+        self._schedule()
+
+    def _guard(self, what: str):
+        def wrap(handler):
+            if asyncio.iscoroutinefunction(handler):
+
+                @functools.wraps(handler)
+                async def run_async(params):
+                    try:
+                        return await handler(params)
+                    except Exception:
+                        self.log_error(what, traceback.format_exc())
+                        raise
+
+                return run_async
+
+            @functools.wraps(handler)
+            def run(params):
+                try:
+                    return handler(params)
+                except Exception:
+                    self.log_error(what, traceback.format_exc())
+                    raise
+
+            return run
+
+        return wrap
+
+
+def _root_folder(params: lsp.InitializeParams) -> str:
+    """The folder the client opened: its first workspace folder, its root, else the current
+    directory."""
+    for uri in [f.uri for f in params.workspace_folders or ()] + [params.root_uri or ""]:
+        path = uri_to_path(uri) if uri else None
+        if path:
+            return path
+    return params.root_path or os.getcwd()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tribuild")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
+
+
+def serve(debounce: float = 0.05) -> None:
+    """Serve on stdin and stdout until the client says exit. The protocol gets its own copy
+    of the standard output, and ``sys.stdout`` becomes the standard error, so that a stray
+    print cannot corrupt the stream of messages."""
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout.flush()
+    sys.stdout = sys.stderr
+    TriServer(debounce).ls.start_io(sys.stdin.buffer, channel)
