@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
+from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0
@@ -32,7 +34,26 @@ def registered(params: lsp.RegistrationParams) -> None:
     file changes): accepted."""
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+def recording_client() -> LanguageClient:
+    """pytest-lsp's test client, which also keeps every ``publishDiagnostics`` it receives,
+    in order, in ``published``."""
+    client = LanguageClient(converter_factory=default_converter)
+    client.published = []  # type: ignore[attr-defined]
+
+    def publish(params: lsp.PublishDiagnosticsParams) -> None:
+        client.published.append(params)  # type: ignore[attr-defined]
+        client.diagnostics[params.uri] = params.diagnostics
+
+    features = dict(DEFAULT_CLIENT_FEATURES)
+    features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish
+    features[lsp.CLIENT_REGISTER_CAPABILITY] = registered
+    register_lsp_features(client, features)
+    return client
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=SERVER, client_factory=recording_client)
+)
 async def client(lsp_client: LanguageClient, zoo: Path):
     await lsp_client.initialize_session(
         lsp.InitializeParams(
@@ -46,7 +67,6 @@ async def client(lsp_client: LanguageClient, zoo: Path):
             root_uri=zoo.as_uri(),
         )
     )
-    lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)(registered)
     lsp_client.zoo = zoo  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()

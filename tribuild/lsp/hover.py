@@ -97,10 +97,10 @@ def item_header(db, path: str, item_id: str) -> str:
             break
         if tok.kind != "newline":
             out.append(tok)
-    return _joined(out)
+    return joined(out)
 
 
-def _joined(tokens) -> str:
+def joined(tokens) -> str:
     """Tokens as one line of source, spaced as people write them."""
     text = ""
     for prev, tok in zip([None, *tokens], tokens, strict=False):
@@ -120,7 +120,7 @@ def param_text(db, local: Local) -> str | None:
     if param is None or entry is None:
         return None
     start = entry.start + param.span[0]
-    return _joined(lexed(db, local.path)[start : entry.start + param.span[1]])
+    return joined(lexed(db, local.path)[start : entry.start + param.span[1]])
 
 
 def _tight(before: str, after: str) -> bool:

@@ -24,12 +24,14 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.engine import Cancelled
+from tribuild.lsp import complete, navigate, symbols
 from tribuild.lsp import hover as hovering
-from tribuild.lsp import navigate, symbols
+from tribuild.lsp import rename as renaming
 from tribuild.lsp.positions import known_encoding, to_offset, to_position
 from tribuild.lsp.state import EditorState, Found, uri_to_path
 from tribuild.queries.report import QuerySources
@@ -50,6 +52,7 @@ class TriServer:
         self._timer: asyncio.TimerHandle | None = None
         self._published: dict[str, list] = {}
         self._register()
+        self._register_editing()
 
     # --- threads ------------------------------------------------------------------------
 
@@ -75,6 +78,7 @@ class TriServer:
     async def _publish(self, generation: int) -> None:
         if generation != self.generation or self.state is None:
             return
+        versions = {uri: doc.version for uri, doc in self.ls.workspace.text_documents.items()}
         try:
             found = await asyncio.wrap_future(self.worker.submit(self._check))
         except Cancelled:
@@ -91,7 +95,9 @@ class TriServer:
             new = diagnostics.get(uri, [])
             if self._published.get(uri) != new:
                 self.ls.text_document_publish_diagnostics(
-                    lsp.PublishDiagnosticsParams(uri=uri, diagnostics=new)
+                    lsp.PublishDiagnosticsParams(
+                        uri=uri, diagnostics=new, version=versions.get(uri)
+                    )
                 )
             if new:
                 self._published[uri] = new
@@ -240,6 +246,49 @@ class TriServer:
         data = symbols.semantic_tokens(self.state.db, path, self.encoding)
         return lsp.SemanticTokens(data=data)
 
+    def _completion(self, uri: str, position: lsp.Position) -> list[lsp.CompletionItem]:
+        path = self.state.path_of(uri) if self.state else None
+        if path is None:
+            return []
+        files = self.state.reported()
+        text = self.state.text(path)
+        return complete.completions(
+            self.state.db,
+            path,
+            self.offset(path, position),
+            files,
+            lambda offset: self.position(text, offset),
+        )
+
+    def _signature_help(self, uri: str, position: lsp.Position) -> lsp.SignatureHelp | None:
+        path = self.state.path_of(uri) if self.state else None
+        if path is None:
+            return None
+        self.state.load([path])
+        return complete.signature_help(self.state.db, path, self.offset(path, position))
+
+    def _prepare_rename(self, uri: str, position: lsp.Position):
+        site = self._site(uri, position)
+        if site is None or not renaming.renameable(site.symbol):
+            return None
+        loc = Loc(site.path, site.entry.id, site.occurrence.span)
+        return lsp.PrepareRenamePlaceholder(
+            range=self.range_of(loc), placeholder=site.occurrence.name
+        )
+
+    def _rename(self, uri: str, position: lsp.Position, new: str) -> lsp.WorkspaceEdit | None:
+        site = self._site(uri, position)
+        if site is None or site.symbol is None:
+            return None
+        found = renaming.rename_edits(
+            self.state.db, site.symbol, site.occurrence.name, new, self.state.reported()
+        )
+        changes: dict[str, list[lsp.TextEdit]] = {}
+        for path, item_id, span in found:
+            edit = lsp.TextEdit(range=self.range_of(Loc(path, item_id, span)), new_text=new)
+            changes.setdefault(self.state.uri_of(path), []).append(edit)
+        return lsp.WorkspaceEdit(changes=changes)
+
     # --- handlers -----------------------------------------------------------------------
 
     def _register(self) -> None:
@@ -347,6 +396,45 @@ class TriServer:
             )
         except Exception as err:  # the client refused: edits in the editor still work
             self.log(f"could not ask the client to watch files: {err}", lsp.MessageType.Warning)
+
+    def _register_editing(self) -> None:
+        ls = self.ls
+        guard = self._guard
+
+        @ls.feature(
+            lsp.TEXT_DOCUMENT_COMPLETION,
+            lsp.CompletionOptions(trigger_characters=['"', "/", "(", ",", " "]),
+        )
+        @guard("completing")
+        async def completion(params: lsp.CompletionParams) -> list[lsp.CompletionItem]:
+            return await self.query(self._completion, params.text_document.uri, params.position)
+
+        @ls.feature(
+            lsp.TEXT_DOCUMENT_SIGNATURE_HELP,
+            lsp.SignatureHelpOptions(trigger_characters=["(", ","]),
+        )
+        @guard("answering signature help")
+        async def signature_help(params: lsp.SignatureHelpParams) -> lsp.SignatureHelp | None:
+            return await self.query(self._signature_help, params.text_document.uri, params.position)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
+        @guard("preparing a rename")
+        async def prepare_rename(params: lsp.PrepareRenameParams):
+            return await self.query(self._prepare_rename, params.text_document.uri, params.position)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_RENAME)
+        async def rename(params: lsp.RenameParams) -> lsp.WorkspaceEdit | None:
+            try:
+                return await self.query(
+                    self._rename, params.text_document.uri, params.position, params.new_name
+                )
+            except renaming.Refused as refused:
+                raise JsonRpcException(
+                    str(refused), code=lsp.LSPErrorCodes.RequestFailed.value
+                ) from None
+            except Exception:
+                self.log_error("renaming", traceback.format_exc())
+                raise
 
     def _edited(self, uri: str) -> None:
         """An open document's text changed (or it was opened): set it, which cancels the

@@ -123,6 +123,9 @@ class EditorState:
         return path_to_uri(os.path.join(self.root, *path.split("/")))
 
     def text(self, path: str) -> str:
+        """The text of ``path`` as the queries see it (read first if it was not)."""
+        if path not in self.loaded:
+            self.load([path])
         return source_text(self.db, path).text or ""
 
     # --- writers (any thread) ---------------------------------------------------------
@@ -224,13 +227,18 @@ class EditorState:
                     add(diag)
             roots.append(report.root)
         for root in dict.fromkeys(roots):
-            chains = {}
-            for key, chain in reached_instances(self.db, root).instances:
-                for diag in instance_diagnostics(self.db, key):
-                    chains[(diag.code, diag.primary.loc, diag.message)] = (key, chain)
-            for diag in instance_report(self.db, root):
-                at = chains.get((diag.code, diag.primary.loc, diag.message))
-                add(diag, self._chain_locations(root, at[1]) if at else None)
+            # ``instance_report``: the cut diagnostics, then each reached instance's own, in
+            # the order of ``reached_instances``; so each is matched with its chain
+            reach = reached_instances(self.db, root)
+            report = instance_report(self.db, root)
+            cuts = len(reach.cut)
+            chains = [
+                chain for key, chain in reach.instances for _ in instance_diagnostics(self.db, key)
+            ]
+            for diag in report[:cuts]:
+                add(diag)
+            for diag, chain in zip(report[cuts:], chains, strict=True):
+                add(diag, self._chain_locations(root, chain))
         return found
 
     def roots(self) -> list[tuple[Target | None, InstanceKey]]:

@@ -36,7 +36,7 @@ TOKEN_TYPES = (
     "operator",
 )
 TOKEN_MODIFIERS = ("declaration", "readonly", "defaultLibrary")
-_TYPE_NAMES = frozenset(
+TYPE_NAMES = frozenset(
     (
         "trit",
         "bool",
@@ -157,7 +157,7 @@ def _plain(kind: str, text: str) -> tuple[str, int] | None:
         return ("number", 0)
     if kind == "string":
         return ("string", 0)
-    if kind == "ident" and text in _TYPE_NAMES:
+    if kind == "ident" and text in TYPE_NAMES:
         return ("type", _bits("defaultLibrary"))
     return None
 
