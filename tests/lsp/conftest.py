@@ -51,11 +51,11 @@ def recording_client() -> LanguageClient:
     return client
 
 
-@pytest_lsp.fixture(
-    config=ClientServerConfig(server_command=SERVER, client_factory=recording_client)
-)
-async def client(lsp_client: LanguageClient, zoo: Path):
-    await lsp_client.initialize_session(
+CONFIG = ClientServerConfig(server_command=SERVER, client_factory=recording_client)
+
+
+async def start(client: LanguageClient, zoo: Path) -> None:
+    result = await client.initialize_session(
         lsp.InitializeParams(
             capabilities=lsp.ClientCapabilities(
                 workspace=lsp.WorkspaceClientCapabilities(
@@ -67,9 +67,53 @@ async def client(lsp_client: LanguageClient, zoo: Path):
             root_uri=zoo.as_uri(),
         )
     )
-    lsp_client.zoo = zoo  # type: ignore[attr-defined]
+    client.zoo = zoo  # type: ignore[attr-defined]
+    client.server_capabilities = result.capabilities  # type: ignore[attr-defined]
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def client(lsp_client: LanguageClient, zoo: Path):
+    """A server of its own, on a copy of the zoo of its own: for tests that edit files."""
+    await start(lsp_client, zoo)
     yield
     await lsp_client.shutdown_session()
+
+
+@pytest.fixture(scope="module")
+def shared_zoo(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("shared") / "zoo"
+    shutil.copytree(REPO / "models", dest / "models")
+    shutil.copy(REPO / "Tribuild.toml", dest / "Tribuild.toml")
+    return dest
+
+
+@pytest_lsp.fixture(config=CONFIG, scope="module")
+async def shared(lsp_client: LanguageClient, shared_zoo: Path):
+    """One server for a module's tests that only ask (its files are left as they are; a
+    document is opened once, ``show`` gives it a text)."""
+    await start(lsp_client, shared_zoo)
+    lsp_client.versions = {}  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+def show(client: LanguageClient, path: Path, text: str | None = None) -> str:
+    """Open ``path`` in ``client`` (once) with ``text`` (default: the file's), or give the open
+    document that text; its uri."""
+    uri = path.as_uri()
+    text = path.read_text() if text is None else text
+    versions = client.versions  # type: ignore[attr-defined]
+    if uri not in versions:
+        versions[uri] = 1
+        client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(
+                lsp.TextDocumentItem(uri=uri, language_id="tri", version=1, text=text)
+            )
+        )
+    else:
+        versions[uri] += 1
+        replace_all(client, uri, text, versions[uri])
+    return uri
 
 
 async def diagnostics_until(

@@ -7,9 +7,9 @@ import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import open_file, position_of
+from tests.lsp.conftest import position_of, show
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 # (file, snippet, offset into it, what the hover must say)
 HOVERS = [
@@ -51,10 +51,10 @@ DEFINITIONS = [
 
 
 @pytest.mark.parametrize("name,snippet,delta,expected", HOVERS)
-async def test_hover(client: LanguageClient, name, snippet, delta, expected):
-    path = client.zoo / "models" / name
-    uri = open_file(client, path)
-    result = await client.text_document_hover_async(
+async def test_hover(shared: LanguageClient, name, snippet, delta, expected):
+    path = shared.zoo / "models" / name
+    uri = show(shared, path)
+    result = await shared.text_document_hover_async(
         lsp.HoverParams(
             lsp.TextDocumentIdentifier(uri), position_of(path.read_text(), snippet, delta=delta)
         )
@@ -65,26 +65,26 @@ async def test_hover(client: LanguageClient, name, snippet, delta, expected):
 
 
 @pytest.mark.parametrize("name,snippet,delta,target,defined", DEFINITIONS)
-async def test_definition(client: LanguageClient, name, snippet, delta, target, defined):
-    path = client.zoo / "models" / name
-    uri = open_file(client, path)
-    found = await client.text_document_definition_async(
+async def test_definition(shared: LanguageClient, name, snippet, delta, target, defined):
+    path = shared.zoo / "models" / name
+    uri = show(shared, path)
+    found = await shared.text_document_definition_async(
         lsp.DefinitionParams(
             lsp.TextDocumentIdentifier(uri), position_of(path.read_text(), snippet, delta=delta)
         )
     )
-    target_path = client.zoo / "models" / target
+    target_path = shared.zoo / "models" / target
     assert [(f.uri, f.range.start) for f in found] == [
         (target_path.as_uri(), position_of(target_path.read_text(), defined))
     ]
 
 
-async def test_references_across_files(client: LanguageClient):
+async def test_references_across_files(shared: LanguageClient):
     """`ConvBNAct` is defined in one file and used in several: every use is found, its
     definition included, and nothing else (a local of the same name would not count)."""
-    blocks = client.zoo / "models" / "blocks" / "conv_bn_act.tri"
-    uri = open_file(client, blocks)
-    found = await client.text_document_references_async(
+    blocks = shared.zoo / "models" / "blocks" / "conv_bn_act.tri"
+    uri = show(shared, blocks)
+    found = await shared.text_document_references_async(
         lsp.ReferenceParams(
             text_document=lsp.TextDocumentIdentifier(uri),
             position=position_of(blocks.read_text(), "layer ConvBNAct", delta=6),
@@ -92,7 +92,7 @@ async def test_references_across_files(client: LanguageClient):
         )
     )
     expected = set()
-    for path in (client.zoo / "models").rglob("*.tri"):
+    for path in (shared.zoo / "models").rglob("*.tri"):
         text = path.read_text()
         at = text.find("ConvBNAct")
         while at >= 0:
@@ -104,10 +104,10 @@ async def test_references_across_files(client: LanguageClient):
     assert len(expected) > 5
 
 
-async def test_document_symbols(client: LanguageClient):
-    path = client.zoo / "models" / "resnet.tri"
-    uri = open_file(client, path)
-    found = await client.text_document_document_symbol_async(
+async def test_document_symbols(shared: LanguageClient):
+    path = shared.zoo / "models" / "resnet.tri"
+    uri = show(shared, path)
+    found = await shared.text_document_document_symbol_async(
         lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
     )
     outline = [(s.name, s.kind) for s in found]

@@ -293,7 +293,7 @@ class TriServer:
 
     def _register(self) -> None:
         ls = self.ls
-        guard = self._guard
+        guard = self.guard
 
         @ls.feature(lsp.INITIALIZE)
         @guard("initializing")
@@ -399,7 +399,7 @@ class TriServer:
 
     def _register_editing(self) -> None:
         ls = self.ls
-        guard = self._guard
+        guard = self.guard
 
         @ls.feature(
             lsp.TEXT_DOCUMENT_COMPLETION,
@@ -446,7 +446,10 @@ class TriServer:
         self.state.open_document(path, text)
         self._schedule()
 
-    def _guard(self, what: str):
+    def guard(self, what: str):
+        """A decorator: the handler's internal errors are logged (``window/logMessage``, with
+        the traceback) and raised again, so a request fails alone."""
+
         def wrap(handler):
             if asyncio.iscoroutinefunction(handler):
 
