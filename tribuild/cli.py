@@ -346,6 +346,28 @@ def _watch(args) -> int:
     return run(_project(), args)
 
 
+def _fmt_args(p) -> None:
+    p.add_argument(
+        "paths", nargs="*", help=".tri files or folders (default: the project's sources)"
+    )
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if a file would change"
+    )
+
+
+def _fmt(args) -> int:
+    from tribuild.driver.fmt import format_files
+
+    result = format_files(_project(), tuple(args.paths), args.check)
+    for path, why in result.skipped:
+        print(f"{path}: not formatted: {why}", file=sys.stderr)
+    verb = "would reformat" if args.check else "reformatted"
+    for path in result.changed:
+        print(f"{verb} {path}", file=sys.stderr)
+    print(f"{len(result.changed)} of {result.files} files {verb}", file=sys.stderr)
+    return EXIT_USER if (args.check and result.changed) or result.skipped else EXIT_OK
+
+
 def _lsp_args(p) -> None:
     from tribuild.lsp.command import add_args
 
@@ -389,6 +411,11 @@ COMMANDS = {
         _watch,
     ),
     "lsp": ("a Language Server Protocol server on stdio, for editors", _lsp_args, _lsp),
+    "fmt": (
+        "lay out .tri files (indentation, blank lines); --check to only report",
+        _fmt_args,
+        _fmt,
+    ),
 }
 
 

@@ -129,3 +129,29 @@ async def test_semantic_tokens(shared: LanguageClient):
     at = text.count("\n", 0, text.index("return fc(flatten"))
     assert decoded["flatten", at] == "function"
     assert decoded["x", at] == "parameter"
+
+
+async def test_formatting(shared: LanguageClient):
+    path = shared.zoo / "models" / "mlp.tri"
+    text = path.read_text()
+    messy = "\n\n" + text.replace("\n    let fc2", "\n let fc2").replace(
+        "        return", "  return"
+    )
+    uri = show(shared, path, messy)
+    edits = await shared.text_document_formatting_async(
+        lsp.DocumentFormattingParams(
+            text_document=lsp.TextDocumentIdentifier(uri),
+            options=lsp.FormattingOptions(tab_size=4, insert_spaces=True),
+        )
+    )
+    assert len(edits) == 1 and edits[0].new_text == text
+    assert edits[0].range.start == lsp.Position(0, 0)
+    assert edits[0].range.end == lsp.Position(line=messy.count("\n"), character=0)
+    show(shared, path)
+    again = await shared.text_document_formatting_async(
+        lsp.DocumentFormattingParams(
+            text_document=lsp.TextDocumentIdentifier(uri),
+            options=lsp.FormattingOptions(tab_size=4, insert_spaces=True),
+        )
+    )
+    assert not again  # laid out already: no edit

@@ -29,6 +29,7 @@ from pygls.lsp.server import LanguageServer
 
 from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.engine import Cancelled
+from tribuild.lang.syntax.layout import format_text
 from tribuild.lsp import complete, navigate, symbols
 from tribuild.lsp import hover as hovering
 from tribuild.lsp import rename as renaming
@@ -289,6 +290,19 @@ class TriServer:
             changes.setdefault(self.state.uri_of(path), []).append(edit)
         return lsp.WorkspaceEdit(changes=changes)
 
+    def _formatting(self, uri: str) -> list[lsp.TextEdit]:
+        """One edit replacing the whole document, if its layout changes (none for a text
+        the lexer finds errors in)."""
+        path = self.state.path_of(uri) if self.state else None
+        if path is None:
+            return []
+        text = self.state.text(path)
+        laid = format_text(text)
+        if laid is None or laid == text:
+            return []
+        whole = lsp.Range(self.position(text, 0), self.position(text, len(text)))
+        return [lsp.TextEdit(range=whole, new_text=laid)]
+
     # --- handlers -----------------------------------------------------------------------
 
     def _register(self) -> None:
@@ -416,6 +430,11 @@ class TriServer:
         @guard("answering signature help")
         async def signature_help(params: lsp.SignatureHelpParams) -> lsp.SignatureHelp | None:
             return await self.query(self._signature_help, params.text_document.uri, params.position)
+
+        @ls.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+        @guard("formatting")
+        async def formatting(params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit]:
+            return await self.query(self._formatting, params.text_document.uri)
 
         @ls.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
         @guard("preparing a rename")
