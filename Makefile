@@ -5,12 +5,13 @@ PY ?= python3
 VENV := .venv
 BASE := $(VENV)/.base
 STAMP := $(VENV)/.installed
+NODE_STAMP := editors/vscode/node_modules/.installed
 
 .PHONY: zoo test test-cuda
 zoo: $(BASE)
 	$(VENV)/bin/tribuild build
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q
 
 # On a machine with a CUDA GPU, torch and triton (not part of `make test`): the kernel and
@@ -19,6 +20,13 @@ CUDA_TESTS := $(wildcard tests/gpu/test_kernels_*.py) tests/codegen/test_kernel_
 	tests/codegen/test_zoo_modules.py
 test-cuda:
 	TRIBUILD_TEST_DEVICE=cuda $(PY) -m pytest -q $(ARGS) $(CUDA_TESTS)
+
+# The VS Code extension's npm packages, for the grammar test (tests/editors); without npm
+# that test is skipped (CI installs node: .ci/run).
+$(NODE_STAMP): editors/vscode/package.json editors/vscode/package-lock.json
+	@if command -v npm >/dev/null; then \
+		cd editors/vscode && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "npm not found: the grammar test (tests/editors) will be skipped"; fi
 
 $(BASE): pyproject.toml
 	@echo "make: installing tribuild (the compiler alone: networkx, rich, watchdog) into $(VENV)"
