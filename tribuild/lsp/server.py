@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.engine import Cancelled
@@ -39,19 +40,32 @@ from tribuild.queries.report import QuerySources
 from tribuild.queries.targets import reached_instances
 
 RETRIES = 50  # a request cancelled by edits again and again gives up after this many runs
-TOKEN_TYPES = symbols.TOKEN_TYPES
-TOKEN_MODIFIERS = symbols.TOKEN_MODIFIERS
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls's protocol, less a leak: pygls 2.1 keeps, in ``_request_futures``, the future of
+    every notification whose built-in handler is a generator (``didOpen``, ``didChange``,
+    ``didClose``...) and never removes it: one future per keystroke, for the whole
+    session (``benchmarks/bench_lsp.py`` measured 4 KB per edit). Here a notification's
+    future goes once it is done; requests are left to pygls."""
+
+    def _check_handler_result(self, future) -> None:
+        super()._check_handler_result(future)
+        done = [key for key, held in self._request_futures.items() if held is future]
+        for key in done:
+            del self._request_futures[key]
 
 
 class TriServer:
     def __init__(self, debounce: float = 0.05) -> None:
-        self.ls = LanguageServer("tribuild", _version())
+        self.ls = LanguageServer("tribuild", _version(), protocol_cls=_Protocol)
         self.debounce = debounce
         self.state: EditorState | None = None
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="queries")
         self.generation = 0
         self._timer: asyncio.TimerHandle | None = None
         self._published: dict[str, list] = {}
+        self._problems: list[str] = []  # logged by the last check that published
         self._register()
         self._register_editing()
 
@@ -90,8 +104,10 @@ class TriServer:
         if generation != self.generation:
             return
         diagnostics, problems = found
-        for problem in problems:
-            self.log(problem, lsp.MessageType.Warning)
+        if problems != self._problems:  # each change of them logged once, not every edit
+            for problem in problems:
+                self.log(problem, lsp.MessageType.Warning)
+            self._problems = problems
         for uri in sorted(set(self._published) | set(diagnostics)):
             new = diagnostics.get(uri, [])
             if self._published.get(uri) != new:
@@ -382,7 +398,8 @@ class TriServer:
         @ls.feature(
             lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL,
             lsp.SemanticTokensLegend(
-                token_types=list(TOKEN_TYPES), token_modifiers=list(TOKEN_MODIFIERS)
+                token_types=list(symbols.TOKEN_TYPES),
+                token_modifiers=list(symbols.TOKEN_MODIFIERS),
             ),
         )
         @guard("classifying tokens")

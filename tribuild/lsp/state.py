@@ -101,7 +101,7 @@ class EditorState:
         self.open: dict[str, str] = {}
         self.loaded: set[str] = set()
         self.scanned: tuple[str, ...] = ()
-        self._lock = threading.Lock()  # the writers' bookkeeping (``open``, ``loaded``)
+        self._lock = threading.Lock()  # ``open``, ``loaded`` and the texts set with them
         self.rescan()
 
     @property
@@ -143,21 +143,22 @@ class EditorState:
         self.rescan()
 
     def open_document(self, path: str, text: str) -> None:
-        with self._lock:
+        with self._lock:  # so that ``load`` cannot set the disk's text over the editor's
             self.open[path] = text
             self.loaded.add(path)
-        self.db.set(source_text, path, SourceText(text))
+            self.db.set(source_text, path, SourceText(text))
 
     def close_document(self, path: str) -> None:
         with self._lock:
             self.open.pop(path, None)
-        self.db.set(source_text, path, read_source(self.root, path))
+            self.db.set(source_text, path, read_source(self.root, path))
 
     def disk_changed(self, paths: list[str]) -> None:
         """Files changed, created or deleted on disk: re-read those not open."""
         for path in paths:
-            if path.endswith(".tri") and path not in self.open and path in self.loaded:
-                self.db.set(source_text, path, read_source(self.root, path))
+            with self._lock:
+                if path.endswith(".tri") and path not in self.open and path in self.loaded:
+                    self.db.set(source_text, path, read_source(self.root, path))
 
     # --- the query thread ---------------------------------------------------------------
 
@@ -169,10 +170,9 @@ class EditorState:
         while pending:
             for path in pending:
                 with self._lock:
-                    fresh = path not in self.loaded
-                    self.loaded.add(path)
-                if fresh:
-                    self.db.set(source_text, path, read_source(self.root, path))
+                    if path not in self.loaded:
+                        self.loaded.add(path)
+                        self.db.set(source_text, path, read_source(self.root, path))
             closure.update(pending)
             pending = sorted(
                 {
@@ -188,11 +188,12 @@ class EditorState:
     def reported(self) -> list[str]:
         """The reported files, read (the closure is followed again: an edit may import)."""
         targets = self.project.config.targets if self.project.config else ()
-        closure = self.load([*self.scanned, *self.open, *(t.entry_path for t in targets)])
+        with self._lock:  # the event loop opens and closes documents meanwhile
+            opened = set(self.open)
+        scanned = set(self.scanned)
+        closure = self.load([*sorted(scanned | opened), *(t.entry_path for t in targets)])
         return sorted(
-            p
-            for p in closure
-            if p in self.scanned or p in self.open or read_error(self.db, p) is None
+            p for p in closure if p in scanned or p in opened or read_error(self.db, p) is None
         )
 
     def check(self) -> Found:
