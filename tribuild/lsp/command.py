@@ -24,7 +24,9 @@ def add_args(p) -> None:
 def run(args) -> int:
     try:
         from tribuild.lsp.server import serve
-    except ImportError as err:
+    except ModuleNotFoundError as err:
+        if err.name not in ("pygls", "lsprotocol"):
+            raise
         print(
             f"tribuild lsp: {err}: install the language server's dependencies with "
             "`pip install 'tribuild[lsp]'`",

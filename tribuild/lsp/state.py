@@ -28,10 +28,10 @@ from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.driver.noop import manifest
 from tribuild.driver.session import Project, salt
 from tribuild.driver.sources import may_import, read_source, scan
-from tribuild.engine import Database, Durability
+from tribuild.engine import Database
 from tribuild.lang.check.values import InstanceKey, describe_instance
 from tribuild.lang.syntax import ast
-from tribuild.queries.inputs import SourceText, project_files, source_text
+from tribuild.queries.inputs import SourceText, source_text
 from tribuild.queries.names import import_targets
 from tribuild.queries.report import QuerySources
 from tribuild.queries.semantic import (
@@ -134,7 +134,6 @@ class EditorState:
         """Find the source folders' files again (at start, and when files come or go)."""
         folders = self.project.config.sources if self.project.config else (".",)
         self.scanned = scan(self.root, folders)
-        self.db.set(project_files, self.scanned, durability=Durability.MEDIUM)
 
     def reload_config(self) -> None:
         project, problem = discover(self.root)
