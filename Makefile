@@ -27,6 +27,6 @@ $(BASE): pyproject.toml
 	touch $(BASE)
 
 $(STAMP): $(BASE) pyproject.toml constraints.txt
-	@echo "make: installing the runtime (torch, triton), the remote cache's client (redis) and the test tools into $(VENV)"
-	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,runtime,gpu,remote]'
+	@echo "make: installing the runtime (torch, triton), the remote cache's client (redis), the exporters (onnx) and the test tools into $(VENV)"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,runtime,gpu,remote,export,examples]'
 	touch $(STAMP)
