@@ -121,7 +121,7 @@ class FloatModule(nn.Module):
         return _rebuild_twin, where, self.__getstate__()
 
 
-def float_class(cls: type) -> type:
+def float_class(cls: Any) -> Any:
     """The twin class of the generated class ``cls`` (one per class)."""
     twin = cls.__dict__.get("_float_twin")
     if twin is None:
@@ -177,7 +177,8 @@ def float_twin(model: nn.Module) -> nn.Module:
                 module._modules[child_name] = _float_layer(child)
         if isinstance(module, Module):
             for name, shape in module.__dict__.get("trit_shapes", {}).items():
-                codes = unpacked_codes(module._buffers.pop(name), shape)
+                codes = unpacked_codes(module.get_buffer(name), shape)
+                del module._buffers[name]
                 module.register_parameter(name, nn.Parameter(codes.clone()))
             module.__dict__.pop("trit_shapes", None)
             module.__class__ = float_class(type(module))

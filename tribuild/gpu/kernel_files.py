@@ -19,7 +19,7 @@ import sys
 import weakref
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Callable
+from typing import Any, Callable
 
 from tribuild.base.hashing import digest
 
@@ -43,7 +43,7 @@ def load_kernel_file(path: str) -> Callable:
     resolved = Path(path).resolve()
     name = f"tribuild_kernels.{resolved.stem}"
     module = sys.modules.get(name)
-    if module is None or Path(module.__file__).resolve() != resolved:
+    if module is None or Path(module.__file__ or "").resolve() != resolved:
         module = _import_path(name, str(resolved))
     return module.run
 
@@ -72,7 +72,7 @@ def class_file(cls: type) -> str:
     return os.path.realpath(path)
 
 
-def generated_class(module_name: str, path: str, qualname: str) -> type:
+def generated_class(module_name: str, path: str, qualname: str) -> Any:
     """The class ``qualname`` of the generated module at ``path`` (``module_name``: the name it
     had when pickled, tried first)."""
     known = _classes.get((path, qualname))
@@ -84,8 +84,8 @@ def generated_class(module_name: str, path: str, qualname: str) -> type:
             (
                 m
                 for m in list(sys.modules.values())
-                if isinstance(getattr(m, "__file__", None), str)
-                and os.path.realpath(m.__file__) == path
+                if isinstance(file := getattr(m, "__file__", None), str)
+                and os.path.realpath(file) == path
             ),
             None,
         )

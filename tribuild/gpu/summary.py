@@ -22,11 +22,11 @@ def _row(name: str, module: nn.Module) -> tuple[str, str, str, int, int, int] | 
         ternary = dict(module.TERNARY)
         for weight, _ in module.TERNARY:
             for buffer in (weight, f"{weight}_scale"):
-                t = module._buffers[buffer]
+                t = module.get_buffer(buffer)
                 packed += t.numel() * t.element_size()
     for weight, shape in module.__dict__.get("trit_shapes", {}).items():
         ternary[weight] = shape
-        t = module._buffers[weight]
+        t = module.get_buffer(weight)
         packed += t.numel() * t.element_size()
     floats: dict[str, tuple[int, ...]] = {}
     for pname, p in module.named_parameters(recurse=False):
