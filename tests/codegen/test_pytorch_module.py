@@ -377,3 +377,28 @@ def test_a_wrong_input_shape_names_the_layer_and_the_declared_type(gen):
     with pytest.raises(ValueError, match=r"got shape \[1, 6, 6\]"):
         m(torch.zeros(1, 6, 6))
     m(torch.zeros(3, 1, 6, 6))  # any N
+
+
+def test_a_bitnet_block_passes_gradients_through_its_quantized_activations(tmp_path, monkeypatch):
+    """BitLinear quantizes its input: with the straight-through estimator the gradient that
+    reaches the RMSNorm before it is (nearly) the one of the unquantized block; rounding's own
+    gradient (zero) would leave only the small part that flows through the absmax."""
+    from tribuild.gpu import launch
+
+    block = write_and_import(
+        build("models/bitnet.tri:BitNetBlock", {"dim": 32, "heads": 2, "hidden": 48}, "0"),
+        tmp_path / "bitnet",
+    )
+    torch.manual_seed(0)
+    m = block.Model().train()
+    x = torch.randn(2, 8, 32)
+
+    def norm_grads() -> torch.Tensor:
+        m.zero_grad()
+        m(x).square().mean().backward()
+        return torch.cat([m.attn_norm.weight.grad.flatten(), m.ffn_norm.weight.grad.flatten()])
+
+    quantized = norm_grads()
+    monkeypatch.setattr(launch, "quantize_activations_torch", lambda t: t)
+    plain = norm_grads()
+    assert torch.nn.functional.cosine_similarity(quantized, plain, dim=0) > 0.95
