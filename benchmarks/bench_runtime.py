@@ -12,7 +12,9 @@ median over rounds, and its ratio to the reference is the median of the per-roun
 with their min..max as the spread (goals: -O0 within 2% of the reference, -O2 faster). Each
 sample is timed twice: wall-clock (``ms``, ``ratio``) and the thread's CPU time
 (``cpu_ms``, ``cpu_ratio``; one thread computes everything), which leaves out the time the
-thread waited for a core on the shared machine. The load average is recorded before and
+thread waited for a core on the shared machine. A fourth variant, the -O0 module with the
+entry's input check taken out, gives the check's cost (``input_check``: the median per-round
+ratio of -O0 to it). The load average is recorded before and
 after. Sizes: the whole state_dict (``torch.save``) packed vs float32, and the ternary
 weights alone (float32 ``4 · numel`` vs packed codes plus scales). Writes
 ``benchmarks/results/runtime.json`` and ``runtime.md``; ``--quick`` runs one tiny model and
@@ -23,15 +25,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import io
 import json
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 
 import torch
@@ -39,7 +44,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.codegen.harness import build, write_and_import  # noqa: E402
+from tests.codegen.harness import build, write, write_and_import  # noqa: E402
 from tribuild.gpu.launch import backend_for  # noqa: E402
 from tribuild.gpu.nn import TernaryLayer  # noqa: E402
 
@@ -124,11 +129,47 @@ def summary(samples: dict[str, list[float]], prefix: str) -> dict:
         for k, v in samples.items()
         if k != "reference"
     }
+    check = [a / b for a, b in zip(samples["O0"], samples["O0_unchecked"])]
     return {
         f"{prefix}ms": {k: statistics.median(v) for k, v in samples.items()},
         f"{prefix}ratio": {k: statistics.median(v) for k, v in ratios.items()},
         f"{prefix}spread": {k: [min(v), max(v)] for k, v in ratios.items()},
+        f"{prefix}input_check": {
+            "ratio": statistics.median(check),
+            "spread": [min(check), max(check)],
+        },
     }
+
+
+def without_input_check(result, folder: Path):
+    """The generated module of ``result`` with its entry's input check taken out (the
+    ``if x.shape...: model.wrong_input(...)`` statements), imported: what the check costs is
+    the ratio of the module to this one."""
+    write(result, folder)
+    path = folder / "model.py"
+    text = path.read_text()
+    stripped = re.sub(r"\n        if [^\n]*:\n            model\.wrong_input\([^\n]*\)", "", text)
+    if stripped == text or "wrong_input" in stripped:
+        raise SystemExit(f"no input check found to take out of {path}")
+    path.write_text(stripped)
+    spec = importlib.util.spec_from_file_location(f"unchecked_{folder.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def input_check_us(module_file: Path, x: torch.Tensor) -> float:
+    """Microseconds per evaluation of the generated input check's condition on ``x`` (the
+    best of 7 runs of 20,000): its absolute cost, which the round ratios are too noisy to
+    resolve."""
+    found = re.search(
+        r"if (?P<test>[^\n]*):\n\s+model\.wrong_input\(\"[^\"]*\", \"(?P<name>\w+)\"",
+        module_file.read_text(),
+    )
+    if found is None:
+        raise SystemExit(f"no input check in {module_file}")
+    timer = timeit.Timer(found["test"], globals={found["name"]: x})
+    return min(timer.repeat(7, 20000)) / 20000 * 1e6
 
 
 def run_model(
@@ -141,7 +182,10 @@ def run_model(
     for level in LEVELS:
         gen = write_and_import(build(entry, args, level), folder / name / f"O{level}")
         fns[f"O{level}"] = gen.Model.from_float(ref.state_dict()).eval()
+    unchecked = without_input_check(build(entry, args, "0"), folder / name / "O0_unchecked")
+    fns["O0_unchecked"] = unchecked.Model.from_float(ref.state_dict()).eval()
     x = torch.randn(shape)
+    check_us = input_check_us(folder / name / "O0" / "model.py", x)
     if backend_for(x) != "torch":
         raise SystemExit("unset TRITON_INTERPRET: the benchmark times the CPU path")
     with torch.no_grad():
@@ -156,6 +200,7 @@ def run_model(
         "args": args,
         "input": list(shape),
         **timing,
+        "input_check_us": check_us,
         "max_rel_error": err,
         "float32_bytes": float_bytes,
         "packed_bytes": packed_bytes,
@@ -182,22 +227,29 @@ def markdown(rows: list[dict], meta: dict) -> str:
         "(order rotating); times are medians over rounds; ratio = generated / reference, the median of the "
         "per-round ratios (< 1 is faster), spread = their min..max. Each sample is timed twice: wall-clock, "
         "and the CPU time of the one thread that computes (without the time it waited for a core on the "
-        "shared machine).",
+        "shared machine). The -O0 and -O2 modules include the entry's input check (rank and fixed "
+        "dims); *input check* is its cost: the median per-round ratio of the -O0 module to the same "
+        "module with the check taken out (timed in the same rounds), then the check's condition "
+        "timed alone (µs per call, best of 7 runs of 20,000) and its share of the -O0 time.",
         "",
     ]
     for title, prefix in (("Wall-clock", ""), ("CPU time", "cpu_")):
         out += [
             f"### {title}",
             "",
-            "| model | input | reference ms | -O0 ms | -O0 ratio (spread) | -O2 ms | -O2 ratio (spread) | goals |",
-            "|---|---|---|---|---|---|---|---|",
+            "| model | input | reference ms | -O0 ms | -O0 ratio (spread) | -O2 ms | -O2 ratio (spread) | input check (spread) | goals |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             t, q, sp = r[f"{prefix}ms"], r[f"{prefix}ratio"], r[f"{prefix}spread"]
+            c = r[f"{prefix}input_check"]
+            share = r["input_check_us"] / (t["O0"] * 1e3)
             out.append(
                 f"| {r['model']} | {r['input']} | {t['reference']:.3f} | {t['O0']:.3f} | {q['O0']:.3f} "
                 f"({sp['O0'][0]:.2f}..{sp['O0'][1]:.2f}) | {t['O2']:.3f} | {q['O2']:.3f} "
-                f"({sp['O2'][0]:.2f}..{sp['O2'][1]:.2f}) | {verdict(q)} |"
+                f"({sp['O2'][0]:.2f}..{sp['O2'][1]:.2f}) | {c['ratio']:.3f} "
+                f"({c['spread'][0]:.2f}..{c['spread'][1]:.2f}); {r['input_check_us']:.2f} µs = "
+                f"{share:.2%} | {verdict(q)} |"
             )
         out.append("")
     out += [

@@ -45,7 +45,7 @@ def loaded(gen, seed: int = 0):
         if v.dtype == torch.uint8
         else torch.rand(v.shape) + 0.5
         for k, v in gen.build().state_dict().items()
-        if not k.endswith("_scale")
+        if not k.endswith("_scale") and "latent_" not in k  # the packed form's keys
     }
     return gen.Model.from_float(state).eval()
 

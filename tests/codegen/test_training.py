@@ -28,17 +28,13 @@ layer Net(c: int = 4) {
 
 
 def float_state(gen) -> dict:
+    """The float twin's state_dict with random ternary weights."""
     torch.manual_seed(0)
-    state = {}
-    for key, value in gen.build().state_dict().items():
-        if key.endswith("_scale"):
-            continue
-        state[key] = (
-            torch.randn(value.shape[0], *([4] if key == "fc.weight" else [3, 3, 3]))
-            if key in ("conv.weight", "fc.weight")
-            else value.float()
-        )
-    return state
+    state = gen.Model.float_module().state_dict()
+    return {
+        k: torch.randn(v.shape) if k in ("conv.weight", "fc.weight") else v
+        for k, v in state.items()
+    }
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def float_weights(layer, seed: int) -> dict[str, torch.Tensor]:
 def expected(layer, x: torch.Tensor) -> torch.Tensor:
     """The layer's output computed from its current buffers, without any cache."""
     w = unpack(layer.weight, dict(layer.TERNARY)["weight"]).float()
-    w = w * layer.weight_scale.reshape(-1, *([1] * (w.dim() - 1)))
+    w = (w * layer.weight_scale.reshape(-1, *([1] * (w.dim() - 1)))).to(x.dtype)
     if isinstance(layer, TernaryConv2d):
         return F.conv2d(x, w, layer.bias, layer.stride, layer.padding, 1, layer.groups)
     return F.linear(x, w, layer.bias)
@@ -91,7 +91,8 @@ def test_replaced_and_converted_buffers_are_noticed(make, shape):
     layer(x)
     layer.weight = float_weights(layer, 3)["weight"]  # a new buffer tensor
     torch.testing.assert_close(layer(x), expected(layer, x))
-    layer.double()  # new scale and bias tensors, float64
+    layer.double()  # a new bias tensor, float64 (the scale stays float32)
+    assert layer.weight_scale.dtype == torch.float32 and layer.bias.dtype == torch.float64
     torch.testing.assert_close(layer(x.double()), expected(layer, x.double()))
 
 

@@ -281,8 +281,10 @@ def ternary_conv2d(
 def quantize_activations(
     x: torch.Tensor, *, opt_level: int = 2, configs: Sequence[KernelConfig] | None = None
 ) -> torch.Tensor:
-    """Per-token int8 absmax fake quantization (``tribuild.gpu.ternarize.quantize_activations``)."""
-    if backend_for(x) == "torch":
+    """Per-token int8 absmax fake quantization (``tribuild.gpu.ternarize.quantize_activations``).
+    While autograd records (training), the torch path runs on any device: the kernel has no
+    backward, the torch path the straight-through estimator's."""
+    if backend_for(x) == "torch" or (x.requires_grad and torch.is_grad_enabled()):
         return quantize_activations_torch(x)
     from tribuild.gpu.kernels.act_quant import act_quant_kernel
 

@@ -13,8 +13,8 @@ Terms:
 - *dense weight*: on the torch backend a layer computes with ``scale · codes`` as one float
   weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept while
   the layer holds the same packed and scale tensors. Edits in place drop it where they happen:
-  ``load_state_dict`` (which copies into the buffers) and ``Module.freeze``; any other in-place
-  edit must call ``forget_dense()``, as with PyTorch's prepacked quantized layers. Reading the
+  ``load_state_dict`` (which copies into the buffers); re-packing a latent weight makes new
+  tensors; any other in-place edit must call ``forget_dense()``, as with PyTorch's prepacked quantized layers. Reading the
   version counters on every call instead cost about 1% of MobileNetV2 at -O0 (two reads per
   layer, each a few cache misses after a large convolution). The accumulation then rounds
   slightly differently from the kernels' ``scale · (x · codes)``, within float32 rounding.
@@ -27,14 +27,28 @@ Terms:
   map merged into the per-channel scale and bias), an activation and a residual add in the
   epilogue. In training mode, or with a BatchNorm in training mode, the same result is
   computed step by step (batch statistics, autograd).
-- *QAT* (quantization-aware training): ``latent_<name>``, a float parameter that, while it
-  exists and the layer is training, is ternarized on the fly with the straight-through
-  estimator; ``tribuild.gpu.model`` creates and freezes it.
+- *latent weight* (quantization-aware training): ``latent_<name>``, a float parameter of the
+  weight's own shape. A new layer has one, initialized as PyTorch initializes the layer kind
+  (``nn.Linear``/``nn.Conv2d``: Kaiming uniform; ``nn.MultiheadAttention``: Xavier uniform),
+  with the packed form derived from it, so that ``parameters()`` holds every trainable weight
+  and training from scratch works. In training mode the layer ternarizes it on the fly with
+  the straight-through estimator; in eval mode it first re-packs it when it changed (same
+  arithmetic as a frozen layer). ``freeze`` (``sync_latents`` then drop) leaves the packed form
+  alone; a ``state_dict`` without ``latent_<name>`` loads as a frozen layer, one with it as a
+  trainable one. A layer in training mode without latent weights warns once per process.
+- *dtypes and devices*: ``.half()``, ``.to(dtype)`` and the like convert biases and latent
+  weights; the scales stay float32 (the kernels' contract), and the torch backend casts biases
+  to the input's dtype.
+- *tracing* (``torch.compile``, ``torch.export``, ONNX export): the caches above are Python
+  state keyed by identity and version, which a traced graph cannot guard on; while
+  ``torch.compiler.is_compiling()`` the weights are computed in the graph instead, from the
+  packed form (or, with latent weights, from them), and nothing is cached.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import torch
@@ -49,21 +63,56 @@ from tribuild.gpu.launch import (
     ternary_linear,
     unpacked_codes,
 )
-from tribuild.gpu.packing import packed_cols
-from tribuild.gpu.ternarize import dequantize, ternarize_ste
+from tribuild.gpu.packing import pack, packed_cols, unpack
+from tribuild.gpu.ternarize import dequantize, ternarize, ternarize_ste
 
 Kernel = Callable[..., torch.Tensor]
 
 
+_warned_frozen_training = False  # the no-latent-weights warning is given once per process
+
+
+def _warn_frozen_training(layer: nn.Module) -> None:
+    global _warned_frozen_training
+    if not _warned_frozen_training:
+        _warned_frozen_training = True
+        warnings.warn(
+            f"{type(layer).__name__} is in training mode but has no trainable ternary weights "
+            "(a frozen or from_float model): only biases, norms and float layers train. Call "
+            "model.qat() before training, or model.eval() for inference.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _kernel_state(kernel: Kernel | None) -> Kernel | None | tuple[str, str]:
+    """A kernel as pickle can keep it: the path of its generated file (its module is imported
+    under a name only the process that loaded it knows)."""
+    if kernel is None:
+        return None
+    return ("kernel file", kernel.__code__.co_filename)
+
+
+def _kernel_from_state(state: Kernel | None | tuple[str, str]) -> Kernel | None:
+    if isinstance(state, tuple) and state[:1] == ("kernel file",):
+        from tribuild.gpu.kernel_files import load_kernel_file
+
+        return load_kernel_file(state[1])
+    return state
+
+
 class TernaryLayer(nn.Module):
-    """Shared by the ternary layers: packed buffers, QAT weights, folded epilogues."""
+    """Shared by the ternary layers: packed buffers, latent weights, folded epilogues."""
 
     TERNARY: tuple[tuple[str, tuple[int, ...]], ...] = ()
     K_MAJOR = (
         False  # dense weights as the [N, K] view of a contiguous [K, N] tensor (matrix products)
     )
+    KERNEL_ATTRS: tuple[str, ...] = ("kernel",)  # attributes holding generated kernel functions
 
-    def _ternary_buffers(self, scale: str) -> None:
+    def _ternary_weights(self, scale: str) -> None:
+        """The packed buffers and scales of ``TERNARY``, and a latent weight for each (left
+        uninitialized: ``reset_parameters`` fills them and derives the packed form)."""
         self.scale_mode = scale
         for name, shape in self.TERNARY:
             rows = shape[0]
@@ -71,8 +120,63 @@ class TernaryLayer(nn.Module):
                 name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
             )
             self.register_buffer(f"{name}_scale", torch.ones(rows if scale == "channel" else 1))
+            self.register_parameter(f"latent_{name}", nn.Parameter(torch.empty(shape)))
+        self.has_latent = True
         self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
         self._dense: dict[str | tuple[str, int], tuple] = {}
+        self._synced: dict[str, tuple[int, int]] = {}
+
+    def _init_linear_like(self, name: str, bias: torch.Tensor | None) -> None:
+        """``nn.Linear``'s and ``nn.Conv2d``'s ``reset_parameters``, on ``latent_<name>``."""
+        latent = self._parameters[f"latent_{name}"]
+        nn.init.kaiming_uniform_(latent, a=math.sqrt(5))
+        if bias is not None:
+            fan_in = math.prod(latent.shape[1:])
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            nn.init.uniform_(bias, -bound, bound)
+
+    def sync_latents(self) -> None:
+        """Re-pack every latent weight that changed since it was last packed."""
+        for name, _ in self.TERNARY:
+            latent = self._parameters.get(f"latent_{name}")
+            if latent is None:
+                continue
+            stamp = (id(latent), latent._version)
+            if self._synced.get(name) == stamp:
+                continue
+            codes, scale = ternarize(latent.detach(), self.scale_mode)
+            with torch.no_grad():
+                self._buffers[name] = pack(codes)
+                self._buffers[f"{name}_scale"] = scale
+            self._dense, self._folded = {}, None
+            self._synced[name] = stamp
+
+    def add_latent(self, name: str, value: torch.Tensor | None = None) -> None:
+        """Give the ternary weight ``name`` a latent weight: ``value`` (a float weight of its
+        shape), else ``scale · codes`` of the packed form (kept if it has one already)."""
+        shape = dict(self.TERNARY)[name]
+        scale = self._buffers[f"{name}_scale"]
+        if value is None:
+            if self._parameters.get(f"latent_{name}") is not None:
+                return
+            value = dequantize(unpacked_codes(self._buffers[name], shape), scale)
+        elif tuple(value.shape) != tuple(shape):
+            raise ValueError(
+                f"the latent {name} of {type(self).__name__} has shape {list(shape)}, "
+                f"not {list(value.shape)}"
+            )
+        latent = nn.Parameter(value.detach().to(device=scale.device, dtype=torch.float32).clone())
+        self.register_parameter(f"latent_{name}", latent)
+        self.has_latent = True
+        self._synced.pop(name, None)
+
+    def drop_latents(self) -> None:
+        """Pack the latent weights (``sync_latents``) and remove them: a frozen layer."""
+        self.sync_latents()
+        for name, _ in self.TERNARY:
+            self._parameters.pop(f"latent_{name}", None)
+        self.has_latent = False
+        self._synced = {}
 
     def dense_weight(
         self, name: str, dtype: torch.dtype, scale: torch.Tensor | None = None
@@ -82,6 +186,8 @@ class TernaryLayer(nn.Module):
         tensor (see the module doc). The own scale's entry is keyed by the name alone, so
         ``forward``'s lookup builds no key."""
         packed, own = self._buffers[name], self._buffers[f"{name}_scale"]
+        if torch.compiler.is_compiling():
+            return self._traced_weight(name, scale if scale is not None else own).to(dtype)
         if scale is None or scale is own:
             key, scale = name, own
         else:
@@ -98,14 +204,66 @@ class TernaryLayer(nn.Module):
         self._dense[key] = (packed, scale, dtype, weight)
         return weight
 
+    def _traced_weight(self, name: str, scale: torch.Tensor) -> torch.Tensor:
+        """``scale · codes`` computed in a traced graph (no cache): from the latent weight when
+        the layer has one (the codes it would pack), else from the packed form."""
+        latent = self._parameters.get(f"latent_{name}")
+        if latent is not None:
+            codes, own = ternarize(latent, self.scale_mode)
+            if scale is self._buffers[f"{name}_scale"]:
+                scale = own
+            return dequantize(codes, scale)
+        return dequantize(unpack(self._buffers[name], dict(self.TERNARY)[name]), scale)
+
     def forget_dense(self) -> None:
         """Drop the dense weights, after an in-place edit of a packed weight or scale (done
         already by ``load_state_dict`` and ``tribuild.gpu.model.Module.freeze``)."""
         self._dense = {}
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        if self.has_latent and not torch.compiler.is_compiling():
+            self.sync_latents()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # The latent weights follow the state_dict: a packed one (a frozen model's, or
+        # from_float's) makes the layer frozen, one with latent weights a trainable one.
+        for name, shape in self.TERNARY:
+            has_packed, latent = prefix + name in state_dict, f"latent_{name}"
+            if has_packed and prefix + latent not in state_dict:
+                self._parameters.pop(latent, None)
+            elif prefix + latent in state_dict and self._parameters.get(latent) is None:
+                self.register_parameter(latent, nn.Parameter(torch.empty(shape)))
+        self.has_latent = any(
+            self._parameters.get(f"latent_{n}") is not None for n, _ in self.TERNARY
+        )
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self.forget_dense()
+        self._folded, self._synced = None, {}
+        if self.has_latent:
+            self.sync_latents()
+
+    def _apply(self, fn, recurse: bool = True):
+        super()._apply(fn, recurse)
+        for name, _ in self.TERNARY:  # the scales stay float32 (see the module doc)
+            scale = self._buffers[f"{name}_scale"]
+            if scale.dtype != torch.float32:
+                self._buffers[f"{name}_scale"] = scale.float()
+        self._dense, self._folded = {}, None
+        return self
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__().copy()
+        state["_dense"], state["_folded"], state["_synced"] = {}, None, {}
+        for attr in self.KERNEL_ATTRS:
+            state[attr] = _kernel_state(state.get(attr))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        for attr in self.KERNEL_ATTRS:
+            state[attr] = _kernel_from_state(state.get(attr))
+        super().__setstate__(state)
 
     @staticmethod
     def dense_epilogue(
@@ -113,14 +271,18 @@ class TernaryLayer(nn.Module):
     ) -> torch.Tensor:
         """``act(y + residual)`` of a fresh product ``y``: in place, unless autograd is recording."""
         act = act or "none"
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or torch.compiler.is_compiling():
             return ACTIVATIONS[act](y if residual is None else y + residual)
         return IN_PLACE[act](y if residual is None else y.add_(residual))
 
     def weight_for_training(self, name: str) -> torch.Tensor | None:
-        """The STE-ternarized latent weight while training with QAT, else None."""
+        """The STE-ternarized latent weight while training, else None (a frozen layer in
+        training mode warns, once per process)."""
         latent = self._parameters.get(f"latent_{name}")
-        if latent is None or not self.training:
+        if not self.training:
+            return None
+        if latent is None:
+            _warn_frozen_training(self)
             return None
         return ternarize_ste(latent, self.scale_mode)
 
@@ -130,20 +292,13 @@ class TernaryLayer(nn.Module):
         """``(scale, bias)`` with ``bn``'s eval-mode affine map folded in, cached by version."""
         if bn is None:
             return scale, bias
+        if torch.compiler.is_compiling():
+            return _fold(scale, bias, bn)
         parts = (scale, bias, bn.weight, bn.bias, bn.running_mean, bn.running_var)
         key = tuple((id(t), t._version) if t is not None else None for t in parts) + (bn.eps,)
         if self._folded is None or self._folded[0] != key:
             with torch.no_grad():
-                inv = torch.rsqrt(bn.running_var.float() + bn.eps)
-                if bn.weight is not None:
-                    inv = inv * bn.weight.float()
-                shift = (
-                    -bn.running_mean.float()
-                    if bias is None
-                    else bias.float() - bn.running_mean.float()
-                )
-                new_bias = shift * inv + (bn.bias.float() if bn.bias is not None else 0.0)
-                self._folded = (key, ((scale.float() * inv).contiguous(), new_bias.contiguous()))
+                self._folded = (key, _fold(scale, bias, bn))
         return self._folded[1]
 
     def fused(
@@ -160,10 +315,38 @@ class TernaryLayer(nn.Module):
             y = bn(y) if bn is not None else y
             y = y + residual if residual is not None else y
             return ACTIVATIONS[activation_name(act)](y)
+        if self.has_latent:
+            if torch.compiler.is_compiling():
+                return self._traced_fused(x, bn, act, residual)
+            self.sync_latents()
         scale, bias = self._buffers["weight_scale"], self._parameters.get("bias")
         if bn is not None:
             scale, bias = self.folded(scale, bias, bn)
         return self.run(x, scale, bias, act, residual, kernel or self.kernel)
+
+    def _traced_fused(self, x, bn, act, residual) -> torch.Tensor:
+        """The eval-mode fused call of a layer with latent weights, in a traced graph."""
+        y = self.forward(x)
+        y = bn(y) if bn is not None else y
+        y = y + residual if residual is not None else y
+        return ACTIVATIONS[activation_name(act)](y)
+
+
+def _fold(
+    scale: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``bn``'s eval-mode affine map merged into a per-channel float32 ``(scale, bias)``."""
+    inv = torch.rsqrt(bn.running_var.float() + bn.eps)
+    if bn.weight is not None:
+        inv = inv * bn.weight.float()
+    shift = -bn.running_mean.float() if bias is None else bias.float() - bn.running_mean.float()
+    new_bias = shift * inv + (bn.bias.float() if bn.bias is not None else 0.0)
+    return (scale.float() * inv).contiguous(), new_bias.contiguous()
+
+
+def _same_dtype(bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    """``bias`` in ``x``'s dtype (a folded bias is float32; the torch backend needs one dtype)."""
+    return bias if bias is None or bias.dtype == x.dtype else bias.to(x.dtype)
 
 
 class TernaryLinear(TernaryLayer):
@@ -180,13 +363,19 @@ class TernaryLinear(TernaryLayer):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.TERNARY = (("weight", (out_features, in_features)),)
-        self._ternary_buffers(scale)
-        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        self._ternary_weights(scale)
+        self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
         self.kernel = kernel
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``nn.Linear``'s initialization of the latent weight and bias; the packed form follows."""
+        self._init_linear_like("weight", self.bias)
+        self.sync_latents()
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            y = F.linear(x, self.dense_weight("weight", x.dtype, scale), bias)
+            y = F.linear(x, self.dense_weight("weight", x.dtype, scale), _same_dtype(bias, x))
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
@@ -197,7 +386,11 @@ class TernaryLinear(TernaryLayer):
             w = self.weight_for_training("weight")
             if w is not None:
                 return F.linear(x, w, self.bias)
-        elif backend_for(x) == "torch":
+        elif self.has_latent:
+            if torch.compiler.is_compiling():
+                return F.linear(x, self.dense_weight("weight", x.dtype), self.bias)
+            self.sync_latents()
+        if backend_for(x) == "torch":
             return F.linear(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"))
         return self.run(
             x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel
@@ -234,20 +427,22 @@ class TernaryConv2d(TernaryLayer):
         self.TERNARY = (
             ("weight", (out_channels, in_channels // groups, kernel_size, kernel_size)),
         )
-        self._ternary_buffers(scale)
-        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
+        self._ternary_weights(scale)
+        self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self.kernel = kernel
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``nn.Conv2d``'s initialization of the latent weight and bias; the packed form follows."""
+        self._init_linear_like("weight", self.bias)
+        self.sync_latents()
+
+    def _conv(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return dense_conv2d(x, w, bias, self.stride, self.padding, self.groups)
 
     def run(self, x, scale, bias, act, residual, kernel):
         if backend_for(x) == "torch":
-            y = dense_conv2d(
-                x,
-                self.dense_weight("weight", x.dtype, scale),
-                bias,
-                self.stride,
-                self.padding,
-                self.groups,
-            )
+            y = self._conv(x, self.dense_weight("weight", x.dtype, scale), _same_dtype(bias, x))
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
             return kernel(x, self.weight, scale, bias, residual)
@@ -269,15 +464,12 @@ class TernaryConv2d(TernaryLayer):
             w = self.weight_for_training("weight")
             if w is not None:
                 return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
-        elif backend_for(x) == "torch":
-            return dense_conv2d(
-                x,
-                self.dense_weight("weight", x.dtype),
-                self._parameters.get("bias"),
-                self.stride,
-                self.padding,
-                self.groups,
-            )
+        elif self.has_latent:
+            if torch.compiler.is_compiling():
+                return self._conv(x, self.dense_weight("weight", x.dtype), self.bias)
+            self.sync_latents()
+        if backend_for(x) == "torch":
+            return self._conv(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"))
         return self.run(
             x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel
         )
@@ -304,17 +496,28 @@ class MultiHeadAttention(TernaryLayer):
         super().__init__()
         self.d, self.heads = d, heads
         self.TERNARY = (("in_proj_weight", (3 * d, d)),)
-        self._ternary_buffers("tensor")
-        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d))
+        self._ternary_weights("tensor")
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * d))
         self.out_proj = TernaryLinear(d, d, bias=True, kernel=kernels[1])
         self.kernel = kernels[0]
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``nn.MultiheadAttention``'s initialization: Xavier-uniform input projection, zero
+        biases (the output projection keeps ``nn.Linear``'s weight)."""
+        nn.init.xavier_uniform_(self._parameters["latent_in_proj_weight"])
+        nn.init.zeros_(self.in_proj_bias)
+        nn.init.zeros_(self.out_proj.bias)
+        self.sync_latents()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, t, d = x.shape
         w = self.weight_for_training("in_proj_weight") if self.training else None
+        if not self.training and self.has_latent and not torch.compiler.is_compiling():
+            self.sync_latents()
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
-        elif backend_for(x) == "torch":
+        elif backend_for(x) == "torch" or (self.has_latent and torch.compiler.is_compiling()):
             qkv = F.linear(x, self.dense_weight("in_proj_weight", x.dtype), self.in_proj_bias)
         elif self.kernel is not None:
             qkv = self.kernel(

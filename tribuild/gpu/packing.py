@@ -24,6 +24,7 @@ from tribuild.gpu.ternarize import ternarize
 
 CODES_PER_BYTE = 4
 _SHIFTS = torch.arange(CODES_PER_BYTE, dtype=torch.int32) * 2
+_PLACES = 4 ** torch.arange(CODES_PER_BYTE, dtype=torch.int32)  # 1 << _SHIFTS
 
 
 def packed_cols(k: int) -> int:
@@ -50,8 +51,10 @@ def unpack(packed: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> torch.T
         raise ValueError(
             f"packed shape {tuple(packed.shape)} does not hold a weight of shape {tuple(shape)}"
         )
-    c = (packed.to(torch.int32).unsqueeze(-1) >> _SHIFTS.to(packed.device)) & 3
-    codes = (c & 1) - (c >> 1)
+    # Division and remainder rather than shifts and masks: the same values, and operators
+    # every exporter has (ONNX has no signed shift).
+    c = (packed.to(torch.int32).unsqueeze(-1) // _PLACES.to(packed.device)) % 4
+    codes = c % 2 - c // 2
     return codes.reshape(shape[0], -1)[:, :k].reshape(tuple(shape)).to(torch.int8)
 
 

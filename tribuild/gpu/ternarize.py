@@ -6,7 +6,8 @@ Terms:
   least ``EPS``; one value per tensor (``scale="tensor"``, shape ``[1]``) or one per output
   channel, the mean taken over every dim but the first (``scale="channel"``, shape ``[out]``).
 - *STE*: the straight-through estimator for quantization-aware training: the forward pass
-  uses the ternarized weight, the backward pass hands the gradient through unchanged.
+  uses the ternarized weight (or the quantized activations), the backward pass hands the
+  gradient through unchanged.
 - *per-token absmax*: for activations, ``s = 127 / max(|x|)`` over the last dim (the max
   clamped at ``EPS``), ``xq = clamp(round(x · s), -128, 127)``, result ``xq / s``.
 
@@ -66,12 +67,31 @@ def ternarize_ste(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
     return _TernarySTE.apply(w, scale)
 
 
-def quantize_activations(x: torch.Tensor) -> torch.Tensor:
-    """Per-token int8 absmax fake quantization over the last dim, in ``x``'s dtype."""
+def _quantize_activations(x: torch.Tensor) -> torch.Tensor:
     xf = x if x.dtype == torch.float32 else x.float()  # no conversion calls on the common path
-    amax = (
-        xf.abs().amax(dim=-1, keepdim=True).clamp_min(EPS)
-    )  # not in place: amax's backward reads it
+    amax = xf.abs().amax(dim=-1, keepdim=True).clamp_min(EPS)
     s = _LEVELS / amax  # a true division: ``127.0 / amax`` is 127 · (1 / amax)
     y = (xf * s).round_().clamp_(-128, 127).div_(s)  # in place: the same values, fewer allocations
     return y if y.dtype == x.dtype else y.to(x.dtype)
+
+
+class _ActivationSTE(torch.autograd.Function):
+    """Forward: the fake-quantized activations. Backward: the gradient, unchanged (BitNet's
+    straight-through estimator: rounding's own gradient is zero, which would stop training
+    of every layer before a quantized input)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return _quantize_activations(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+def quantize_activations(x: torch.Tensor) -> torch.Tensor:
+    """Per-token int8 absmax fake quantization over the last dim, in ``x``'s dtype; while
+    autograd records, its gradient is the straight-through estimator's."""
+    if x.requires_grad and torch.is_grad_enabled():
+        return _ActivationSTE.apply(x)
+    return _quantize_activations(x)
