@@ -7,12 +7,18 @@ BASE := $(VENV)/.base
 STAMP := $(VENV)/.installed
 NODE_STAMP := editors/vscode/node_modules/.installed
 
-.PHONY: zoo test test-cuda
+.PHONY: zoo test lint test-cuda
 zoo: $(BASE)
 	$(VENV)/bin/tribuild build
 
 test: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q
+
+# Style and lint (ruff, configured in pyproject.toml); ruff comes with the dev extra.
+LINTED := tribuild tests benchmarks
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 
 # On a machine with a CUDA GPU, torch and triton (not part of `make test`): the kernel and
 # generated-module tests through Triton's compiler instead of its interpreter (tests/device.py).

@@ -107,7 +107,7 @@ def zoo_cases(base: Path, repeats: int) -> dict[str, list[float]]:
         times["zoo clean"].append(run_build(zoo, case="zoo clean"))
         times["zoo no-op"].append(run_build(zoo, case="zoo no-op"))
     zoo = base / "zoo0"
-    for i in range(repeats):
+    for _ in range(repeats):
         for name, (old, new) in EDITS.items():
             toggle(zoo / BLOCKS, old, new, forward=True)
             times[f"zoo {name} edit"].append(run_build(zoo, case=f"zoo {name} edit"))
@@ -241,7 +241,9 @@ def round_speedups(times: dict[str, list[float]]) -> list[float]:
     medians and 1.57-1.68x in six of its seven rounds)."""
     return [
         one / two
-        for one, two in zip(times["synthetic clean --jobs 1"], times["synthetic clean --jobs 2"])
+        for one, two in zip(
+            times["synthetic clean --jobs 1"], times["synthetic clean --jobs 2"], strict=True
+        )
     ]
 
 
@@ -253,7 +255,8 @@ def markdown(report: dict) -> str:
         f"{m['cpus']} CPUs, Python {m['python']}, load average before "
         f"{m['load_before'][0]:.2f}, after {m['load_after'][0]:.2f}. "
         f"Medians of the repeats; synthetic project: 50 files, {report['synthetic_lines']} lines.",
-        f"Bytecode caching {'on' if m['bytecode_cache'] else 'off (PYTHONDONTWRITEBYTECODE)'} in the build processes. "
+        f"Bytecode caching {'on' if m['bytecode_cache'] else 'off (PYTHONDONTWRITEBYTECODE)'} in "
+        "the build processes. "
         "CPU: user + system of the process and its workers.",
         "",
         "| case | median wall | median CPU | wall runs (ms) | load at start |",

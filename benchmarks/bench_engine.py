@@ -140,7 +140,7 @@ def measure(leaves: int, repeats: int, hits: int) -> dict:
         figures["revalidate_after_load_ms"] = statistics.median(
             revalidate_ms(_loaded(store), root, 1) for _ in range(repeats)
         )
-    del db, loaded
+    db = loaded = None  # free the first tree before building the second
     high, root = build(leaves, Durability.HIGH)
     figures["revalidate_durability_ms"] = revalidate_ms(high, root, repeats)
     return figures
@@ -184,7 +184,8 @@ def markdown(report: dict) -> str:
         f"| memo hit, leaf with one argument | {f['memo_hit_leaf_us']:.3g} µs |",
         f"| save | {f['save_ms']:.0f} ms |",
         f"| store size | {f['store_bytes'] / 1e6:.1f} MB |",
-        f"| first root read after load (inputs set equal) | {f['first_query_after_load_ms']:.3g} ms |",
+        f"| first root read after load (inputs set equal) | {f['first_query_after_load_ms']:.3g} "
+        "ms |",
         f"| first re-validation after load (builds every memo) | "
         f"{f['revalidate_after_load_ms']:.0f} ms |",
         "",

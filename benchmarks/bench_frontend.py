@@ -20,8 +20,9 @@ Terms:
   the CPU's speed drifts (the load average inside the machine does not show it), and this
   figure shows by how much, so runs on different days can be compared.
 Figures are medians of ``--repeats`` runs: wall time (``total_ms``, what the goals are judged
-on) and this process's CPU time (``cpu_ms``, less disturbed by other work on a shared machine). Writes ``results/frontend.json`` and
-``frontend.md``; ``--quick`` (a few seconds, two targets, writes nothing) is the CI smoke run.
+on) and this process's CPU time (``cpu_ms``, less disturbed by other work on a shared
+machine). Writes ``results/frontend.json`` and ``frontend.md``; ``--quick`` (a few seconds,
+two targets, writes nothing) is the CI smoke run.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def measure(root: str, targets: list, repeats: int) -> dict[str, dict]:
         reload(dbs[t.name], root, t)
     for _ in range(repeats):
         for t in targets:
-            record("noop", dbs[t.name], t, lambda: reload(dbs[t.name], root, t))
+            record("noop", dbs[t.name], t, lambda t=t: reload(dbs[t.name], root, t))
     for figure in ("comment_edit", "body_edit"):
         for i in range(repeats * 2):
             for t in targets:
@@ -184,7 +185,10 @@ def measure(root: str, targets: list, repeats: int) -> dict[str, dict]:
                     figure,
                     db,
                     t,
-                    lambda: (db.set(source_text, path, SourceText(text)), check(db, t)),
+                    lambda db=db, path=path, text=text, t=t: (
+                        db.set(source_text, path, SourceText(text)),
+                        check(db, t),
+                    ),
                 )
     out = {
         name: {figure: median_run(rs) for figure, rs in figures.items()}
@@ -283,7 +287,8 @@ def markdown(report: dict) -> str:
         f"{report['python']} on {report['machine']}; load average {report['load_average'][0]:.2f} "
         f"when it started, {report['load_average'][1]:.2f} when it ended (a shared machine: with "
         "the load above the CPU count, wall times stretch; CPU time is the steadier figure). "
-        f"Reference workload: {report['reference_ms'][0]:.1f} ms before, {report['reference_ms'][1]:.1f} ms "
+        f"Reference workload: {report['reference_ms'][0]:.1f} ms before, "
+        f"{report['reference_ms'][1]:.1f} ms "
         "after (see the module docstring).",
         "",
         "| goal | bound | wall | CPU | met (wall) |",
@@ -334,7 +339,8 @@ def markdown(report: dict) -> str:
         for run in ("cold", "noop", "comment_edit", "body_edit"):
             f = figures[run]
             lines.append(
-                f"| {run.replace('_', ' ')} | {f['total_ms']:.2f} ms | {f['cpu_ms']:.2f} ms | {f['executed']:g} | "
+                f"| {run.replace('_', ' ')} | {f['total_ms']:.2f} ms | {f['cpu_ms']:.2f} ms | "
+                f"{f['executed']:g} | "
                 + " | ".join(f"{f['stages_ms'][s]:.2f}" for s in stages)
                 + " |"
             )

@@ -77,7 +77,8 @@ def moved_bytes(m: int, n: int, k: int, ternary: bool) -> int:
 
 
 def operands(m: int, n: int, k: int, device: str):
-    """``x`` [m, k] float16, the packed weight and scale of a random [n, k] layer, its dense float16."""
+    """``x`` [m, k] float16, the packed weight and scale of a random [n, k] layer, its dense
+    float16."""
     import torch
 
     from tribuild.gpu.packing import pack
@@ -160,7 +161,8 @@ def markdown(report: dict) -> str:
         f"# Ternary kernels on {report['device']}",
         "",
         f"Peak bandwidth {peak} GB/s; torch {report['torch']}, triton {report['triton']}; "
-        f"-O{report['opt_level']}; medians of {report['repeats']} side-by-side rounds. Kernel: GPU time "
+        f"-O{report['opt_level']}; medians of {report['repeats']} side-by-side rounds. Kernel: "
+        "GPU time "
         f"of a CUDA-graph replay after an L2 flush (median of {REPLAYS}); eager: do_bench of plain "
         "calls, launch cost included. Speedup = fp16 / ternary; GB/s from kernel time.",
         "",
@@ -200,7 +202,8 @@ def run_gpu(args) -> None:
             results.append(measure(m, n, k, args, peak))
             r = results[-1]
             print(
-                f"M={m:5d} N={n:6d} K={k:6d}  ternary {r['ternary_ms']:.4f} ms  fp16 {r['fp16_ms']:.4f} ms"
+                f"M={m:5d} N={n:6d} K={k:6d}  ternary {r['ternary_ms']:.4f} ms  fp16 "
+                f"{r['fp16_ms']:.4f} ms"
                 f"  x{r['speedup_vs_fp16']:.2f}  {r['ternary_gbps']:.0f} GB/s"
                 f"  (eager {r['ternary_eager_ms']:.4f} / {r['fp16_eager_ms']:.4f} ms)"
             )

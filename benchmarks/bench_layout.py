@@ -39,7 +39,7 @@ def chain(op: str, c: int, depth: int):
     ]
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        for w, (mean, var) in zip(ws, stats):
+        for w, (mean, var) in zip(ws, stats, strict=True):
             x = F.relu(
                 F.batch_norm(F.conv2d(x, w, None, 1, k // 2, 1, c if depthwise else 1), mean, var)
             )
@@ -81,7 +81,10 @@ def measure(op: str, c: int, size: int, repeats: int) -> dict:
         "nchw_ms": ma,
         "channels_last_ms": mb,
         "speedup": ma / mb,
-        "spread": [min(x / y for x, y in zip(a, b)), max(x / y for x, y in zip(a, b))],
+        "spread": [
+            min(x / y for x, y in zip(a, b, strict=True)),
+            max(x / y for x, y in zip(a, b, strict=True)),
+        ],
     }
 
 
@@ -90,7 +93,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         "# Conv chains: channels-last vs NCHW (CPU, one thread)",
         "",
         f"torch {meta['torch']}, {meta['machine']}, load average {meta['load']}; {DEPTH} blocks of "
-        f"conv -> BatchNorm -> ReLU, batch 1, median of {meta['repeats']} interleaved rounds; channels-last "
+        f"conv -> BatchNorm -> ReLU, batch 1, median of {meta['repeats']} interleaved rounds; "
+        "channels-last "
         "time includes the conversion at the chain's entry and back at its exit. speedup = NCHW / "
         "channels-last (> 1: channels-last wins); spread = min..max of the per-round ratios.",
         "",

@@ -125,11 +125,11 @@ def time_interleaved(fns: dict, x: torch.Tensor, repeats: int, sample_ms: float)
 def summary(samples: dict[str, list[float]], prefix: str) -> dict:
     """Median times, median per-round ratios to the reference and their min..max."""
     ratios = {
-        k: [a / b for a, b in zip(v, samples["reference"])]
+        k: [a / b for a, b in zip(v, samples["reference"], strict=True)]
         for k, v in samples.items()
         if k != "reference"
     }
-    check = [a / b for a, b in zip(samples["O0"], samples["O0_unchecked"])]
+    check = [a / b for a, b in zip(samples["O0"], samples["O0_unchecked"], strict=True)]
     return {
         f"{prefix}ms": {k: statistics.median(v) for k, v in samples.items()},
         f"{prefix}ratio": {k: statistics.median(v) for k, v in ratios.items()},
@@ -222,13 +222,19 @@ def markdown(rows: list[dict], meta: dict) -> str:
     out = [
         "# Generated modules vs hand-written PyTorch (CPU inference)",
         "",
-        f"Machine: {meta['machine']}, torch {meta['torch']}, {meta['threads']} thread, load average "
-        f"{meta['load_before']} before and {meta['load_after']} after. {meta['repeats']} interleaved rounds "
-        "(order rotating); times are medians over rounds; ratio = generated / reference, the median of the "
-        "per-round ratios (< 1 is faster), spread = their min..max. Each sample is timed twice: wall-clock, "
-        "and the CPU time of the one thread that computes (without the time it waited for a core on the "
+        f"Machine: {meta['machine']}, torch {meta['torch']}, {meta['threads']} thread, load "
+        "average "
+        f"{meta['load_before']} before and {meta['load_after']} after. {meta['repeats']} "
+        "interleaved rounds "
+        "(order rotating); times are medians over rounds; ratio = generated / reference, the "
+        "median of the "
+        "per-round ratios (< 1 is faster), spread = their min..max. Each sample is timed twice: "
+        "wall-clock, "
+        "and the CPU time of the one thread that computes (without the time it waited for a core "
+        "on the "
         "shared machine). The -O0 and -O2 modules include the entry's input check (rank and fixed "
-        "dims); *input check* is its cost: the median per-round ratio of the -O0 module to the same "
+        "dims); *input check* is its cost: the median per-round ratio of the -O0 module to the "
+        "same "
         "module with the check taken out (timed in the same rounds), then the check's condition "
         "timed alone (µs per call, best of 7 runs of 20,000) and its share of the -O0 time.",
         "",
@@ -237,7 +243,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         out += [
             f"### {title}",
             "",
-            "| model | input | reference ms | -O0 ms | -O0 ratio (spread) | -O2 ms | -O2 ratio (spread) | input check (spread) | goals |",
+            "| model | input | reference ms | -O0 ms | -O0 ratio (spread) | -O2 ms | -O2 ratio "
+            "(spread) | input check (spread) | goals |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
@@ -245,7 +252,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
             c = r[f"{prefix}input_check"]
             share = r["input_check_us"] / (t["O0"] * 1e3)
             out.append(
-                f"| {r['model']} | {r['input']} | {t['reference']:.3f} | {t['O0']:.3f} | {q['O0']:.3f} "
+                f"| {r['model']} | {r['input']} | {t['reference']:.3f} | {t['O0']:.3f} | "
+                f"{q['O0']:.3f} "
                 f"({sp['O0'][0]:.2f}..{sp['O0'][1]:.2f}) | {t['O2']:.3f} | {q['O2']:.3f} "
                 f"({sp['O2'][0]:.2f}..{sp['O2'][1]:.2f}) | {c['ratio']:.3f} "
                 f"({c['spread'][0]:.2f}..{c['spread'][1]:.2f}); {r['input_check_us']:.2f} µs = "
@@ -255,24 +263,32 @@ def markdown(rows: list[dict], meta: dict) -> str:
     out += [
         "## Size",
         "",
-        "The whole state_dict is 9-14x smaller, not 16x: only ternary weights are packed (2 bits for 32); "
-        "the float layers the models keep (stems, classifiers, embeddings), biases, BatchNorm and norm "
+        "The whole state_dict is 9-14x smaller, not 16x: only ternary weights are packed (2 bits "
+        "for 32); "
+        "the float layers the models keep (stems, classifiers, embeddings), biases, BatchNorm and "
+        "norm "
         "parameters and statistics stay float32, each packed weight carries its float32 scale, and "
-        "torch.save adds a fixed cost per tensor (a few hundred bytes of pickle and zip entry), which "
-        "weighs most in small models. What stays float32 is 1-5% of a float32 model (39% of MobileNetV2, "
-        "whose stem, classifier and many BatchNorms are float) but, after the 16x cut of the rest, up to "
-        "half of the packed one (ResNet-18: the float 512x1000 classifier and stem are 2.2 of its 5.0 MB). "
+        "torch.save adds a fixed cost per tensor (a few hundred bytes of pickle and zip entry), "
+        "which "
+        "weighs most in small models. What stays float32 is 1-5% of a float32 model (39% of "
+        "MobileNetV2, "
+        "whose stem, classifier and many BatchNorms are float) but, after the 16x cut of the "
+        "rest, up to "
+        "half of the packed one (ResNet-18: the float 512x1000 classifier and stem are 2.2 of its "
+        "5.0 MB). "
         "The ternary weights alone shrink by almost 16x (the scales and the "
         "padding of K to a multiple of 4 are the rest).",
         "",
-        "| model | float32 MB | packed MB | smaller | float share of the float32 model | ternary weights "
+        "| model | float32 MB | packed MB | smaller | float share of the float32 model | ternary "
+        "weights "
         "float32 MB | packed MB | smaller |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
             f"| {r['model']} | {r['float32_bytes'] / 1e6:.2f} | {r['packed_bytes'] / 1e6:.2f} | "
-            f"{r['size_ratio']:.1f}x | {r['float_share']:.1%} | {r['ternary_float32_bytes'] / 1e6:.2f} | "
+            f"{r['size_ratio']:.1f}x | {r['float_share']:.1%} | "
+            f"{r['ternary_float32_bytes'] / 1e6:.2f} | "
             f"{r['ternary_packed_bytes'] / 1e6:.3f} | {r['ternary_size_ratio']:.1f}x |"
         )
     return "\n".join(out) + "\n"

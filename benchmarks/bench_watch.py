@@ -237,7 +237,8 @@ def report(results: dict, before: dict, load: tuple) -> str:
         "(each edit applied and reverted). Body edits: observed by polling the module's "
         "bytes; comment edits change no output: observed at the `rebuild` event.",
         "",
-        "| case | latency | beyond debounce | watch's own time | CPU per rebuild | queries re-run | outputs written | runs |",
+        "| case | latency | beyond debounce | watch's own time | CPU per rebuild | queries re-run "
+        "| outputs written | runs |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in results.items():
@@ -272,7 +273,8 @@ def report(results: dict, before: dict, load: tuple) -> str:
             "",
             "Before and after, measured in alternation in this run (`--before`):",
             "",
-            "| case | latency before | after | watch's own time before | after | CPU per rebuild before | after |",
+            "| case | latency before | after | watch's own time before | after | CPU per rebuild "
+            "before | after |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, r in results.items():

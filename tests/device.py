@@ -19,7 +19,8 @@ MODULE_BACKEND = "auto" if DEVICE == "cuda" else "torch"
 
 
 def configure() -> None:
-    """Set ``TRITON_INTERPRET`` for the device; the conftests call this before any kernel is defined."""
+    """Set ``TRITON_INTERPRET`` for the device; the conftests call this before any kernel is
+    defined."""
     if DEVICE == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     elif DEVICE == "cuda":
@@ -37,6 +38,7 @@ def configure() -> None:
 
 
 def on_device(*tensors):
-    """``tensors`` moved to the test device (``None`` stays ``None``); one tensor alone if one is given."""
+    """``tensors`` moved to the test device (``None`` stays ``None``); one tensor alone if one
+    is given."""
     moved = tuple(None if t is None else t.to(DEVICE) for t in tensors)
     return moved[0] if len(moved) == 1 else moved

@@ -27,7 +27,10 @@ from tribuild.config.load import Target, load_config
 from tribuild.engine import Database
 
 SYNTHETIC_BLOCKS = 28  # blocks per file of bench_build.synthetic_file (its default)
-DEEP_TOML = '[project]\nname = "deep"\nsources = ["src"]\nout = "out"\n\n[targets.net00]\nentry = "src/net00.tri:Net0"\n'
+DEEP_TOML = (
+    '[project]\nname = "deep"\nsources = ["src"]\nout = "out"\n\n'
+    '[targets.net00]\nentry = "src/net00.tri:Net0"\n'
+)
 
 
 def write_deep(dest: Path, blocks: int) -> int:

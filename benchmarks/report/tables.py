@@ -73,7 +73,8 @@ def goals_table(goals: list[dict]) -> list[str]:
         "## Goals",
         "",
         "Judged on the median wall time (what a user waits) and, for times, on the median "
-        "CPU time of the same runs (what the neighbours' load on this shared machine does not stretch).",
+        "CPU time of the same runs (what the neighbours' load on this shared machine does not "
+        "stretch).",
         "",
     ] + table(["goal", "bound", "judged on", "wall", "met", "CPU", "met (CPU)"], rows)
 
@@ -112,8 +113,10 @@ def cold_table(report: dict) -> list[str]:
         [
             "## Cold compile, -O2 (seed vs ours)",
             "",
-            "In-process: `target_build` on a fresh database plus the write of its files. Fresh process: "
-            "`tribuild build NAME -j 1`, no cache, no outputs (start-up, imports and the store's save "
+            "In-process: `target_build` on a fresh database plus the write of its files. Fresh "
+            "process: "
+            "`tribuild build NAME -j 1`, no cache, no outputs (start-up, imports and the store's "
+            "save "
             "included). *instances*: distinct layer instances (identical blocks share one).",
             "",
         ]
@@ -166,8 +169,8 @@ def memory_table(report: dict) -> list[str]:
         "## Peak memory",
         "",
         "Traced: tracemalloc's peak during one in-process cold compile (Python "
-        "allocations only). RSS: the high-water mark (VmHWM) of the fresh `tribuild build -j 1` process."
-        + note,
+        "allocations only). RSS: the high-water mark (VmHWM) of the fresh `tribuild build -j 1` "
+        "process." + note,
         "",
     ] + table(["model", "traced peak", "peak RSS, fresh process", "seed", "ratio (RSS)"], rows)
 
@@ -213,7 +216,8 @@ def runtime_table(report: dict) -> list[str]:
         "## Runtime: generated modules vs hand-written PyTorch (CPU)",
         "",
         f"bench_runtime's measurement: torch {run['torch']}, {run['threads']} threads, median of "
-        f"{run['repeats']} round-robin rounds of samples of about {run['sample_ms']:g} ms; overhead = generated / reference - 1 "
+        f"{run['repeats']} round-robin rounds of samples of about {run['sample_ms']:g} ms; "
+        "overhead = generated / reference - 1 "
         f"(negative: faster). Seed target: {seed.SEED_TARGETS}.",
         "",
     ] + table(

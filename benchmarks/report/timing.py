@@ -72,7 +72,8 @@ def summary(samples: list) -> dict:
 # `python -c HWM code...`: runs ``code`` with ``sys.argv[1:]`` = the rest, then writes the
 # process's VmHWM line to the file named by $BENCH_HWM.
 HWM = (
-    "import os, sys\ntry:\n    exec(sys.argv.pop(1))\nfinally:\n    open(os.environ['BENCH_HWM'], 'w')"
+    "import os, sys\ntry:\n    exec(sys.argv.pop(1))\nfinally:\n    open(os.environ['BENCH_HWM'], "
+    "'w')"
     ".write(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')))"
 )
 TRIBUILD = [sys.executable, "-c", HWM, "from tribuild.cli import main; sys.exit(main())"]

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tests.device import on_device  # noqa: E402
-from tribuild.codegen.kernels import (
+from tribuild.codegen.kernels import (  # noqa: E402
     act_quant_spec,
     conv_spec,
     epilogue,
@@ -122,7 +122,8 @@ def operands(n: int, k_shape: tuple, e: dict, out_shape: tuple, dtype, seed: int
 
 
 def both_backends(run, *args):
-    """``run`` on the test device's copies of ``args``, on the Triton and torch backends; results on the CPU."""
+    """``run`` on the test device's copies of ``args``, on the Triton and torch backends;
+    results on the CPU."""
     args = [on_device(a) for a in args]
     with torch.no_grad():
         with force_backend("triton"):
@@ -191,7 +192,8 @@ def test_identical_specs_share_a_key_and_different_ones_do_not():
     assert a.key.startswith("linear_4x8_")
 
 
-# (id, conv args (None: a linear layer 70 -> 9), input shape, zeroed K range, zeroed output channels)
+# (id, conv args (None: a linear layer 70 -> 9), input shape, zeroed K range,
+#  zeroed output channels)
 SKIPS = [
     ("linear", None, (5, 70), (32, 64), [1, 4]),
     (

@@ -71,7 +71,10 @@ def test_conv_inputs_are_channels_last_on_torch_and_nchw_on_triton(modules):
         calls = []
         for conv in (model.dw1, model.dw2):
             original = conv.run
-            conv.run = lambda x, *a, original=original: (calls.append(x), original(x, *a))[1]
+            conv.run = lambda x, *a, original=original, calls=calls: (
+                calls.append(x),
+                original(x, *a),
+            )[1]
         with torch.no_grad(), force_backend(backend):
             seen[backend] = (model(x), calls)
     (y_torch, torch_inputs), (y_triton, triton_inputs) = seen["torch"], seen["triton"]

@@ -340,8 +340,8 @@ def dies_in_a_worker(db):
 
 def test_a_unit_whose_report_died_with_its_worker_is_built_again(tmp_path):
     """The worker builds ``big`` (its frame, larger than the pipe, waits in its sender: this
-    process is busy building ``here``) and dies in ``dies``: the death is put on ``dies``, and ``big``, whose
-    report was lost, is built elsewhere."""
+    process is busy building ``here``) and dies in ``dies``: the death is put on ``dies``, and
+    ``big``, whose report was lost, is built elsewhere."""
     MARKS[:] = [tmp_path, os.getpid()]
     units = [
         Unit("big", big, ("v",), cost=100.0),

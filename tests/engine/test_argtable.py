@@ -64,7 +64,7 @@ def _same(a: tuple, b: tuple) -> bool:
 
 def test_arguments_round_trip_with_their_exact_types():
     _, _, decoded = _round_trip(KEYS)
-    assert all(_same(got, want) for got, want in zip(decoded, KEYS))
+    assert all(_same(got, want) for got, want in zip(decoded, KEYS, strict=True))
 
 
 def test_equal_arguments_and_parts_are_stored_once():
@@ -91,7 +91,7 @@ def test_equal_arguments_built_apart_keep_their_types_and_share_same_parts():
     first, second = _apart(), _apart()
     assert first == second and first[0] == first[1] == first[2] and first[3] == first[4]
     text, ids, decoded = _round_trip(first + second)
-    assert all(_same(got, want) for got, want in zip(decoded, first + second))
+    assert all(_same(got, want) for got, want in zip(decoded, first + second, strict=True))
     assert ids[: len(first)] == ids[len(first) :]
     assert len(set(map(tuple, ids[:3]))) == 3
     assert text.count(b"[2]") == 1
@@ -103,7 +103,7 @@ def test_a_carried_table_keeps_its_ids_and_appends_new_nodes():
     writer = argtable.Writer(text, len(argtable.parse(text)))
     new_text, new_ids, decoded = _round_trip(more, writer)
     assert new_text.startswith(text + b"\n") and new_ids[0] == ids[2]
-    assert all(_same(got, want) for got, want in zip(decoded, more))
+    assert all(_same(got, want) for got, want in zip(decoded, more, strict=True))
 
 
 def test_unencodable_arguments_have_no_ids():

@@ -108,7 +108,7 @@ def test_mostly_dead_packs_are_retired_and_deleted(saved):
 
 
 def test_the_pack_count_is_bounded(saved):
-    for i, name in enumerate(NAMES[: 3 * packs.MAX_PACKS]):
+    for i in range(len(NAMES[: 3 * packs.MAX_PACKS])):
         db = Database.load(saved, SALT)
         _build(db, _texts(changed=set(NAMES[: i + 1])))
         db.save(saved, SALT)
@@ -225,5 +225,7 @@ def test_a_new_pack_holds_equal_values_once_and_values_of_one_checksum_apart(tmp
     packs.write(placed)
     data = bytes(placed.new.data)
     at = [m.blob[3] for m in memos]
-    assert [data[o : o + len(b[0])] for o, b in zip(at, blobs)] == [b[0] for b in blobs]
+    assert [data[o : o + len(b[0])] for o, b in zip(at, blobs, strict=True)] == [
+        b[0] for b in blobs
+    ]
     assert at[0] == at[2] and len(set(at)) == 3 and len(data) == 10

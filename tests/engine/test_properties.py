@@ -99,7 +99,7 @@ def check(case):
     old = clean_values(case, inputs)
     assert [prop_node(db, i) for i in reversed(range(len(case.nodes)))] == old[::-1]
     with tempfile.TemporaryDirectory() as store:
-        for batch, reload in zip(case.batches, case.reload):
+        for batch, reload in zip(case.batches, case.reload, strict=True):
             if reload:
                 db.save(store, "prop")
                 db = Database.load(store, "prop")

@@ -1,4 +1,5 @@
-"""benchmarks/bench_kernels.py --quick runs its smoke check on the CPU and says GPU figures need a GPU."""
+"""benchmarks/bench_kernels.py --quick runs its smoke check on the CPU and says GPU figures need
+a GPU."""
 
 import importlib.util
 from pathlib import Path
@@ -77,8 +78,8 @@ def test_markdown_table_row():
     }
     table = load_bench().markdown(report)
     assert (
-        "| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) | 0.0300 | 0.0150 | 0.50x |"
-        in table.splitlines()
+        "| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) | 0.0300 | 0.0150 | "
+        "0.50x |" in table.splitlines()
     )
 
 

@@ -21,7 +21,8 @@ DEPTHWISE = config(BLOCK_M=32, BLOCK_N=4)
 
 F32, F16 = torch.float32, torch.float16
 
-# (id, x shape, out channels, kernel, stride, padding, groups, dtype, scale, bias, act, residual, config)
+# (id, x shape, out channels, kernel, stride, padding, groups, dtype, scale, bias, act, residual,
+#  config)
 CASES = [
     ("conv3x3-s2-p1", (2, 5, 9, 7), 20, 3, 2, 1, 1, F32, "channel", True, "relu", False, CONV),
     (

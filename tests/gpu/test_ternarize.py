@@ -73,7 +73,7 @@ def test_ste_forward_ternarizes_and_backward_is_identity(w, scale):
 @given(weights(max_rows=4, max_cols=33))
 def test_quantize_activations_formula_per_token(x):
     out = quantize_activations(x)
-    for row, q in zip(x.double(), out.double()):
+    for row, q in zip(x.double(), out.double(), strict=True):
         s = 127 / max(row.abs().max().item(), 1e-5)
         levels = q * s
         torch.testing.assert_close(levels, levels.round(), rtol=0, atol=1e-3)  # on the int8 grid

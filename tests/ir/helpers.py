@@ -31,7 +31,8 @@ def lowering_problem(tmp_path, source: str, layer: str) -> str:
 
 
 def ops(g: Graph) -> list[str]:
-    """Each non-param node as ``op`` or ``op:detail`` (function, operator, member path, epilogue)."""
+    """Each non-param node as ``op`` or ``op:detail`` (function, operator, member path,
+    epilogue)."""
     out = []
     for n in g.nodes:
         if n.op == "param":

@@ -23,7 +23,8 @@ def test_dce_drops_what_the_output_does_not_read_but_keeps_params(tmp_path):
 layer L(c: int = 4) {
     let a = Linear(c, c)
     let b = Linear(c, c)
-    fn forward(x: Tensor<float32, [N, 4]>, unused: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {
+    fn forward(x: Tensor<float32, [N, 4]>,
+               unused: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {
         let dead = b(x)
         relu(dead)
         return a(x)

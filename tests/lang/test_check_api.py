@@ -19,7 +19,8 @@ from tribuild.lang.signature import signature_of
 BLOCKS = """
 layer Block(cin: int, cout: int, stride: int = 1) {
     let conv = TernaryConv2d(cin, cout, kernel=3, stride=stride, padding=1)
-    fn forward(x: Tensor<float32, [N, cin, H, W]>) -> Tensor<float32, [N, cout, (H - 1) / stride + 1, ?]> {
+    fn forward(x: Tensor<float32, [N, cin, H, W]>)
+        -> Tensor<float32, [N, cout, (H - 1) / stride + 1, ?]> {
         return conv(x)
     }
 }
@@ -163,8 +164,8 @@ fn id4(x: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {
 
 layer Twice() {
     let conv = TernaryConv2d(4, 4, kernel=3, padding=1)
-    fn forward(x: Tensor<float32, [B, 4, H, W]>, w: Tensor<float32, [B, 5, H, W]>, z: Tensor<float32, [B, 4]>,
-               y: Tensor<float32, [5]>) -> Tensor<float32, [B, 4]> {
+    fn forward(x: Tensor<float32, [B, 4, H, W]>, w: Tensor<float32, [B, 5, H, W]>,
+               z: Tensor<float32, [B, 4]>, y: Tensor<float32, [5]>) -> Tensor<float32, [B, 4]> {
         let a = conv(conv(x))
         let e = conv(w)
         let b = id4(z)

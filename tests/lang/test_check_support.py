@@ -128,7 +128,7 @@ def run_program(program: Program, instances: bool = True) -> list[str]:
 def _instances(program: Program) -> list:
     out, seen = [], set()
     pending = []
-    for ref, item in program.items.items():
+    for ref in program.items:
         sig = program.env.signatures[ref]
         if ref.kind == "layer" and all(p.default is not None for p in sig.params):
             pending.append(

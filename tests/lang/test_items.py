@@ -73,7 +73,7 @@ def test_layout_and_comments_keep_hashes_and_tokens():
 def test_body_edit_changes_only_that_hash():
     before = split_items(lex(SOURCE))
     after = split_items(lex(SOURCE.replace("x + 1", "x + 2")))
-    changed = [a.id for a, b in zip(before, after) if a.hash != b.hash]
+    changed = [a.id for a, b in zip(before, after, strict=True) if a.hash != b.hash]
     assert changed == ["f"]
 
 

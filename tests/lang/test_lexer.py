@@ -6,6 +6,7 @@ from tribuild.diagnostics import CODES
 from tribuild.lang.syntax.lexer import describe_error, lex
 
 NL = ("newline", "\n")
+OPERATORS = "+ - * / // % ** @ == != < <= > >= && || ! ? : = -> , . .. ( ) [ ] { } ;"
 
 CASES = [
     # literals
@@ -38,11 +39,8 @@ CASES = [
     ),
     # operators: longest match first
     (
-        "+ - * / // % ** @ == != < <= > >= && || ! ? : = -> , . .. ( ) [ ] { } ;",
-        [
-            (o, o)
-            for o in "+ - * / // % ** @ == != < <= > >= && || ! ? : = -> , . .. ( ) [ ] { } ;".split()
-        ],
+        OPERATORS,
+        [(o, o) for o in OPERATORS.split()],
     ),
     (
         "a<=b->c**d//e",

@@ -13,7 +13,8 @@ from tribuild.lang.types import ScalarT, TensorT
 
 BASE = """layer Block(c: int, stride: int = 1) {
     let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)
-    fn forward(x: Tensor<float32, [N, c, H, W]>) -> Tensor<float32, [N, c, (H - 1) / stride + 1, ?]> {
+    fn forward(x: Tensor<float32, [N, c, H, W]>)
+        -> Tensor<float32, [N, c, (H - 1) / stride + 1, ?]> {
         return conv(x)
     }
 }
@@ -45,7 +46,8 @@ def test_signature_contents():
     [
         (
             "    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)\n",
-            "    let extra = ReLU()\n    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, padding=1)\n",
+            "    let extra = ReLU()\n    let conv = TernaryConv2d(c, c, kernel=3, stride=stride, "
+            "padding=1)\n",
         ),
         ("        return conv(x)\n", "        let y = conv(x)\n        return relu(y)\n"),
         (

@@ -82,10 +82,14 @@ def bool_expr(draw, s: Scope, depth: int = 0) -> str:
     if kind == 0:
         return _pick(draw, ("true", "false", *s.bools))
     if kind == 1:
-        return f"{int_expr(draw, s, depth + 1)} {_pick(draw, ('==', '!=', '<', '>='))} {int_expr(draw, s, depth + 1)}"
+        left = int_expr(draw, s, depth + 1)
+        op = _pick(draw, ("==", "!=", "<", ">="))
+        return f"{left} {op} {int_expr(draw, s, depth + 1)}"
     if kind == 2:
         return f"!({bool_expr(draw, s, depth + 1)})"
-    return f"({bool_expr(draw, s, depth + 1)} {_pick(draw, ('&&', '||'))} {bool_expr(draw, s, depth + 1)})"
+    left = bool_expr(draw, s, depth + 1)
+    op = _pick(draw, ("&&", "||"))
+    return f"({left} {op} {bool_expr(draw, s, depth + 1)})"
 
 
 def dim(draw, s: Scope) -> str:
@@ -96,7 +100,9 @@ def dim(draw, s: Scope) -> str:
         return _pick(draw, ("0", "1", "3", "8", "-2", "16"))
     if kind == 2 and s.ints:
         return _pick(draw, s.ints)
-    return f"{_pick(draw, ('H', 'C', 'W'))} {_pick(draw, ('/', '*', '+', '-'))} {_pick(draw, ('2', '0', '1'))}"
+    left = _pick(draw, ("H", "C", "W"))
+    op = _pick(draw, ("/", "*", "+", "-"))
+    return f"{left} {op} {_pick(draw, ('2', '0', '1'))}"
 
 
 def tensor_type(draw, s: Scope, ternary: bool = False) -> str:
@@ -113,7 +119,8 @@ def constructor(draw, s: Scope, depth: int = 0) -> str:
     if kind == 0:
         return _pick(draw, NO_ARG_LAYERS)
     if kind == 1:
-        return f"{_pick(draw, ('TernaryLinear', 'Linear'))}({i()}, {i()}{_pick(draw, ('', ', bias=true', ', bias=1'))})"
+        name, sizes = _pick(draw, ("TernaryLinear", "Linear")), f"{i()}, {i()}"
+        return f"{name}({sizes}{_pick(draw, ('', ', bias=true', ', bias=1'))})"
     if kind == 2:
         extra = draw(
             st.sampled_from(
@@ -146,7 +153,8 @@ def constructor(draw, s: Scope, depth: int = 0) -> str:
         name, count = _pick(draw, s.layers)
         args = ", ".join(i() for _ in range(draw(st.integers(max(0, count - 1), count + 1))))
         return f"{name}({args})"
-    return f"({bool_expr(draw, s, 1)} ? {constructor(draw, s, depth + 1)} : {constructor(draw, s, depth + 1)})"
+    cond, then = bool_expr(draw, s, 1), constructor(draw, s, depth + 1)
+    return f"({cond} ? {then} : {constructor(draw, s, depth + 1)})"
 
 
 def tensor_expr(draw, s: Scope, depth: int = 0) -> str:
@@ -164,9 +172,15 @@ def tensor_expr(draw, s: Scope, depth: int = 0) -> str:
             f"({t()} {_pick(draw, TENSOR_OPS)} {draw(st.sampled_from((t(), i(), '0.5', 'true')))})"
         )
     if kind == 4:
-        return f"reshape({t()}, [{', '.join(draw(st.sampled_from((i(), '-1'))) for _ in range(draw(st.integers(0, 4))))}])"
+        x = t()
+        sizes = ", ".join(
+            draw(st.sampled_from((i(), "-1"))) for _ in range(draw(st.integers(0, 4)))
+        )
+        return f"reshape({x}, [{sizes}])"
     if kind == 5:
-        return f"permute({t()}, [{', '.join(draw(st.permutations(['0', '1', '2', '3'][: draw(st.integers(1, 4))])))}])"
+        x = t()
+        order = draw(st.permutations(["0", "1", "2", "3"][: draw(st.integers(1, 4))]))
+        return f"permute({x}, [{', '.join(order)}])"
     if kind == 6:
         return f"transpose({t()}, {i()}, {i()})"
     if kind == 7:
@@ -197,7 +211,8 @@ def tensor_expr(draw, s: Scope, depth: int = 0) -> str:
     if kind == 13:
         inner = s.child()
         inner.ints.append("j")
-        return f"[{tensor_expr(draw, inner, depth + 1)} for j in {i()}..{i()}][{_pick(draw, ('0', '-1', i()))}]"
+        element, start, end = tensor_expr(draw, inner, depth + 1), i(), i()
+        return f"[{element} for j in {start}..{end}][{_pick(draw, ('0', '-1', i()))}]"
     return f"-{t()}"
 
 

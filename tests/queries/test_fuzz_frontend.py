@@ -155,7 +155,8 @@ INTS = (
 )
 WORDS = (
     "import from layer fn let return if else for in true false x N ? Tensor TernaryTensor trit int "
-    "0 1 -1 3.14 \"p.tri\" + - * / // % ** @ == != < <= > >= && || ! : = -> , . .. ( ) [ ] { } ; \n "
+    "0 1 -1 3.14 \"p.tri\" + - * / // % ** @ == != < <= > >= && || ! : = -> , . .. ( ) [ ] { } ; "
+    "\n "
     "relu reshape concat permute Sequential forward"
 ).split(" ")
 EDITS = ("delete", "duplicate", "swap", "replace", "int", "layer", "dtype", "drop_import")

@@ -11,8 +11,9 @@ Two ways to pick the moment:
 
 After each kill, the output folder must hold only files of the two known versions, each
 with the complete bytes of one of them (every ``.py`` compiles), the record and the early
-journal must be valid JSON, and no temporary file may sit at an output path. Then a full build must give exactly
-the reference outputs of the version on disk, and leave no temporary file anywhere.
+journal must be valid JSON, and no temporary file may sit at an output path. Then a full build
+must give exactly the reference outputs of the version on disk, and leave no temporary file
+anywhere.
 """
 
 from __future__ import annotations

@@ -21,7 +21,11 @@ import pytest
 
 from tests.reliability.project import OUT, REPO, tribuild
 
-VALID = "layer Extra() {\n    fn forward(x: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {\n        return x\n    }\n}\n"
+VALID = (
+    "layer Extra() {\n"
+    "    fn forward(x: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 4]> {\n"
+    "        return x\n    }\n}\n"
+)
 
 
 def _write(name: str, data: bytes):
@@ -101,7 +105,10 @@ CONFIGS = {
     "target-slash": b'[project]\nname = "mini"\n[targets."a/b"]\nentry = "models/net.tri:Net"\n',
     "entry-absolute": b'[project]\nname = "mini"\n[targets.net]\nentry = "/etc/passwd.tri:Net"\n',
     "inf-size": b'[project]\nname = "mini"\n[cache]\nmax_size_mb = 1e400\n',
-    "args-table": b'[project]\nname = "mini"\n[targets.net]\nentry = "models/net.tri:Net"\nargs = { width = { a = 1 } }\n',
+    "args-table": (
+        b'[project]\nname = "mini"\n[targets.net]\nentry = "models/net.tri:Net"\n'
+        b"args = { width = { a = 1 } }\n"
+    ),
 }
 LOCATED = re.compile(r"Tribuild\.toml:\d+:\d+: error: ")
 

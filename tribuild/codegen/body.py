@@ -73,7 +73,7 @@ def body_lines(
     lines: list[str] = []
     taken = RESERVED | frozenset(fn_names.values())
     param_ids = g.params()
-    for pid, name in zip(param_ids, params):
+    for pid, name in zip(param_ids, params, strict=True):
         exprs[pid] = Expr(name)
         holder[name] = pid
     symbols = {}

@@ -143,7 +143,8 @@ def _call(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str
         case "flatten":
             return f"torch.flatten({arg('x')}, {arg('start_dim')})"
         case "reshape":
-            return f"{x}.reshape{value_text(tuple(a['shape']) if isinstance(a['shape'], tuple) else (a['shape'],), symbols)}"
+            shape = tuple(a["shape"]) if isinstance(a["shape"], tuple) else (a["shape"],)
+            return f"{x}.reshape{value_text(shape, symbols)}"
         case "transpose":
             return f"{x}.transpose({arg('dim0')}, {arg('dim1')})"
         case "permute":
@@ -162,7 +163,10 @@ def _call(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str
             stride = arg("stride") if a["stride"] is not None else arg("kernel")
             return f"F.{fn}({arg('x')}, {arg('kernel')}, stride={stride}, padding={arg('padding')})"
         case "conv2d":
-            return f"F.conv2d({arg('x')}, {arg('w')}, None, {arg('stride')}, {arg('padding')}, 1, {arg('groups')})"
+            return (
+                f"F.conv2d({arg('x')}, {arg('w')}, None, {arg('stride')}, {arg('padding')}, 1, "
+                f"{arg('groups')})"
+            )
         case "ternary_matmul":
             return f"torch.matmul({arg('x')}, {arg('w')})"
     raise ValueError(f"no Python for built-in function {fn}")

@@ -70,7 +70,8 @@ def wrap(line: str, indent: str) -> list[str]:
 
 
 def _subscript(line: str, i: int) -> bool:
-    """Whether the ``[`` at ``i`` indexes something (``self.blocks[0]``) rather than opens a list."""
+    """Whether the ``[`` at ``i`` indexes something (``self.blocks[0]``) rather than opens a
+    list."""
     return line[i] == "[" and i > 0 and (line[i - 1].isalnum() or line[i - 1] in "_)]")
 
 

@@ -51,7 +51,10 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
     match layer.name:
         case "TernaryLinear":
             bias = ", bias=True" if a["bias"] else ""
-            return f"ternary.TernaryLinear({a['in_features']}, {a['out_features']}{bias}{_scale(a)}{_kernel_kw(path, kernels)})"
+            return (
+                f"ternary.TernaryLinear({a['in_features']}, {a['out_features']}{bias}{_scale(a)}"
+                f"{_kernel_kw(path, kernels)})"
+            )
         case "Linear":
             bias = "" if a["bias"] else ", bias=False"
             return f"nn.Linear({a['in_features']}, {a['out_features']}{bias})"
@@ -79,7 +82,8 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
             )
             return f"nn.Sequential({inner})"
         case "MultiHeadAttention":
-            return f"ternary.MultiHeadAttention({a['d']}, {a['heads']}{_kernel_kw(path, kernels, 'kernels')})"
+            kw = _kernel_kw(path, kernels, "kernels")
+            return f"ternary.MultiHeadAttention({a['d']}, {a['heads']}{kw})"
         case "ReLU" | "ReLU6" | "GELU" | "SiLU" | "Sigmoid" | "Tanh" | "Identity":
             return f"nn.{layer.name}()"
     raise ValueError(f"no PyTorch module for built-in layer {layer.name}")

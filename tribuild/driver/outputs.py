@@ -144,7 +144,7 @@ def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str
                 file.write(files[path])
         journal = _note_early(early, {p: files[p] for p in changed}) if early and changed else []
         fsync_all(temps + journal)
-        for tmp, path in zip(temps, changed):
+        for tmp, path in zip(temps, changed, strict=True):
             os.replace(tmp, path)
     except BaseException as err:
         for tmp in temps:

@@ -135,7 +135,7 @@ class Database:
         try:
             yield log
         finally:
-            self._counters.logs = tuple(l for l in self._counters.logs if l is not log)
+            self._counters.logs = tuple(other for other in self._counters.logs if other is not log)
 
     def why(self, query, *args) -> list[explain.Step]:
         return explain.why(self, query, args)

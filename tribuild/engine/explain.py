@@ -71,7 +71,7 @@ def graph(db):
     with db._gate.cond:
         memos = list(db._every_memo())
     nodes = [(m.query.name, m.args) for m in memos]
-    for node, memo in zip(nodes, memos):
+    for node, memo in zip(nodes, memos, strict=True):
         g.add_node(
             node,
             changed_at=memo.changed_at,
@@ -79,7 +79,7 @@ def graph(db):
             durability=memo.durability,
             input=memo.query.is_input,
         )
-    for node, memo in zip(nodes, memos):
+    for node, memo in zip(nodes, memos, strict=True):
         for dep in memo.deps or ():
             g.add_edge(nodes[dep], node)
     return g

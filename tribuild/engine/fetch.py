@@ -110,17 +110,17 @@ def verify(db, local, root) -> None:
             elif pos or level_changed[memo.durability] > memo.verified_at:
                 verified_at = memo.verified_at
                 deps = memo.deps
-                for pos in range(pos, len(deps)):
-                    dep = memos[deps[pos]]
+                for at in range(pos, len(deps)):
+                    dep = memos[deps[at]]
                     if dep is None:
-                        dep = memo_at(deps[pos])
+                        dep = memo_at(deps[at])
                     if dep.verified_at < rev:
                         if dep.deps is None:
                             cause = dep
                             break
                         if dep.busy:
                             raise cycle_error(stack, dep)
-                        frame[POS] = pos
+                        frame[POS] = at
                         dep.busy = True
                         stack.append([dep, None, 0, False])
                         cause = _DESCEND

@@ -1,4 +1,5 @@
-"""The kernels' epilogue in PyTorch, for the CPU fallback: ``y = act(scale · acc + bias + residual)``.
+"""The kernels' epilogue in PyTorch, for the CPU fallback:
+``y = act(scale · acc + bias + residual)``.
 
 Terms: ``acc`` is the float32 product ``x · codesᵀ`` (or the convolution with the codes);
 ``scale`` is float32 of shape ``[1]`` (per tensor) or ``[N]`` (per output channel); ``bias``

@@ -129,7 +129,8 @@ def _epilogue_args(
     act: str,
     residual: torch.Tensor | None,
 ) -> tuple[tuple, dict]:
-    """The kernels' ``scale, bias, residual`` pointers (``out`` stands in for absent ones) and flags."""
+    """The kernels' ``scale, bias, residual`` pointers (``out`` stands in for absent ones) and
+    flags."""
     ptrs = (
         scale,
         out if bias is None else bias,

@@ -269,7 +269,8 @@ class TernaryLayer(nn.Module):
     def dense_epilogue(
         y: torch.Tensor, act: str | None, residual: torch.Tensor | None
     ) -> torch.Tensor:
-        """``act(y + residual)`` of a fresh product ``y``: in place, unless autograd is recording."""
+        """``act(y + residual)`` of a fresh product ``y``: in place, unless autograd is
+        recording."""
         act = act or "none"
         if torch.is_grad_enabled() or torch.compiler.is_compiling():
             return ACTIVATIONS[act](y if residual is None else y + residual)
@@ -309,7 +310,8 @@ class TernaryLayer(nn.Module):
         residual: torch.Tensor | None = None,
         kernel: Kernel | None = None,
     ) -> torch.Tensor:
-        """``act(bn(self(x)) + residual)`` as one kernel call where possible (see the module doc)."""
+        """``act(bn(self(x)) + residual)`` as one kernel call where possible (see the module
+        doc)."""
         if self.training or (bn is not None and bn.training):
             y = self.forward(x)
             y = bn(y) if bn is not None else y

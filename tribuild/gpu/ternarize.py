@@ -34,7 +34,8 @@ def ternary_scale(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
 
 
 def ternarize(w: torch.Tensor, scale: str = "tensor") -> tuple[torch.Tensor, torch.Tensor]:
-    """``(codes, g)``: int8 codes of ``w``'s shape and the float32 scale of :func:`ternary_scale`."""
+    """``(codes, g)``: int8 codes of ``w``'s shape and the float32 scale of
+    :func:`ternary_scale`."""
     g = ternary_scale(w, scale)
     codes = torch.clamp(torch.round(w.detach().float() / _per_row(g, w.dim())), -1, 1)
     return codes.to(torch.int8), g

@@ -107,7 +107,7 @@ def class_source(db, key: InstanceKey, opt_level: str, context: ClassContext) ->
         opt_level,
         context.name,
         context.root,
-        dict(zip(children(db, key), context.children)),
+        dict(zip(children(db, key), context.children, strict=True)),
         dict(context.fns),
     )
     return ClassSource(out.text, out.kernels, ())

@@ -12,8 +12,9 @@ Terms:
 - *scope(path)*: every user name visible in a file, defined or imported, plus the
   diagnostics of name resolution (duplicates, unknown imported names, missing files,
   cycles). A name promised by a failing import stays in scope, marked unresolved, so it
-  is not reported again as unknown. It depends on other files only through their ``exports``, which stay equal
-  when a body changes, so body edits elsewhere never re-resolve this file.
+  is not reported again as unknown. It depends on other files only through their
+  ``exports``, which stay equal when a body changes, so body edits elsewhere never re-resolve
+  this file.
 """
 
 from __future__ import annotations

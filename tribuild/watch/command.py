@@ -1,6 +1,7 @@
 """`tribuild watch` on the command line: arguments to a ``Watcher`` and its screen.
 
-Exit codes: 0 stopped (Ctrl-C or SIGTERM), 2 configuration (raised as ConfigError, printed by the CLI).
+Exit codes: 0 stopped (Ctrl-C or SIGTERM), 2 configuration (raised as ConfigError, printed by
+the CLI).
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ class TernaryLinear(nn.Linear):
 
 
 class TernaryConv2d(nn.Conv2d):
-    """``TernaryConv2d(in, out, kernel, stride=1, padding=0, groups=1, bias=false, scale="tensor")``."""
+    """``TernaryConv2d(in, out, kernel, stride=1, padding=0, groups=1, bias=false,
+    scale="tensor")``."""
 
     def __init__(
         self,

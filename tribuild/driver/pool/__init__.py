@@ -1,1 +1,2 @@
-"""The worker pool of a parallel build: units, the scheduler, forked workers and make's jobserver."""
+"""The worker pool of a parallel build: units, the scheduler, forked workers and make's
+jobserver."""

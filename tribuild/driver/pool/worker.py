@@ -157,7 +157,8 @@ class Jobs:
         results = self._emit.run([job for _, job in self._queue], wait)
         if results is not None:
             self._done.update(
-                (name, list(strings)) for (name, _), strings in zip(self._queue, results)
+                (name, list(strings))
+                for (name, _), strings in zip(self._queue, results, strict=True)
             )
             self._queue = []
 

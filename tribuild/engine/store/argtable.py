@@ -170,14 +170,18 @@ class Writer:
         kind = type(tree)
         if kind is list:
             return [
-                self._part(p, v) for p, v in zip(tree, repeat(None) if value is None else value)
+                self._part(p, v)
+                for p, v in zip(tree, repeat(None) if value is None else value, strict=False)
             ]
         if kind is not dict:
             return tree
         tag = next(iter(tree), None)
         if tag == "$c":
             values = repeat(None) if value is None else map(partial(getattr, value), fields(value))
-            return {"$c": tree["$c"], "v": [self._part(p, v) for p, v in zip(tree["v"], values)]}
+            return {
+                "$c": tree["$c"],
+                "v": [self._part(p, v) for p, v in zip(tree["v"], values, strict=False)],
+            }
         if tag == "$d":
             return {"$d": [[self._part(k), self._part(v)] for k, v in tree["$d"]]}
         if tag in _WALKED_TAGS:

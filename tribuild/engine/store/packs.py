@@ -120,6 +120,7 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
                     body["entry_offset"],
                     body["entry_length"],
                     body["entry_checksum"],
+                    strict=True,
                 ):
                     groups.setdefault(p, []).append((o, n, c))
             return groups.get(index, [])
@@ -173,11 +174,13 @@ class Placement:
         entries = pack.entries
         if not entries:
             return
-        offsets, lengths, checks = zip(*entries)
+        offsets, lengths, checks = zip(*entries, strict=True)
         columns = self.entries
         first = len(columns["entry_offset"])
         if looked_up:
-            self.entry.update(zip(((pack, o) for o in offsets), range(first, first + len(offsets))))
+            self.entry.update(
+                zip(((pack, o) for o in offsets), range(first, first + len(offsets)), strict=True)
+            )
         columns["entry_pack"] += [len(self.packs)] * len(offsets)
         columns["entry_offset"] += offsets
         columns["entry_length"] += lengths
@@ -194,7 +197,7 @@ def place(memos: list, blobs: list, root: str, sid: str, known: list[PackFile]) 
         out.list_pack(pack)
     new = _NewPack(root, sid, len(out.entries["entry_offset"]))
     keep, entry, values = set(kept), out.entry, out.values
-    for memo, blob in zip(memos, blobs):
+    for memo, blob in zip(memos, blobs, strict=True):
         if blob is None:
             values.append(-1)
         elif len(blob) == 4 and blob[2] in keep:

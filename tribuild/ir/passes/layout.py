@@ -206,7 +206,9 @@ def layout(g: Graph) -> Graph:
         return j
 
     def visit(b: Builder, i: int, n: Node) -> int:
-        inputs = tuple(edge(b, i, j, old) for j, old in zip(n.inputs, g.nodes[i].inputs))
+        inputs = tuple(
+            edge(b, i, j, old) for j, old in zip(n.inputs, g.nodes[i].inputs, strict=True)
+        )
         return b.add(Node(n.op, inputs, n.attrs, n.type, n.name))
 
     out = rewrite(g, visit)

@@ -53,7 +53,7 @@ def _call(b: Builder, n: Node) -> int | None:
         and x is not None
         and x.type == n.type
         and n.type.dims is not None
-        and all(d == e for d, e in zip(x.type.dims, n.type.dims))
+        and all(d == e for d, e in zip(x.type.dims, n.type.dims, strict=True))
     ):
         return n.inputs[0]
     if fn == "transpose" and x is not None and x.op == "call" and x.attr("fn") == "transpose":
@@ -84,7 +84,9 @@ def _apply(b: Builder, n: Node) -> int | None:
         )
     if layer.name == "Sequential" and n.attr("steps") is not None:
         x = n.inputs[0]
-        for i, (elem, t) in enumerate(zip(dict(layer.args)["layers"], n.attr("steps"))):
+        for i, (elem, t) in enumerate(
+            zip(dict(layer.args)["layers"], n.attr("steps"), strict=True)
+        ):
             x = b.add(node("apply", (x,), t, "", path=n.attr("path") + (i,), layer=elem))
             x = _apply(b, b.nodes[x]) or x
         return x

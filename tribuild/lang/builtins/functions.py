@@ -226,7 +226,7 @@ def _concat(args: Args, site: Site) -> Value:
                 CONCAT_MISMATCH,
                 f"tensor {k} has rank {len(t.dims)}, expected rank {len(first.dims)}",
             )
-        for i, (x, y) in enumerate(zip(first.dims, t.dims)):
+        for i, (x, y) in enumerate(zip(first.dims, t.dims, strict=True)):
             if i != d and definitely_different(x, y):
                 return site.error(
                     CONCAT_MISMATCH,
@@ -290,7 +290,8 @@ def _conv2d(args: Args, site: Site) -> Value:
             f"groups = {dims.format_dim(as_dim(groups))}",
         )
     h, wd = (
-        window(d, k, args["stride"], args["padding"], site) for d, k in zip(x.dims[2:], w.dims[2:])
+        window(d, k, args["stride"], args["padding"], site)
+        for d, k in zip(x.dims[2:], w.dims[2:], strict=True)
     )
     return TensorV(TensorT(dtype, (x.dims[0], w.dims[0], h, wd)))
 

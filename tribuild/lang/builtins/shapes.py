@@ -152,7 +152,8 @@ def window(size: DimLike, kernel: Value, stride: Value, padding: Value, site: Si
         site.error(
             EMPTY_OUTPUT,
             f"input size {dims.format_dim(size)} with kernel {dims.format_dim(as_dim(kernel))}, "
-            f"padding {dims.format_dim(as_dim(padding))} and stride {dims.format_dim(as_dim(stride))} "
+            f"padding {dims.format_dim(as_dim(padding))} "
+            f"and stride {dims.format_dim(as_dim(stride))} "
             f"gives an output of size {n}",
             label="expected an output size of 1 or more",
         )

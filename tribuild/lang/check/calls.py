@@ -144,7 +144,7 @@ def bind(
             label="unexpected argument",
         )
         return None
-    bound = {n: a for n, a in zip(names, args.positional)}
+    bound = {n: a for n, a in zip(names, args.positional, strict=False)}
     for name, value, kspan in args.keywords:
         if name not in names or name in bound:
             problem = "repeats the argument" if name in bound else "is not a parameter of"

@@ -95,7 +95,7 @@ def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ct
             tensors.append(None)
             scope[p.name] = _symbolic(p, ctx.env)
     for p, t in zip(
-        params, tensors
+        params, tensors, strict=True
     ):  # a tensor type resolved again, every input in scope, names the same dims
         bind_dim_names(t if t is not None else resolve(p.type, scope, ctx), scope)
     if ctx.trace is not None:
@@ -138,7 +138,7 @@ def _defaults(
     ctx: Ctx,
 ) -> None:
     """Check the parameter defaults of an item against their declared types."""
-    for p, sp in zip(params, sig_params):
+    for p, sp in zip(params, sig_params, strict=True):
         if p.default is None:
             continue
         value = evaluate(p.default, scope, ctx)

@@ -45,7 +45,7 @@ def broadcast(a: tuple[DimLike, ...], b: tuple[DimLike, ...]) -> tuple[DimLike, 
     pa = (dims.const(1),) * (n - len(a)) + a
     pb = (dims.const(1),) * (n - len(b)) + b
     out = []
-    for i, (x, y) in enumerate(zip(pa, pb)):
+    for i, (x, y) in enumerate(zip(pa, pb, strict=True)):
         d = broadcast_dim(x, y)
         if d is None:
             return n - i

@@ -106,7 +106,7 @@ class Unifier:
             return None
         if len(expected.dims) != len(found.dims):
             return RANK_MISMATCH, f"rank is {len(found.dims)}, expected {len(expected.dims)}"
-        for i, (e, f) in enumerate(zip(expected.dims, found.dims)):
+        for i, (e, f) in enumerate(zip(expected.dims, found.dims, strict=True)):
             if not self.dim(e, f):
                 return DIM_MISMATCH, (
                     f"dim {i} is {dims.format_dim(self.apply(f))}, "
@@ -135,7 +135,9 @@ def join_types(a: TensorT, b: TensorT) -> TensorT:
     if a.dims is None or b.dims is None or len(a.dims) != len(b.dims):
         return TensorT(dtype, None, a.ternary and b.ternary)
     return TensorT(
-        dtype, tuple(join_dims(x, y) for x, y in zip(a.dims, b.dims)), a.ternary and b.ternary
+        dtype,
+        tuple(join_dims(x, y) for x, y in zip(a.dims, b.dims, strict=True)),
+        a.ternary and b.ternary,
     )
 
 

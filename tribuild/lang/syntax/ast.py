@@ -9,8 +9,9 @@ Terms:
   tree equal, which is what lets the engine cut the rebuild off right after the lexer.
   ``tribuild.lang.syntax.locate`` turns a span back into line and column for messages.
 
-All nodes are records (``tribuild.base.record``: frozen, slotted) holding tuples, so trees are hashable, compare by
-value (the engine backdates on equality) and serialise through the engine's codec.
+All nodes are records (``tribuild.base.record``: frozen, slotted) holding tuples, so trees are
+hashable, compare by value (the engine backdates on equality) and serialise through the engine's
+codec.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def split_chunks(text: str) -> tuple[str, ...]:
     """``text`` cut into chunks (their concatenation is ``text``). The first chunk runs to the
     second cut, so a comment added above the first item does not renumber the chunks."""
     cuts = [m.start() for m in _CHUNK_START.finditer(text)][1:]
-    return tuple(text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)]))
+    return tuple(text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True))
 
 
 def lex_chunk(text: str) -> Chunk:

@@ -64,7 +64,8 @@ def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
     """The tokens of ``text`` as ``(kind, text)`` pairs and their offsets, and whether the
     text ends *clean*: no bracket left open, no unterminated block comment, and a last token
     that is no joiner. Text that follows a clean text on a new line, starting with an item
-    keyword, lexes the same on its own as after it (``tribuild.lang.syntax.items`` relies on this)."""
+    keyword, lexes the same on its own as after it (``tribuild.lang.syntax.items`` relies on
+    this)."""
     pairs: list[tuple[str, str]] = []
     offsets: list[int] = []
     stack: list[str] = []  # open brackets

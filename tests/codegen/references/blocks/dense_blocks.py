@@ -29,8 +29,8 @@ class DenseBlock(nn.Module):
         self.layers = nn.ModuleList([DenseLayer(cin + i * growth, growth) for i in range(depth)])
 
     def forward(self, x):
-        for l in self.layers:
-            x = l(x)
+        for layer in self.layers:
+            x = layer(x)
         return x
 
 
