@@ -61,6 +61,8 @@ from tribuild.lang.types import ListT, ScalarT
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from tribuild.lang.builtins.shapes import Site
 
 __all__ = [
@@ -76,7 +78,7 @@ __all__ = [
     "unary",
 ]
 
-_MISSING = object()
+_MISSING: Any = object()
 WORK_LIMIT = 1_000_000
 BOOL, FLOAT, INT = ScalarT("bool"), ScalarT("float32"), ScalarT("int64")
 
@@ -171,36 +173,43 @@ def evaluate(e: ast.Expr, scope: dict[str, Value], ctx: Ctx) -> Value:
     if ctx.work < 0:
         ctx.over_budget(e.span)
         return POISON
+    node: Any = e  # narrowed by its class below, which mypy cannot follow
     kind = e.__class__
     if kind is ast.Name:
-        value = scope.get(e.id, _MISSING)
-        return lookup(e.id, e.span, scope, ctx) if value is _MISSING else value
+        value = scope.get(node.id, _MISSING)
+        return lookup(node.id, node.span, scope, ctx) if value is _MISSING else value
     if kind is ast.Call:
-        return ctx.evaluate_call(e, scope, ctx)
+        return ctx.evaluate_call(node, scope, ctx)
     if kind is ast.IntLit or kind is ast.FloatLit or kind is ast.BoolLit or kind is ast.StringLit:
-        return e.value
+        return node.value
     if kind is ast.Binary:
-        if e.op in ("&&", "||"):
-            return binary(e, scope, ctx)
-        return arith(e.op, evaluate(e.left, scope, ctx), evaluate(e.right, scope, ctx), e, ctx)
+        if node.op in ("&&", "||"):
+            return binary(node, scope, ctx)
+        return arith(
+            node.op, evaluate(node.left, scope, ctx), evaluate(node.right, scope, ctx), node, ctx
+        )
     if kind is ast.Conditional:
-        return conditional(e, scope, ctx)
+        return conditional(node, scope, ctx)
     if kind is ast.Unary:
-        return unary(e.op, evaluate(e.operand, scope, ctx), e, ctx)
+        return unary(node.op, evaluate(node.operand, scope, ctx), node, ctx)
     if kind is ast.ListLit:
-        return tuple(evaluate(x, scope, ctx) for x in e.elems)
+        return tuple(evaluate(x, scope, ctx) for x in node.elems)
     if kind is ast.Index:
-        return index(evaluate(e.value, scope, ctx), evaluate(e.index, scope, ctx), e, ctx)
+        return index(evaluate(node.value, scope, ctx), evaluate(node.index, scope, ctx), node, ctx)
     if kind is ast.Unknown:
         return -1  # `?` in a shape list: the dimension `reshape` infers
     if kind is ast.Range:
-        return make_range(evaluate(e.start, scope, ctx), evaluate(e.end, scope, ctx), e, ctx)
+        return make_range(
+            evaluate(node.start, scope, ctx), evaluate(node.end, scope, ctx), node, ctx
+        )
     if kind is ast.ListComp:
-        return comprehension(e, scope, ctx)
+        return comprehension(node, scope, ctx)
     if kind is ast.Attr:
-        value = evaluate(e.value, scope, ctx)
+        value = evaluate(node.value, scope, ctx)
         if not is_poison(value):
-            ctx.sink.error(CONST_TYPE, e.span, f"{kind_of(value)} has no attribute `{e.name}`")
+            ctx.sink.error(
+                CONST_TYPE, node.span, f"{kind_of(value)} has no attribute `{node.name}`"
+            )
         return POISON
     return POISON  # ErrorExpr: the parser reported it
 
