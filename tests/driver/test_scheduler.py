@@ -163,9 +163,9 @@ def test_a_run_with_workers_starts_the_next_saves_table_in_a_helper(tmp_path):
     (``Database.save_apart``) and the store holds every unit's key."""
     db = _db()
     run_units(db, _squares(), 2, Quiet(), save_next=True)
-    assert db._helper is not None
+    assert db.helper is not None
     db.save(tmp_path, "salt")
-    assert db._helper is None
+    assert db.helper is None
     loaded = Database.load(tmp_path, "salt")
     for i, name in enumerate(NAMES):
         loaded.set(number, name, i)
@@ -174,7 +174,7 @@ def test_a_run_with_workers_starts_the_next_saves_table_in_a_helper(tmp_path):
     assert log.executed == [("total", (NAMES,))]
     serial = _db()
     run_units(serial, _squares(), 1, Quiet(), save_next=True)
-    assert serial._helper is None  # no workers: no helper either
+    assert serial.helper is None  # no workers: no helper either
 
 
 def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, monkeypatch):
@@ -185,7 +185,7 @@ def test_a_helper_that_cannot_be_forked_leaves_the_table_to_the_save(tmp_path, m
     db = _db()
     outcomes, _, _ = run_units(db, _squares(), 2, Quiet(), save_next=True)
     assert {n: o.value for n, o in outcomes.items()} == {n: i * i for i, n in enumerate(NAMES)}
-    assert db._helper is None
+    assert db.helper is None
     db.save(tmp_path, "salt")
     assert Database.load(tmp_path, "salt").store_report.status == "loaded"
 

@@ -46,9 +46,9 @@ def _stored(path) -> dict:
     db = Database.load(path, SALT)
     assert db.store_report.status == "loaded" and not db.store_report.problems
     out = {}
-    for memo in db._every_memo():
-        value = db._restore(memo, admit=False) and memo.value
-        deps = tuple(db._memo_at(d).label() for d in memo.deps or ())
+    for memo in db.every_memo():
+        value = db.restore(memo, admit=False) and memo.value
+        deps = tuple(db.memo_at(d).label() for d in memo.deps or ())
         out[memo.label()] = (value, deps, memo.changed_at)
     return out
 
@@ -61,7 +61,7 @@ def test_a_save_with_a_helper_writes_what_a_save_without_one_writes(tmp_path, op
     ended = []
     db.save_apart(lambda: ended.append(True))
     report = db.save(tmp_path / "apart", SALT)
-    assert ended == [True] and db._helper is None
+    assert ended == [True] and db.helper is None
     assert report == plain_report and report.dropped_keys == (2 if opaque else 0)
     assert _stored(tmp_path / "apart") == _stored(tmp_path / "plain")
 
@@ -129,7 +129,7 @@ def test_a_save_that_fails_still_waits_for_its_helper(tmp_path, monkeypatch):
     db = _filled()
     ended = []
     db.save_apart(lambda: ended.append(True))
-    pid = db._helper.pid
+    pid = db.helper.pid
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -137,7 +137,7 @@ def test_a_save_that_fails_still_waits_for_its_helper(tmp_path, monkeypatch):
     monkeypatch.setattr(packs, "place", full_disk)
     with pytest.raises(OSError):
         db.save(tmp_path, SALT)
-    assert ended == [True] and db._helper is None
+    assert ended == [True] and db.helper is None
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped already
     db.end_apart()  # what ``driver.build`` does on the way out: nothing left
@@ -156,8 +156,8 @@ def test_end_apart_reads_what_no_save_took(monkeypatch):
     db = _filled()
     ended = []
     db.save_apart(lambda: ended.append(True))
-    pid = db._helper.pid
+    pid = db.helper.pid
     db.end_apart()
-    assert ended == [True] and db._helper is None
+    assert ended == [True] and db.helper is None
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)

@@ -49,7 +49,7 @@ def _key(memo):
 
 def state(db) -> dict:
     """Everything known about each key that ran, by key (ids differ between databases)."""
-    memos = db._every_memo()
+    memos = db.every_memo()
     out = {}
     for m in memos:
         if m.deps is None:
@@ -149,12 +149,12 @@ def test_merged_values_are_saved_as_the_worker_encoded_them(tmp_path, monkeypatc
     worker, main = _copy(), _copy()
     count(main, "a")  # computed here too: already valid when merged
     main.merge(_export(worker, (summary, ())))
-    unencoded = {_key(m) for m in main._every_memo() if m.blob is None and m.value is not NO_VALUE}
+    unencoded = {_key(m) for m in main.every_memo() if m.blob is None and m.value is not NO_VALUE}
     assert unencoded == {("opaque", ("a",)), ("via_opaque", ("a",))}  # not in the payload
     encoded = []
     monkeypatch.setattr(codec, "encode", lambda v, real=codec.encode: encoded.append(v) or real(v))
     main.save(tmp_path, "salt")
-    assert encoded == [main._find(q, ("a",)).value for q in (via_opaque, opaque)]
+    assert encoded == [main.find_memo(q, ("a",)).value for q in (via_opaque, opaque)]
     loaded = Database.load(tmp_path, "salt")
     with loaded.log() as log:
         assert summary(loaded) == (2, 3, 1) and words(loaded, "a").words == ("alpha", "gamma")

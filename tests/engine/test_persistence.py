@@ -96,11 +96,11 @@ def test_values_are_decoded_lazily(tmp_path, monkeypatch):
 def test_a_load_builds_memos_only_for_the_keys_used(tmp_path):
     _saved(tmp_path)
     db = Database.load(tmp_path, SALT)
-    assert db.store_report.keys == len(db._memos) > 4
-    assert all(memo is None for memo in db._memos)
+    assert db.store_report.keys == len(db.memos) > 4
+    assert all(memo is None for memo in db.memos)
     set_inputs(db)
     assert words(db, "c").words == ("echo",)
-    assert sorted(m.label() for m in db._memos if m is not None) == [
+    assert sorted(m.label() for m in db.memos if m is not None) == [
         "text('a')",
         "text('b')",
         "text('c')",

@@ -1,8 +1,8 @@
 """The database: memo tables, inputs, revisions, and the entry points callers use.
 
 Terms:
-- *memo table*: for each query, a dict from argument tuples to memos; ``_memos`` lists every
-  memo by key id. After a load, both fill up as keys are used (``loaded``): ``_memos`` holds
+- *memo table*: for each query, a dict from argument tuples to memos; ``memos`` lists every
+  memo by key id. After a load, both fill up as keys are used (``loaded``): ``memos`` holds
   None for a stored key not used yet, and a table lacks the stored keys not looked up yet.
 - *effective change*: a ``set`` to a value not equal to the current one (``==``, or the
   same encoding for a value still lazy: ``fetch.same_value``) or to another durability, or
@@ -26,57 +26,63 @@ from tribuild.engine.store.loaded import Loaded
 
 
 class Database:
+    """Callers use the methods below and read ``revision`` and ``store_report``.
+
+    The other attributes are the engine's shared state, read and written by ``fetch``,
+    ``explain`` and the ``store`` modules (not by callers): ``tables`` (query -> args -> memo),
+    ``memos`` (by key id), ``loaded`` (the store this database was loaded from, or None),
+    ``helper`` (the ``store.helper.Helper`` making the next save's table, or None),
+    ``clock`` (when each durability last changed), ``gate`` (the lock, and cancellation),
+    ``counters`` (stats and logs), ``local`` (this thread's active-query stack) and ``lru``.
+    """
+
     def __init__(self):
-        self._tables: dict = {}
-        self._memos: list[Memo | None] = []
-        self._loaded: Loaded | None = None
-        self._helper = None  # an ``apart.Helper`` making the next save's table
-        self._revision = 0
-        self._clock = DurabilityClock()
-        self._gate = Gate()
-        self._counters = Counters()
-        self._local = ThreadState(self._counters.hit_tables)
-        self._lru = Lru()
+        self.tables: dict = {}
+        self.memos: list[Memo | None] = []
+        self.loaded: Loaded | None = None
+        self.helper = None
+        self.revision = 0  # bumped by each effective change of an input
+        self.clock = DurabilityClock()
+        self.gate = Gate()
+        self.counters = Counters()
+        self.local = ThreadState(self.counters.hit_tables)
+        self.lru = Lru()
         self.store_report = store.LoadReport("new", "created empty")
 
-    @property
-    def revision(self) -> int:
-        return self._revision
-
-    def _find(self, query, args: tuple) -> Memo | None:
+    def find_memo(self, query, args: tuple) -> Memo | None:
         """The memo of a key, or None if this database has none (call with the lock held)."""
-        table = self._tables.get(query)
+        table = self.tables.get(query)
         if table is None:
-            table = self._tables[query] = {}
+            table = self.tables[query] = {}
         memo = table.get(args)
-        if memo is None and self._loaded is not None:
-            memo = self._loaded.find(self, query, args)
+        if memo is None and self.loaded is not None:
+            memo = self.loaded.find(self, query, args)
             if memo is not None:
                 table[args] = memo
         return memo
 
-    def _memo(self, query, args: tuple) -> Memo:
+    def memo_of(self, query, args: tuple) -> Memo:
         """The memo of a key, created empty on first use (call with the lock held)."""
-        memo = self._find(query, args)
+        memo = self.find_memo(query, args)
         if memo is None:
-            memo = Memo(len(self._memos), query, args)
-            self._memos.append(memo)
-            self._tables[query][args] = memo
+            memo = Memo(len(self.memos), query, args)
+            self.memos.append(memo)
+            self.tables[query][args] = memo
         return memo
 
-    def _memo_at(self, key_id: int) -> Memo:
+    def memo_at(self, key_id: int) -> Memo:
         """The memo of a key id, materialised from a loaded store if need be."""
-        memo = self._memos[key_id]
-        return memo if memo is not None else self._loaded.memo(self, key_id)
+        memo = self.memos[key_id]
+        return memo if memo is not None else self.loaded.memo(self, key_id)
 
-    def _every_memo(self) -> list[Memo]:
-        """``_memos`` with every loaded memo materialised."""
-        if self._loaded is not None:
-            for key_id in range(self._loaded.count):
-                self._loaded.memo(self, key_id)
-        return self._memos
+    def every_memo(self) -> list[Memo]:
+        """``memos`` with every loaded memo materialised."""
+        if self.loaded is not None:
+            for key_id in range(self.loaded.count):
+                self.loaded.memo(self, key_id)
+        return self.memos
 
-    def _restore(self, memo: Memo, admit: bool = True) -> bool:
+    def restore(self, memo: Memo, admit: bool = True) -> bool:
         return store.restore(self, memo, admit)
 
     # -- inputs -------------------------------------------------------------------------
@@ -90,7 +96,7 @@ class Database:
         *args, value = args_and_value
         durability = Durability(durability)
         with self._writing():
-            memo = self._memo(query, tuple(args))
+            memo = self.memo_of(query, tuple(args))
             same, blob = same_value(self, memo, value)
             if not same or memo.durability != durability:
                 self._change(memo, value, durability, blob)
@@ -100,42 +106,42 @@ class Database:
     def remove(self, query, *args) -> None:
         """Make an input unset: reading it raises ``MissingInput``."""
         with self._writing():
-            memo = self._find(query, args)
+            memo = self.find_memo(query, args)
             if memo is not None and (memo.value is not NO_VALUE or memo.blob is not None):
                 self._change(memo, NO_VALUE, memo.durability, None)
 
     @contextmanager
     def _writing(self):
-        if self._local.stack:
+        if self.local.stack:
             raise RuntimeError("inputs cannot be set or removed from inside a query")
-        with self._gate.writing():
+        with self.gate.writing():
             yield
 
     def _change(self, memo: Memo, value, durability: Durability, blob) -> None:
         """Set the input ``memo`` to ``value`` (with its blob, if known)."""
-        revision = self._revision + 1
-        self._clock.report_change(memo.durability, revision)
+        revision = self.revision + 1
+        self.clock.report_change(memo.durability, revision)
         memo.value = value
         memo.blob = blob
         memo.durability = durability
         memo.changed_at = revision
-        self._revision = revision
+        self.revision = revision
 
     # -- observing ----------------------------------------------------------------------
 
     def stats(self) -> dict[str, QueryStats]:
-        return self._counters.snapshot()
+        return self.counters.snapshot()
 
     @contextmanager
     def log(self, queries=None):
         """Record every executed / validated / hit event while the block runs; with
         ``queries`` (declared queries), only their events."""
         log = Log(None if queries is None else frozenset(queries))
-        self._counters.logs += (log,)
+        self.counters.logs += (log,)
         try:
             yield log
         finally:
-            self._counters.logs = tuple(other for other in self._counters.logs if other is not log)
+            self.counters.logs = tuple(other for other in self.counters.logs if other is not log)
 
     def why(self, query, *args) -> list[explain.Step]:
         return explain.why(self, query, args)
@@ -152,21 +158,21 @@ class Database:
         """The records of derived keys ``(query, args)`` computed at the current revision and
         of what they read, for ``merge`` into the database this one was forked from: the
         payload's parts, to be joined or written back to back."""
-        with self._gate.cond:
+        with self.gate.cond:
             return merging.export(self, keys)
 
     def encode(self, keys) -> None:
         """Encode now, for the next save, the values of the records ``export(keys)`` would
         send."""
-        with self._gate.cond:
+        with self.gate.cond:
             merging.encode(self, keys)
 
     def merge(self, payload: bytes | memoryview) -> merging.MergeReport:
         """Install the records of an ``export`` payload this database does not already hold
         valid; stale payloads and records that read other input values are skipped."""
-        if self._local.stack:
+        if self.local.stack:
             raise RuntimeError("payloads cannot be merged from inside a query")
-        with self._gate.cond:
+        with self.gate.cond:
             return merging.merge(self, payload)
 
     # -- persistence --------------------------------------------------------------------
@@ -177,16 +183,16 @@ class Database:
         for the helper only after doing the rest of its work."""
         from tribuild.engine.store import helper as apart
 
-        self._helper = apart.Helper(self, on_end)
+        self.helper = apart.Helper(self, on_end)
 
     def end_apart(self) -> None:
         """Wait for a helper that no save took (the caller failed before saving)."""
-        helper, self._helper = self._helper, None
+        helper, self.helper = self.helper, None
         if helper is not None:
             helper.end()
 
     def save(self, path, salt: str) -> store.SaveReport:
-        with self._gate.cond:
+        with self.gate.cond:
             return store.save(self, path, salt)
 
     @classmethod

@@ -26,8 +26,8 @@ class Step:
 
 def why(db, query, args: tuple) -> list[Step]:
     """The chain for the last run of ``query(*args)``; [] if it never ran in this database."""
-    with db._gate.cond:
-        return _chain(db, db._find(query, args))
+    with db.gate.cond:
+        return _chain(db, db.find_memo(query, args))
 
 
 def _chain(db, memo) -> list[Step]:
@@ -35,7 +35,7 @@ def _chain(db, memo) -> list[Step]:
         return []
     chain = [Step(memo.query.name, memo.args, memo.executed_at)]
     while memo.cause >= 0:
-        dep = db._memo_at(memo.cause)
+        dep = db.memo_at(memo.cause)
         chain.append(Step(dep.query.name, dep.args, memo.cause_rev))
         if dep.query.is_input or dep.executed_at != memo.cause_rev:
             break
@@ -55,7 +55,7 @@ def explain(db, query, args: tuple) -> str:
             f"  because {key_label(step.query, step.args)} changed at revision {step.revision}"
         )
     if not rest:
-        memo = db._find(query, args)
+        memo = db.find_memo(query, args)
         reason = NEVER_RAN if memo.cause == FIRST_RUN else "its value was not held"
         lines.append(f"  because {reason}")
     return "\n".join(lines)
@@ -68,8 +68,8 @@ def graph(db):
     import networkx as nx
 
     g = nx.DiGraph()
-    with db._gate.cond:
-        memos = list(db._every_memo())
+    with db.gate.cond:
+        memos = list(db.every_memo())
     nodes = [(m.query.name, m.args) for m in memos]
     for node, memo in zip(nodes, memos, strict=True):
         g.add_node(

@@ -30,50 +30,50 @@ from tribuild.engine.store.packs import encoded
 
 
 def fetch(db, query, args: tuple):
-    table = db._tables.get(query)
+    table = db.tables.get(query)
     if table is not None:
         memo = table.get(args)
-        if memo is not None and memo.verified_at >= db._revision:
+        if memo is not None and memo.verified_at >= db.revision:
             value = memo.value
             if value is not NO_VALUE:
-                local = db._local
+                local = db.local
                 stack = local.stack
                 if stack:
-                    if db._gate.pending:
+                    if db.gate.pending:
                         raise Cancelled("an input was set from another thread")
                     stack[-1][DEPS].append(memo.id)
                 local.hits[query] += 1
-                if db._counters.logs:
-                    db._counters.event("hits", memo)
+                if db.counters.logs:
+                    db.counters.event("hits", memo)
                 if query.lru:
-                    db._lru.touch(memo)
+                    db.lru.touch(memo)
                 return value
     return _slow_fetch(db, query, args)
 
 
 def _slow_fetch(db, query, args: tuple):
-    local = db._local
+    local = db.local
     stack = local.stack
-    with db._gate.cond:
-        db._gate.admit_reader(nested=bool(stack))
-        memo = db._memo(query, args)
+    with db.gate.cond:
+        db.gate.admit_reader(nested=bool(stack))
+        memo = db.memo_of(query, args)
         if stack:
             stack[-1][DEPS].append(memo.id)
         if memo.busy:
             raise cycle_error(stack, memo)
         if query.is_input:
-            if memo.value is NO_VALUE and not db._restore(memo):
+            if memo.value is NO_VALUE and not db.restore(memo):
                 raise MissingInput(memo.label())
             _hit(db, local, memo)
         elif memo.deps is None:
             execute(db, local, memo, FIRST_RUN)
         else:
-            if memo.verified_at < db._revision:
+            if memo.verified_at < db.revision:
                 verify(db, local, memo)
             elif memo.value is not NO_VALUE:
                 _hit(db, local, memo)
             if memo.value is NO_VALUE:
-                if db._restore(memo):
+                if db.restore(memo):
                     _hit(db, local, memo)
                 else:
                     execute(db, local, memo, VALUE_LOST)
@@ -82,7 +82,7 @@ def _slow_fetch(db, query, args: tuple):
 
 def _hit(db, local, memo) -> None:
     local.hits[memo.query] += 1
-    db._counters.event("hits", memo)
+    db.counters.event("hits", memo)
 
 
 def verify(db, local, root) -> None:
@@ -90,11 +90,11 @@ def verify(db, local, root) -> None:
     the current revision: mark it and the stale dependencies on the way green, or re-execute
     each memo whose dependency changed. One loop with everything in locals: it runs once per
     memo of the graph after an edit."""
-    rev = db._revision
-    level_changed = db._clock.changed
-    memos = db._memos
-    memo_at = db._memo_at
-    counters = db._counters
+    rev = db.revision
+    level_changed = db.clock.changed
+    memos = db.memos
+    memo_at = db.memo_at
+    counters = db.counters
     counts = counters.validations
     stack = local.stack
     base = len(stack)
@@ -165,7 +165,7 @@ def _execute_in_verify(db, local, memo, cause, base) -> None:
 
 def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
     """Run ``memo``'s query body and store the result. Nothing is stored if it raises."""
-    if db._gate.pending:
+    if db.gate.pending:
         raise Cancelled("an input was set from another thread")
     stack = local.stack
     frame = [memo, [], 0, False]
@@ -183,13 +183,13 @@ def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
         own = elapsed - local.nested_seconds
         local.nested_seconds = outer_nested + elapsed
     _store(db, memo, value, frame[DEPS], cause, cause_rev)
-    db._counters.executed(memo, own)
+    db.counters.executed(memo, own)
 
 
 def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None:
-    memos = db._memos
+    memos = db.memos
     deps = tuple(dict.fromkeys(read))
-    rev = db._revision
+    rev = db.revision
     durability = min((memos[d].durability for d in deps), default=Durability.HIGH)
     same, blob = (True, None) if cause == VALUE_LOST else same_value(db, memo, value)
     if not same or durability < memo.durability:
@@ -205,7 +205,7 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
     memo.cause = cause
     memo.cause_rev = cause_rev
     if memo.query.lru:
-        db._lru.admit(memo, memos)
+        db.lru.admit(memo, memos)
 
 
 def same_value(db, memo, value) -> tuple:
@@ -218,7 +218,7 @@ def same_value(db, memo, value) -> tuple:
         blob = encoded(value)
         if blob is not None:
             return blob[0] == memo.blob[0] and blob[1] == memo.blob[1], blob
-        db._restore(memo, admit=False)
+        db.restore(memo, admit=False)
     return memo.value is not NO_VALUE and equal(memo.value, value), None
 
 

@@ -92,11 +92,11 @@ def graph_sid(name: str) -> str | None:
 
 
 def save(db, path, salt: str) -> SaveReport:
-    helper, db._helper = db._helper, None
+    helper, db.helper = db.helper, None
     root = os.fspath(path)
     try:
         if helper is None and _as_loaded(db, root, salt) and _touch(root, salt):
-            return SaveReport(len(db._memos), db._loaded.entries, 0, {}, 0)
+            return SaveReport(len(db.memos), db.loaded.entries, 0, {}, 0)
         return _save(db, root, salt, helper)
     finally:
         if helper is not None:  # its exit is waited for last (``apart.Helper.end``)
@@ -106,16 +106,16 @@ def save(db, path, salt: str) -> SaveReport:
 def _as_loaded(db, root: str, salt: str) -> bool:
     """Whether ``db`` holds the store at ``root`` it was loaded from, unchanged (a kept
     store)."""
-    loaded = db._loaded
+    loaded = db.loaded
     return (
         loaded is not None
         and loaded.origin == (root, salt_id(salt))
         and not loaded.pruned
         and not db.store_report.problems
-        and len(db._memos) == loaded.count
-        and db._revision == loaded.revision
+        and len(db.memos) == loaded.count
+        and db.revision == loaded.revision
         and all(p.unchanged() for p in loaded.packs)
-        and all(m is None or loaded.holds(m) for m in db._memos)
+        and all(m is None or loaded.holds(m) for m in db.memos)
     )
 
 
@@ -135,16 +135,16 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
     unencodable: dict[str, int] = {}
     wrote = 0  # bytes of new packs written
     with paused():
-        memos = db._every_memo()
+        memos = db.every_memo()
         if helper is None:
-            table, args, kept, dropped = _table(memos, db._loaded, None)
+            table, args, kept, dropped = _table(memos, db.loaded, None)
             placed = _place(db, kept, unencodable, root, sid)
             meta, layout, int_bytes = _graph_columns(db, kept, dropped, placed)
         else:  # the helper makes the table meanwhile (``apart``),
             placed = _place(db, memos, unencodable, root, sid)  # so the rest comes first
             meta, layout, int_bytes = _graph_columns(db, memos, set(), placed)
             wrote = _write_pack(placed)
-            table, args, kept, dropped = _table(memos, db._loaded, helper.result())
+            table, args, kept, dropped = _table(memos, db.loaded, helper.result())
             if dropped:  # rare: place the kept values only, as without a helper,
                 unencodable, wrote = {}, 0  # in a pack without the others
                 _unwrite_pack(placed)
@@ -200,7 +200,7 @@ def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: s
         [blob_of(m, unencodable) for m in memos],
         root,
         sid,
-        db._loaded.packs if db._loaded else [],
+        db.loaded.packs if db.loaded else [],
     )
 
 
@@ -230,7 +230,7 @@ def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
     else:
         table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded else argtable.Writer()
         carried = loaded.count if loaded is not None else 0
-        lengths, flat = (loaded._args_len[:], loaded.arg_ids[:]) if carried else ([], [])
+        lengths, flat = (loaded.args_len[:], loaded.arg_ids[:]) if carried else ([], [])
         seeds = set()
     wrong = {q for q in {m.query for m in memos} if REGISTRY.get(q.ident) is not q}
     if wrong:
@@ -266,8 +266,8 @@ def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
         if m.deps:
             flat.extend(m.deps if new_id is None else [new_id[d] for d in m.deps])
     meta = {
-        "revision": db._revision,
-        "clock": db._clock.changed,
+        "revision": db.revision,
+        "clock": db.clock.changed,
         "queries": [q.ident for q in queries],
     }
     ints = {
@@ -354,7 +354,7 @@ def load(db, path, salt: str) -> None:
         db.store_report = LoadReport("corrupt", f"corrupt graph file {name}: {exc}")
         warn(db.store_report.reason)
         return
-    db.store_report = LoadReport("loaded", f"loaded {len(db._memos)} keys", len(db._memos))
+    db.store_report = LoadReport("loaded", f"loaded {len(db.memos)} keys", len(db.memos))
     if unknown:
         db.store_report.problem(
             f"dropped {unknown} keys of queries not declared in this "
@@ -423,8 +423,8 @@ def _fill(db, body: dict, files: list, origin: tuple[str, str]) -> int:
         unknown = _with_dependents(deps_of(body), seeds)
         body = without(body, unknown)
     graph = Loaded(queries, body, elements, files, bool(unknown), origin)
-    db._memos, db._tables, db._loaded = [None] * graph.count, {}, graph
-    db._revision, db._clock = body["revision"], DurabilityClock(body["clock"])
+    db.memos, db.tables, db.loaded = [None] * graph.count, {}, graph
+    db.revision, db.clock = body["revision"], DurabilityClock(body["clock"])
     return len(unknown)
 
 
@@ -442,5 +442,5 @@ def restore(db, memo: Memo, admit: bool) -> bool:
         db.store_report.problem(f"dropped the stored value of {memo.label()}: {exc}")
         return False
     if admit and memo.query.lru:
-        db._lru.admit(memo, db._memos)
+        db.lru.admit(memo, db.memos)
     return True

@@ -33,7 +33,7 @@ _PARTS = ("text", "args_len", "args", "seeds")
 
 @record
 class Prefix:
-    keys: int  # the memos it covers: the first ``keys`` of ``db._memos``
+    keys: int  # the memos it covers: the first ``keys`` of ``db.memos``
     text: bytes  # the node table's text
     nodes: int  # its node count
     args_len: array  # of int64, extended by the save
@@ -46,7 +46,7 @@ class Helper:
     is called once it has exited (the caller gives back the job slot it ran in)."""
 
     def __init__(self, db, on_end) -> None:
-        self.keys = len(db._every_memo())
+        self.keys = len(db.every_memo())
         self.on_end = on_end
         read, write = os.pipe()
         gc.freeze()  # the child's collections then skip (and do not copy) the heap
@@ -106,7 +106,7 @@ def _serve(db, keys: int, fd: int) -> None:
     """In the helper: make and send the prefix of the first ``keys`` memos (the caller
     exits)."""
     gc.disable()
-    table, columns, seeds = store.arguments(db._memos[:keys], db._loaded)
+    table, columns, seeds = store.arguments(db.memos[:keys], db.loaded)
     parts = {
         "text": table.text(),
         "args_len": array("q", columns["args_len"]).tobytes(),

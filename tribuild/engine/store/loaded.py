@@ -9,7 +9,7 @@ Terms:
   Columns are ``array``s as read (``columns``), no per-key object.
 - *entry columns*: per entry, its pack (index into ``packs``), offset, length, checksum.
 - *materialise*: build the ``Memo`` of a key id from the columns, once, and put it in
-  ``db._memos`` (which holds None for a key not materialised yet). A load creates no per-key
+  ``db.memos`` (which holds None for a key not materialised yet). A load creates no per-key
   object, so a build that reads a few keys pays for a few. The memo's blob is its entry's
   bytes with their location (``packs``).
 - *index*: per query, the key id of each argument tuple, built on the first lookup by key of
@@ -59,7 +59,7 @@ class Loaded:
         "_deps_start",
         "_deps_len",
         "_args_start",
-        "_args_len",
+        "args_len",
         "_value",
         "_pack",
         "_offset",
@@ -94,12 +94,12 @@ class Loaded:
             self._deps_start,
             self._deps_len,
             self._args_start,
-            self._args_len,
+            self.args_len,
             self._value,
         ) = (body[name] for name in KEY_COLUMNS)
         self.flat, self.arg_ids = list(body["deps"]), list(body["args"])
         # lists: reading an array makes a new int object, a list returns the one it holds
-        self._args_start, self._args_len = list(self._args_start), list(self._args_len)
+        self._args_start, self.args_len = list(self._args_start), list(self.args_len)
         self._pack, self._offset, self._length, self._checksum = (
             body[name] for name in ENTRY_COLUMNS
         )
@@ -129,14 +129,14 @@ class Loaded:
                 self._deps_start,
                 self._deps_len,
                 self._args_start,
-                self._args_len,
+                self.args_len,
                 self._value,
             )
         ):
             raise ValueError("graph columns differ in length")
         if not len(self._pack) == len(self._offset) == len(self._length) == len(self._checksum):
             raise ValueError("entry columns differ in length")
-        lengths = self._args_len
+        lengths = self.args_len
         if (
             lengths
             and min(lengths) < 0
@@ -156,7 +156,7 @@ class Loaded:
     def args_of(self, key_id: int) -> tuple:
         start, n, nodes, ids = (
             self._args_start[key_id],
-            self._args_len[key_id],
+            self.args_len[key_id],
             self.elements,
             self.arg_ids,
         )
@@ -169,7 +169,7 @@ class Loaded:
     def memo(self, db, key_id: int) -> Memo:
         """The memo of ``key_id``, materialised if it was not yet (after an edit,
         verification materialises every memo)."""
-        memo = db._memos[key_id]
+        memo = db.memos[key_id]
         if memo is not None:
             return memo
         n, start, entry = self._deps_len[key_id], self._deps_start[key_id], self._value[key_id]
@@ -194,7 +194,7 @@ class Loaded:
             None if n < 0 else tuple(self.flat[start : start + n]),
             blob,
         )
-        db._memos[key_id] = memo
+        db.memos[key_id] = memo
         return memo
 
     def holds(self, memo: Memo) -> bool:

@@ -47,10 +47,10 @@ class MergeReport:
 
 
 def export(db, keys) -> list[bytes]:
-    rev = db._revision
+    rev = db.revision
     table = _KeyTable()
     ints, chunks, left, offset, count = array("q"), [], set(), 0, 0
-    memo_at = db._memo_at
+    memo_at = db.memo_at
     ref = table.ref
     for memo in _exported(db, keys):
         own = ref(memo)
@@ -81,7 +81,7 @@ def export(db, keys) -> list[bytes]:
         count += 1
     meta = {
         "revision": rev,
-        "clock": db._clock.changed,
+        "clock": db.clock.changed,
         "elements": table.elements,
         "queries": table.queries,
         "keys": table.keys,
@@ -114,13 +114,13 @@ def encode(db, keys) -> None:
 
 def _exported(db, keys) -> list:
     """The memos whose records ``export(keys)`` writes, dependencies first."""
-    rev = db._revision
+    rev = db.revision
     roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
-    return _closure(roots, db._memo_at, rev)
+    return _closure(roots, db.memo_at, rev)
 
 
 def _computed(db, query, args: tuple, rev: int):
-    memo = db._find(query, args)
+    memo = db.find_memo(query, args)
     if query.is_input or memo is None or memo.deps is None or memo.verified_at < rev:
         raise ValueError(
             f"{key_label(query.name, args)} is not a derived key computed at the current revision"
@@ -232,7 +232,7 @@ def fingerprint_of(memo):
 def merge(db, payload: bytes | memoryview) -> MergeReport:
     meta, ints, values = _parse(payload)
     count = meta["records"]
-    if meta["revision"] != db._revision or meta["clock"] != db._clock.changed:
+    if meta["revision"] != db.revision or meta["clock"] != db.clock.changed:
         return MergeReport(0, count, {"other revision": count} if count else {}, meta["left_out"])
     records = _records(ints, count)
     keys = _Keys(db, meta["queries"], meta["keys"], meta["elements"])
@@ -242,7 +242,7 @@ def merge(db, payload: bytes | memoryview) -> MergeReport:
             bad[k] = "input differs"
     reasons: dict[str, int] = {}
     installed = without_value = 0
-    rev, memo_of, logs = db._revision, keys.memo, db._counters.logs
+    rev, memo_of, logs = db.revision, keys.memo, db.counters.logs
     for k, value, changed_at, durability, cause, cause_rev, executed_at, deps in records:
         reason = _blocked(bad, k, deps) if bad else None
         held = None if reason else keys.find(k, is_input=False)
@@ -264,7 +264,7 @@ def merge(db, payload: bytes | memoryview) -> MergeReport:
         memo.cause_rev = cause_rev
         memo.verified_at = rev
         if logs:
-            db._counters.event("executed" if executed_at == rev else "validated", memo)
+            db.counters.event("executed" if executed_at == rev else "validated", memo)
         installed += 1
         without_value += value[0] < 0
     return MergeReport(installed, count - installed, reasons, meta["left_out"], without_value)
@@ -378,12 +378,12 @@ class _Keys:
             )
         memo = self._memos[k]
         if memo is None:
-            memo = self._memos[k] = self._db._find(query, args)
+            memo = self._memos[k] = self._db.find_memo(query, args)
         return memo
 
     def memo(self, k: int):
         """The receiver's memo of key ``k``, created if it has none."""
         memo = self._memos[k]
         if memo is None:
-            memo = self._memos[k] = self._db._memo(*self._keys[k])
+            memo = self._memos[k] = self._db.memo_of(*self._keys[k])
         return memo
