@@ -2,7 +2,8 @@
 
 Terms:
 - *generation*: the engine store of one salt (one tribuild version with its options): its
-  graph file ``graph-<id>.json`` and its value packs ``values-<id>-*.pack``. The *current*
+  graph file ``graph-<id>.json`` and its value packs ``values-<id>-*.pack``, a *stored graph*
+  of ``engine.store.folder``, which knows those names and formats. The *current*
   generation is the one this tribuild reads and writes; the others are left by other
   versions and are only ever useful again if that version comes back.
 - *last used*: the graph file's mtime: every build and compile rewrites its generation's.
@@ -29,13 +30,14 @@ from tribuild.base.files import listdir, read_bytes, unlink
 from tribuild.base.record import record
 from tribuild.driver.outputs import remove_temps
 from tribuild.driver.session import salt
-from tribuild.engine.store import disk as store
-from tribuild.engine.store.packs import pack_name
+from tribuild.engine.store import folder as store
 
-_WRITTEN_UNDER_LOCK = re.compile(
-    r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json|salt\.json"
-)
-_STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
+_DRIVER_FILES = re.compile(r"build-manifest\.json|explain\.json|salt\.json")
+
+
+def _written_under_lock(name: str) -> bool:
+    """The files whose temporaries the lock holder may delete: the store's and the driver's."""
+    return store.is_store_file(name) or _DRIVER_FILES.fullmatch(name) is not None
 
 
 @record
@@ -52,22 +54,18 @@ def generations(cache_dir: str) -> list[Generation]:
     names = listdir(cache_dir)
     if not names:
         return []
-    current = store.salt_id(salt(cache_dir=cache_dir, record=False))
+    current = store.store_id(salt(cache_dir=cache_dir, record=False))
     out = []
-    for graph in names:
-        sid = store.graph_sid(graph)
-        if sid is None:
-            continue
-        packs = sorted(n for n in names if pack_name(sid, n))
-        files = tuple(os.path.join(cache_dir, name) for name in (graph, *packs))
+    for stored in store.stored_graphs(cache_dir, names):
+        files = stored.files
         stats = [os.stat(f) for f in files if os.path.exists(f)]
         out.append(
             Generation(
-                sid,
+                stored.id,
                 files,
                 sum(s.st_size for s in stats),
                 os.stat(files[0]).st_mtime,
-                sid == current,
+                stored.id == current,
             )
         )
     return sorted(out, key=lambda g: (g.last_used, g.id))
@@ -81,8 +79,8 @@ def remove(generation: Generation) -> None:
 def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
     """Delete least recently used generations (never the current one) until the folder's
     generations fit in ``max_bytes``; the ones deleted. Deletes the litter first."""
-    remove_temps(cache_dir, _WRITTEN_UNDER_LOCK.fullmatch)
-    if not max_bytes or _store_bytes(cache_dir) <= max_bytes:
+    remove_temps(cache_dir, _written_under_lock)
+    if not max_bytes or store.store_bytes(cache_dir) <= max_bytes:
         return []
     gens = generations(cache_dir)
     total = sum(g.bytes for g in gens)
@@ -95,15 +93,6 @@ def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
             total -= g.bytes
             gone.append(g)
     return gone
-
-
-def _store_bytes(cache_dir: str) -> int:
-    """The size of every graph file and pack in the folder (one scan: no salt to compute)."""
-    try:
-        with os.scandir(cache_dir) as entries:
-            return sum(e.stat().st_size for e in entries if _STORE_FILE.fullmatch(e.name))
-    except FileNotFoundError:
-        return 0
 
 
 def prune(cache_dir: str, days: float, now: float | None = None) -> list[Generation]:
@@ -157,34 +146,11 @@ def validate(cache_dir: str) -> list[tuple[str, str]]:
     """(generation id, problem) for every generation found corrupt, which is deleted."""
     bad = []
     for g in generations(cache_dir):
-        problem = _problem(g)
+        problem = store.problem(store.StoredGraph(g.id, g.files))
         if problem is not None:
             remove(g)
             bad.append((g.id, problem))
     return bad
-
-
-def _problem(g: Generation) -> str | None:
-    try:
-        graph = g.files[0]
-        body = store.read_graph(read_bytes(graph))
-        names = [name for name, _, _ in store.pack_list(body, g.id)]
-        data = [read_bytes(os.path.join(os.path.dirname(graph), name)) for name in names]
-        entries = zip(
-            body["entry_pack"],
-            body["entry_offset"],
-            body["entry_length"],
-            body["entry_checksum"],
-            strict=True,
-        )
-        for index, (pack, offset, length, expected) in enumerate(entries):
-            if store.checksum(data[pack][offset : offset + length]) != expected:
-                return f"entry {index} of {names[pack]} fails its checksum"
-    except FileNotFoundError as err:
-        return f"missing {os.path.basename(err.filename)}"
-    except (ValueError, KeyError, TypeError, IndexError) as err:
-        return f"unreadable graph file: {err}"
-    return None
 
 
 def describe(cache_dir: str, max_bytes: int | None) -> str:
