@@ -9,8 +9,9 @@ until it ends, so walking them finds nothing to free.
   tenth of its units' time in collections walking the earlier units' results.
 
 Objects made while collections are off still count towards the youngest generation, so
-the first collection after a pause would walk every one of them. ``paused`` therefore ends by moving them to the oldest
-generation (``gc.freeze`` then ``gc.unfreeze``), which collections reach only rarely.
+the first collection after a pause would walk every one of them. ``paused`` therefore ends
+by moving them to the oldest generation (``gc.freeze`` then ``gc.unfreeze``), which
+collections reach only rarely.
 
 - ``hold_until_exit``: for a process that ends with ``os._exit`` (``cli.entry``), which
   frees nothing: the databases it opens (``held``) are kept until then. A database freed

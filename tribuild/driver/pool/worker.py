@@ -98,9 +98,10 @@ class Marker:
 class Sender:
     """The *sender*: a worker's frames, written to the results pipe in order by a thread of
     their own, so that the worker goes on to its next unit while the pipe is full (the
-    build's process busy writing outputs, say) instead of waiting in the write. The thread makes one system call per frame (a blocking write returns
-    when the pipe has taken it all), so it rarely needs the interpreter lock. A send after
-    the pipe broke raises ``BrokenPipeError``."""
+    build's process busy writing outputs, say) instead of waiting in the write. The thread
+    makes one system call per frame (a blocking write returns when the pipe has taken it
+    all), so it rarely needs the interpreter lock. A send after the pipe broke raises
+    ``BrokenPipeError``."""
 
     def __init__(self, fd: int):
         import queue
