@@ -100,7 +100,7 @@ def to_json(diag: Diagnostic, source: Source) -> dict:
             "label": label.message,
         }
 
-    out = {"code": diag.code, "severity": diag.severity, "message": diag.message}
+    out: dict[str, object] = {"code": diag.code, "severity": diag.severity, "message": diag.message}
     out.update(located(diag.primary))
     out["secondary"] = [located(label) for label in diag.secondary]
     out["help"] = diag.help
@@ -143,7 +143,7 @@ def render_text(diag: Diagnostic, source: Source, color: bool = False) -> str:
 def _snippet(message: str, at: _Place, primary: bool, width: int, paint) -> list[str]:
     """Source lines of one label, each followed by its marker line."""
     source_lines = at.text.split("\n")
-    numbers = list(range(at.line, at.end_line + 1))
+    numbers: list[int | None] = list(range(at.line, at.end_line + 1))
     if len(numbers) > _MAX_LINES:
         numbers = numbers[:2] + [None] + numbers[-2:]
     mark, style = ("^", "error") if primary else ("-", "secondary")

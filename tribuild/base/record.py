@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import TypeVar, dataclass_transform
 
     _Class = TypeVar("_Class", bound=type)
+    _Record = TypeVar("_Record")
 else:
 
     def dataclass_transform(**_):
@@ -126,18 +127,18 @@ def _reduce(self):
     return (self.__class__, tuple(getattr(self, n) for n in self.__record_fields__))
 
 
-def is_record(obj) -> bool:
+def is_record(obj: object) -> bool:
     """Whether ``obj`` is a record class or an instance of one."""
     return hasattr(obj, "__record_fields__")
 
 
-def fields(obj) -> tuple[str, ...]:
+def fields(obj: object) -> tuple[str, ...]:
     """The field names of a record class or instance, in order."""
-    return obj.__record_fields__
+    return obj.__record_fields__  # type: ignore[attr-defined, no-any-return]
 
 
-def replace(obj, **changes):
+def replace(obj: _Record, **changes: object) -> _Record:
     """A copy of the record ``obj`` with the given fields changed."""
-    values = {n: getattr(obj, n) for n in obj.__record_fields__}
+    values = {n: getattr(obj, n) for n in fields(obj)}
     values.update(changes)
-    return obj.__class__(**values)
+    return obj.__class__(**values)  # type: ignore[call-arg]

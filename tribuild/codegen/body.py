@@ -60,7 +60,11 @@ def _last_reads(g: Graph, uses: list[list[int]], inlined: list[bool]) -> list[in
 
 
 def body_lines(
-    g: Graph, params: list[str], kernels_of: KernelsOf, fn_names: dict, names: dict[str, str]
+    g: Graph,
+    params: list[str],
+    kernels_of: KernelsOf,
+    fn_names: dict[Graph, str],
+    names: dict[str, str],
 ) -> list[str]:
     """The body's statements; ``params`` are the Python names (or, for weights, expressions)
     of the param nodes, in order;

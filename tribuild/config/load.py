@@ -83,7 +83,7 @@ class Config:
     opt_level: str
     jobs: int
     cache_dir: str
-    cache_max_bytes: int
+    cache_max_bytes: int | None
     targets: tuple[Target, ...]
     path: str
     remote: RemoteSettings = RemoteSettings()  # [cache] remote*: the shared cache, if any
@@ -132,7 +132,8 @@ class _LazyLocator:
     __slots__ = ("text", "_locator")
 
     def __init__(self, text: str) -> None:
-        self.text, self._locator = text, None
+        self.text = text
+        self._locator: Locator | None = None
 
     def key(self, path: Path) -> tuple[int, int]:
         return self._made().key(path)
@@ -231,7 +232,8 @@ class _Reader:
 
     def _targets(self, value: Any) -> tuple[Target, ...]:
         targets = self.c.expect(("targets",), value, lambda v: isinstance(v, dict), "a table")
-        return tuple(self._target(name, table) for name, table in (targets or {}).items())
+        found = [self._target(name, table) for name, table in (targets or {}).items()]
+        return tuple(t for t in found if t is not None)  # None: reported, the config fails
 
     def _target(self, name: str, value: Any) -> Target | None:
         where = ("targets", name)
@@ -247,13 +249,13 @@ class _Reader:
         table = self.c.table(where, value, _TARGET_KEYS, _REQUIRED_TARGET)
         if table is None:
             return None
-        entry = self.c.get(table, where, "entry", None, self._entry) or (None, None)
+        entry = self.c.get(table, where, "entry", None, self._entry)
+        args = self.c.get(table, where, "args", (), self._args)  # checked even without entry
+        input_shape = self.c.get(table, where, "input", None, self._input)
+        if entry is None:  # reported: the config fails
+            return None
         return Target(
-            name=name,
-            entry_path=entry[0],
-            entry_layer=entry[1],
-            args=self.c.get(table, where, "args", (), self._args),
-            input=self.c.get(table, where, "input", None, self._input),
+            name=name, entry_path=entry[0], entry_layer=entry[1], args=args, input=input_shape
         )
 
     # -- checks: (where, value) -> normalised value, or None after reporting a problem --
@@ -295,7 +297,8 @@ class _Reader:
             self._inside_root(where + (i,), raw, os.path.isdir, "source folder")
             for i, raw in enumerate(folders)
         ]
-        return None if None in found else tuple(dict.fromkeys(found))
+        folders_found = [f for f in found if f is not None]
+        return None if len(folders_found) < len(found) else tuple(dict.fromkeys(folders_found))
 
     def _entry(self, where: Path, value: Any) -> tuple[str, str] | None:
         expected = 'a string "file.tri:Layer"'

@@ -132,7 +132,9 @@ class _Scanner:
 
                 parts.append((next(iter(tomllib.loads(f"{raw} = 0"))), start))
             else:
-                self.i = _BARE_KEY.match(self.text, start).end()
+                bare = _BARE_KEY.match(self.text, start)
+                assert bare is not None  # the text parsed as TOML: a key is quoted or bare
+                self.i = bare.end()
                 parts.append((self.text[start : self.i], start))
             self._skip()
             if not self.text.startswith(".", self.i):
@@ -150,7 +152,9 @@ class _Scanner:
             self._inline_table(path)
         else:
             date = _DATE_THEN_TIME.match(self.text, self.i)
-            self.i = _SCALAR.match(self.text, date.end() if date else self.i).end()
+            scalar = _SCALAR.match(self.text, date.end() if date else self.i)
+            assert scalar is not None  # the text parsed as TOML: any other value is a scalar
+            self.i = scalar.end()
 
     def _array(self, path: Path) -> None:
         self.i += 1

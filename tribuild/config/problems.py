@@ -94,10 +94,13 @@ def syntax_problem(path: str, text: str, error: tomllib.TOMLDecodeError) -> Prob
     message, line, column = match.groups() if match else (str(error), None, None)
     if line is None:  # "at end of document": point just past the last non-blank character
         content = text.rstrip()
-        line = content.count("\n") + 1
-        column = len(content) - (content.rfind("\n") + 1) + 1
+        line_no = content.count("\n") + 1
+        column_no = len(content) - (content.rfind("\n") + 1) + 1
+    else:
+        assert column is not None  # matched with the line
+        line_no, column_no = int(line), int(column)
     message = _TUPLE_KEY.sub(lambda m: f"`{render_key(ast.literal_eval(m.group()))}`", message)
     if message == "Cannot overwrite a value":  # tomllib does not say which
-        key = text.split("\n")[int(line) - 1].partition("=")[0].strip()
+        key = text.split("\n")[line_no - 1].partition("=")[0].strip()
         message = f"`{key}` is set twice in its table" if key else message
-    return Problem(path, int(line), int(column), "", f"invalid TOML: {message}")
+    return Problem(path, line_no, column_no, "", f"invalid TOML: {message}")

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tribuild.config.locate import Locator, Path, Position
+from tribuild.config.locate import Path, Position
 from tribuild.config.problems import Problem, describe, render_key
 from tribuild.diagnostics import did_you_mean
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
+
+    class Locates(Protocol):
+        """A ``Locator``, or anything that answers as one (``load._LazyLocator``)."""
+
+        def key(self, path: Path) -> Position: ...
+        def value(self, path: Path) -> Position: ...
+
 
 Check = Callable[[Path, object], object]
 
@@ -25,7 +32,7 @@ Check = Callable[[Path, object], object]
 class Checker:
     """The problems found so far in one file, and the primitives that find them."""
 
-    def __init__(self, path: str, locator: Locator) -> None:
+    def __init__(self, path: str, locator: Locates) -> None:
         self.path = path
         self.locator = locator
         self.problems: list[Problem] = []
@@ -57,14 +64,14 @@ class Checker:
             help=help,
         )
 
-    def expect(self, where: Path, value: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+    def expect(self, where: Path, value: Any, ok: Callable[[Any], object], expected: str) -> Any:
         if ok(value):
             return value
         self.wrong(where, expected, value)
         return None
 
     def expect_list(
-        self, where: Path, value: Any, ok: Callable[[Any], bool], expected: str
+        self, where: Path, value: Any, ok: Callable[[Any], object], expected: str
     ) -> list | None:
         """A non-empty array whose items all pass ``ok``; the first bad item is reported."""
         if not isinstance(value, list) or not value:

@@ -69,13 +69,16 @@ def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record
         )
     outputs = [os.path.relpath(p, root) for p in result.files]
     manifest.write(
-        cache_dir, manifest.snapshot(root, cache_dir, key, result.inputs, tuple(outputs)), record
+        cache_dir,
+        manifest.snapshot(root, cache_dir, key, result.inputs or {}, tuple(outputs)),
+        record,
     )
 
 
 def _import(stem: str, path: str):
     name = f"tribuild_models.{stem}"
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -221,7 +221,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
     """Build ``request`` in ``project`` (ConfigError for configuration mistakes)."""
     targets = select(project, request.targets)
     show = show or progress_mod.Quiet()
-    config = project.config
+    config = project.configured
     with (
         timing.Clock(request.timing, request.trace_memory) as clock,
         project_lock(project.cache_dir, on_wait),
@@ -291,7 +291,7 @@ def compute(
     save's argument table in a helper (``Database.save_apart``: the save must follow).
     ``remote``: the build's ``RemoteBuild``; the targets it holds are taken from it, not
     built."""
-    config = project.config
+    config = project.configured
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
         load_sources(db, project.root, scan(project.root, config.sources) + entries)
@@ -317,7 +317,7 @@ def write_result(project: Project, result: BuildResult) -> None:
     early count as written."""
     record = outputs.Record.load(result.out_dir)
     produced = {t.name: t.files for t in result.targets if not t.failed}
-    known = {t.name for t in project.config.targets}
+    known = {t.name for t in project.configured.targets}
     result.report = outputs.write_outputs(
         result.out_dir, result.generated, record, produced, known, frozenset(result.written_early)
     )
@@ -408,7 +408,7 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     query = _unit_query(request)
     units = []
     for t in targets:
-        args = (t.entry_path, t.entry_layer, t.args, t.input)
+        args: tuple = (t.entry_path, t.entry_layer, t.args, t.input)
         if query is not target_report:
             args = (t.name,) + args + (opt,)
         size = len(source_text(db, t.entry_path).text or "")
@@ -524,7 +524,7 @@ def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[s
 def depfile_file(db, project: Project, t: Target, out_dir: str) -> dict[str, bytes]:
     """Target ``t``'s depfile: ``{relative path: bytes}``."""
     module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
-    config_name = os.path.relpath(project.config.path, project.root)
+    config_name = os.path.relpath(project.configured.path, project.root)
     text = depfile.render(module, depfile.import_closure(db, t.entry_path) + (config_name,))
     return {f"{t.name}.d": text.encode()}
 
@@ -532,6 +532,7 @@ def depfile_file(db, project: Project, t: Target, out_dir: str) -> dict[str, byt
 def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
     """Why each output written by this build was written, like ``ninja -d explain``: the
     engine's chain from the target's query back to the input whose change made it run."""
+    assert result.report is not None  # called once the outputs are written
     ran, written_now = set(executed), set(result.report.written)
     hits = result.remote.hits if result.remote is not None else {}
     out = {}
@@ -577,10 +578,13 @@ def _manifest(db, project: Project, request: Request, result: BuildResult) -> di
     queries read them, the outputs as they are now, with the outputs record (a lost record
     would leave the next stale outputs in place)."""
     root = project.root
+    assert project.config_source is not None  # a project loaded from its Tribuild.toml
     toml_digest, table = project.config_source
-    inputs = {os.path.relpath(project.config.path, root): toml_digest}
+    inputs = {os.path.relpath(project.configured.path, root): toml_digest}
     for path in result.inputs:
-        inputs[path] = digest(source_text(db, path).text.encode("utf-8"))
+        text = source_text(db, path).text
+        assert text is not None  # a build that read an unreadable file failed: no manifest
+        inputs[path] = digest(text.encode("utf-8"))
     prefix = os.path.relpath(result.out_dir, root)
     outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
     outs.append(os.path.normpath(os.path.join(prefix, outputs.RECORD)))  # stale removal's

@@ -80,7 +80,9 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
 def target_problem(project: Project, target: Target, problem: str) -> ConfigError:
     """The configuration error for a target that cannot be instantiated: at its ``args`` when
     the layer was found but they do not fit it, else at its ``entry``."""
-    text = read_text(project.config.path)
+    config = project.config
+    assert config is not None  # a target comes from the project's Tribuild.toml
+    text = read_text(config.path)
     field = "args" if target.args and problem.startswith(CANNOT_INSTANTIATE) else "entry"
     line, col = Locator(text).value(("targets", target.name, field))
     expected = (
@@ -91,7 +93,7 @@ def target_problem(project: Project, target: Target, problem: str) -> ConfigErro
     return ConfigError(
         [
             Problem(
-                project.config.path,
+                config.path,
                 line,
                 col,
                 f"targets.{target.name}.{field}",

@@ -96,22 +96,23 @@ def compile_file(
         _sweep(os.path.join(cwd, out), depfile_path and os.path.join(cwd, depfile_path))
         files, written = _write(os.path.join(cwd, out), generated(value), target.name)
         if depfile_path:
-            inputs = [
+            prerequisites = [
                 os.path.relpath(os.path.join(project.root, p), cwd)
                 for p in depfile.import_closure(db, entry)
             ]
             if project.config:
-                inputs.append(os.path.relpath(project.config.path, cwd))
+                prerequisites.append(os.path.relpath(project.config.path, cwd))
             outputs.write_if_changed(
-                os.path.join(cwd, depfile_path), depfile.render(out, tuple(inputs)).encode()
+                os.path.join(cwd, depfile_path),
+                depfile.render(out, tuple(prerequisites)).encode(),
             )
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
     inputs = {
-        p: digest(source_text(db, p).text.encode("utf-8"))
+        p: digest(text.encode("utf-8"))
         for p in depfile.import_closure(db, entry)
-        if source_text(db, p).text is not None
+        if (text := source_text(db, p).text) is not None
     }
     if project.config:
         inputs[os.path.relpath(project.config.path, project.root)] = manifest.file_digest(
@@ -125,7 +126,9 @@ def _distinct(cwd: str, src: str, out: str, depfile_path: str | None) -> None:
     overwritten)."""
     seen = {os.path.abspath(os.path.join(cwd, src)): "the source"}
     for path, what in ((out, "-o"), (depfile_path, "--depfile")):
-        full = path and os.path.abspath(os.path.join(cwd, path))
+        if path is None:
+            continue
+        full = os.path.abspath(os.path.join(cwd, path))
         if full in seen:
             raise _usage(
                 path, f"{what} names {seen[full]}, which it would overwrite: give it another path"
@@ -161,7 +164,7 @@ def _entry(project: Project, full: str) -> str:
 
 
 def _only_layer(db, entry: str, src: str) -> str:
-    layers = [e.name for e in item_index(db, entry) if e.kind == "layer"]
+    layers = [e.name for e in item_index(db, entry) if e.kind == "layer" and e.name is not None]
     if len(layers) != 1:
         found = ", ".join(layers) if layers else "none"
         raise _usage(src, f"pick the layer to compile with --target (layers: {found})")

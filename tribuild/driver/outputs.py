@@ -276,7 +276,7 @@ class _Syncers:
         while self.threads < min(len(paths), _SYNC_THREADS):
             _thread.start_new_thread(self._work, ())
             self.threads += 1
-        done = SimpleQueue()
+        done: SimpleQueue[tuple[int, BaseException | None]] = SimpleQueue()
         for index, path in enumerate(paths):
             self.jobs.put((index, path, done))
         for _, error in sorted(done.get() for _ in paths):
@@ -396,7 +396,7 @@ def write_outputs(
         del record.targets[name]
     for target, rels in produced.items():  # this build journaled what it wrote early
         record.targets[target] = {
-            rel: early.get(rel) if rel in done and rel in early else digest(files[rel])
+            rel: early[rel] if rel in done and rel in early else digest(files[rel])
             for rel in sorted(rels)
         }
     removed, kept = remove_stale(out_dir, before, record.owned())

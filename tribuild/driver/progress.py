@@ -43,7 +43,7 @@ class Bar(Quiet):
 
     def __init__(self):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
         self.bar = Progress(
             TextColumn("building"),
@@ -54,7 +54,7 @@ class Bar(Quiet):
             transient=True,
         )
         self.running: list[str] = []
-        self.task = None
+        self.task: TaskID = TaskID(0)  # set by start
 
     def start(self, total: int) -> None:
         self.bar.start()

@@ -49,6 +49,14 @@ class Project:
         self.config_source = config_source
 
     @property
+    def configured(self) -> Config:
+        """``config``, for the code that runs only in a project that has one (``build.select``
+        refuses one without)."""
+        if self.config is None:
+            raise AssertionError("a project without Tribuild.toml got past build.select")
+        return self.config
+
+    @property
     def out_dir(self) -> str:
         """The output folder (``out`` of Tribuild.toml; the root without one)."""
         return os.path.join(self.root, self.config.out) if self.config else self.root

@@ -10,13 +10,20 @@ Terms:
   ``ALWAYS``: they are valid by definition.
 - *NO_VALUE*: an input that is unset or removed, or a derived memo whose value is not held
   (evicted by the LRU, or not yet decoded from the store: then ``blob`` holds the stored
-  bytes and their digest).
+  bytes and their checksum, and for a value loaded from a pack also the pack and the
+  offset in it).
 - *cause*: why a derived memo last ran: the id of the dependency found changed (with
   ``cause_rev``, the revision that dependency changed at), ``FIRST_RUN`` or ``VALUE_LOST``
   (it ran only to recompute a value the memo no longer held).
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tribuild.engine.query import Query
 
 ALWAYS = 1 << 62
 FIRST_RUN = -1
@@ -53,14 +60,14 @@ class Memo:
     def __init__(
         self,
         key_id: int,
-        query,
-        args: tuple,
+        query: Query,
+        args: tuple[Any, ...],
         changed_at: int = 0,
         verified_at: int = -1,
         durability: int = 0,
         deps: tuple[int, ...] | None = None,
-        blob: tuple[bytes, str] | None = None,
-    ):
+        blob: tuple[Any, ...] | None = None,
+    ) -> None:
         self.id = key_id
         self.query = query
         self.args = args
@@ -79,5 +86,5 @@ class Memo:
         return key_label(self.query.name, self.args)
 
 
-def key_label(name: str, args: tuple) -> str:
+def key_label(name: str, args: tuple[Any, ...]) -> str:
     return f"{name}({', '.join(map(repr, args))})"

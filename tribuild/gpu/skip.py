@@ -104,7 +104,7 @@ def linear(x, packed, scale, bias=None, act=None, residual=None, **launch_kwargs
         kept = ternary_linear(
             x,
             compact,
-            _pick(scale, channels, 0) if scale.numel() > 1 else scale,
+            scale.index_select(0, channels).contiguous() if scale.numel() > 1 else scale,
             _pick(bias, channels, 0),
             act,
             _pick(residual, channels, -1),
@@ -148,7 +148,7 @@ def conv2d(
     kept = ternary_conv2d(
         x,
         compact,
-        _pick(scale, channels, 0) if scale.numel() > 1 else scale,
+        scale.index_select(0, channels).contiguous() if scale.numel() > 1 else scale,
         _pick(bias, channels, 0),
         act=act,
         residual=_pick(residual, channels, 1),

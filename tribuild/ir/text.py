@@ -21,8 +21,13 @@ from tribuild.lang import ScalarT, TensorT, describe_instance, format_value
 from tribuild.queries.lower import optimized_ir
 from tribuild.queries.targets import reached_instances, target_report
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from tribuild.config.load import Target
+    from tribuild.engine import Database
 
-def target_ir(db, target, opt_level: str) -> str:
+
+def target_ir(db: Database, target: Target, opt_level: str) -> str:
     """The instance blocks of every instance ``target`` (a config Target) builds."""
     report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
     if report.root is None:

@@ -22,3 +22,4 @@ class SourceText:
 @input_query
 def source_text(db, path: str) -> SourceText:
     """The text of one file; set by the driver or the watcher."""
+    raise NotImplementedError("an input query: its values are set, never computed")

@@ -17,7 +17,7 @@ from tribuild.engine import derived
 from tribuild.ir.graph import Graph
 from tribuild.ir.lower import UNSUPPORTED, Unsupported, lower_instance
 from tribuild.ir.pipeline import optimize
-from tribuild.lang import InstanceKey, ItemRef
+from tribuild.lang import InstanceKey, ItemRef, ast
 from tribuild.queries.semantic import QueryEnv, checked_instance, signature
 from tribuild.queries.syntax import item_ast
 
@@ -40,6 +40,7 @@ def ir(db, key: InstanceKey) -> Lowering:
         ).signature
 
     item = item_ast(db, key.path, key.item_id).item
+    assert isinstance(item, ast.Layer)  # an instance is of a layer
     sig = signature(db, key.path, key.item_id).signature
     try:
         graph = lower_instance(item, sig, key, checked.members, QueryEnv(db, key.path), fn_item)

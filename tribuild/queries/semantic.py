@@ -95,6 +95,7 @@ class QueryEnv:
 def item_refs(db, path: str, item_id: str) -> tuple[ItemRef, ...]:
     """The user items a constant's value, or an item's parameter defaults, name."""
     item = item_ast(db, path, item_id).item
+    exprs: tuple[ast.Expr, ...]
     if isinstance(item, ast.Const):
         exprs = (item.value,)
     elif isinstance(item, (ast.Layer, ast.Fn)):
@@ -135,6 +136,7 @@ def const_value(db, path: str, item_id: str) -> Value:
     if const_cycle(db, path, item_id):
         return POISON
     item = item_ast(db, path, item_id).item
+    assert isinstance(item, ast.Const)  # only constants are asked for their value
     return const_value_of(
         item, signature(db, path, item_id).signature, path, item_id, QueryEnv(db, path)
     )
@@ -181,6 +183,7 @@ def instance_members(db, key: InstanceKey) -> Members:
 @derived
 def checked_instance(db, key: InstanceKey) -> CheckedInstance:
     item = item_ast(db, key.path, key.item_id).item
+    assert isinstance(item, ast.Layer)  # an instance is of a layer
     sig = signature(db, key.path, key.item_id).signature
     env = QueryEnv(db, key.path)
     return check_instance(item, sig, key, env, instance_members(db, key))

@@ -29,7 +29,7 @@ from __future__ import annotations
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
-from tribuild.lang import InstanceKey, check_target_input, describe_instance
+from tribuild.lang import InstanceKey, ast, check_target_input, describe_instance
 from tribuild.queries.names import import_targets, scope
 from tribuild.queries.semantic import (
     has_defaults,
@@ -105,7 +105,9 @@ def _cut_diagnostic(
     db, root: InstanceKey, parent: InstanceKey, chain: Chain, why: str
 ) -> Diagnostic:
     member, child = chain[-1]
-    loc = Loc(parent.path, parent.item_id, item_ast(db, parent.path, parent.item_id).item.name_span)
+    item = item_ast(db, parent.path, parent.item_id).item
+    assert isinstance(item, ast.Layer)  # an instance is of a layer
+    loc = Loc(parent.path, parent.item_id, item.name_span)
     label = Label(loc, f"its member `{member}` builds {describe_instance(child)}")
     notes = _chain_notes(root, chain[:-1])
     path = _member_path(root, chain)

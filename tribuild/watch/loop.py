@@ -36,7 +36,7 @@ from tribuild.driver.noop import manifest
 from tribuild.driver.progress import Quiet
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import read_source
-from tribuild.engine import Cancelled
+from tribuild.engine import Cancelled, Database
 from tribuild.queries.inputs import source_text
 from tribuild.watch.events import Batch, Changes, Handler, Scope, Watches
 from tribuild.watch.screen import Rebuild
@@ -57,7 +57,7 @@ class Watcher:
         self.options = options
         self.screen = screen
         self.changes = Changes(options.debounce)
-        self.db = None
+        self.db: Database = None  # type: ignore[assignment]  # opened by run()
         self.changed: set[str] = set()  # since the last rebuild reported
 
     def run(self) -> None:
@@ -79,7 +79,7 @@ class Watcher:
             finally:
                 watches.stop()
                 save_database(self.db, project)
-                cache.evict(project.cache_dir, project.config.cache_max_bytes)
+                cache.evict(project.cache_dir, project.configured.cache_max_bytes)
         self.screen.stopped()
 
     def stop(self) -> None:
@@ -94,7 +94,7 @@ class Watcher:
 
     def _loop(self, watches: Watches) -> None:
         self.screen.watching(self.project.root, self._targets_names())
-        batch = Batch(frozenset(), self.changes.generation, time.monotonic())
+        batch: Batch | None = Batch(frozenset(), self.changes.generation, time.monotonic())
         while batch is not None:
             try:
                 scope = self._rebuild(batch)
@@ -115,7 +115,7 @@ class Watcher:
         was current to the end, else None."""
         start = time.monotonic()
         self.changed |= batch.paths
-        config = os.path.relpath(self.project.config.path, self.project.root)
+        config = os.path.relpath(self.project.configured.path, self.project.root)
         if config in batch.paths:
             self._reload()
         project = self.project
@@ -133,6 +133,7 @@ class Watcher:
             if not (quiet and current):
                 self.screen.cancelled(tuple(sorted(self.changed)))
                 return None
+            assert result is not None  # ``quiet`` needs one
             with clock.stage("write outputs"):
                 driver.write_result(project, result)
             phases = {"late": max(start - batch.due, 0.0), **clock.driver}
@@ -179,8 +180,8 @@ class Watcher:
         root = project.root
         return Scope(
             root,
-            os.path.abspath(project.config.path),
-            tuple(os.path.abspath(os.path.join(root, s)) for s in project.config.sources),
+            os.path.abspath(project.configured.path),
+            tuple(os.path.abspath(os.path.join(root, s)) for s in project.configured.sources),
             frozenset(os.path.abspath(os.path.join(root, p)) for p in closure),
         )
 

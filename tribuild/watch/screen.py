@@ -28,6 +28,10 @@ from tribuild import terminal
 from tribuild.base.record import record
 from tribuild.driver.formats import SCHEMA_VERSION
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from tribuild.diagnostics_render import Source
+
 
 @record
 class Rebuild:
@@ -41,7 +45,7 @@ class Rebuild:
     failed: tuple[str, ...]
     diagnostics: tuple
     errors: tuple[tuple[str, str], ...]  # (target, traceback) of bugs in tribuild
-    sources: object  # renders the diagnostics' excerpts
+    sources: Source  # renders the diagnostics' excerpts
 
     def status(self) -> str:
         n = len(self.changed)

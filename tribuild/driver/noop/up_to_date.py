@@ -68,7 +68,8 @@ def simple(argv: list[str]) -> BuildArgs | None:
     found = BuildArgs([], None, None, False, False)
     args = iter(argv)
     for arg in args:
-        name, eq, value = arg.partition("=")
+        name, eq, value_or_none = arg.partition("=")
+        value: str | None = value_or_none
         if arg in _FLAGS:
             if arg in ("-q", "--quiet"):
                 found.quiet = True

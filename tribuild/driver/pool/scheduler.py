@@ -251,10 +251,12 @@ class _Pool:
             unit = worker.units.pop(0)
             self.stats.append(header["stats"])
             if kind == "error":
+                assert isinstance(body, str)  # decode_frame: an error's body is its traceback
                 outcome = Outcome(error=body, seconds=header["seconds"])
                 self._retire(worker)  # it exits after a failure
                 self._hand_back(worker)
             else:
+                assert isinstance(body, memoryview)
                 self._merge(body)
                 got = run_one(self.db, unit)  # installed by the merge: a lookup
                 outcome = Outcome(got.value, got.error, seconds=header["seconds"])

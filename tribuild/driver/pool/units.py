@@ -18,16 +18,22 @@ from __future__ import annotations
 from tribuild.base.gcpause import unit_by_unit
 from tribuild.base.record import record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
 
 @record
 class Unit:
     name: str
-    query: object
+    query: Any  # an engine query: called as query(db, *args)
     args: tuple
     cost: float = 1.0
-    prelude: object = None  # db -> the keys to compute first (None: none)
+    prelude: Callable[[Any], Iterable[tuple[Any, tuple]]] | None = None  # db -> the keys to
+    # compute first (None: none)
 
-    def keys(self, db) -> list[tuple[object, tuple]]:
+    def keys(self, db) -> list[tuple[Any, tuple]]:
         """The prelude's keys, then the unit's own (computing the prelude in ``db``)."""
         return [*(self.prelude(db) if self.prelude is not None else ()), (self.query, self.args)]
 
