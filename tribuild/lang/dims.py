@@ -282,7 +282,7 @@ BINARY_OPS: dict[str, Callable[[DimLike, DimLike], DimLike | None]] = {
 """Dim arithmetic by operator; `/` between dims is floor division, as in shape formulas."""
 
 
-def _rebuild(d: Dim, atom_value: Callable[[Atom], DimLike]) -> DimLike | None:
+def _rebuild(d: Dim, atom_value: Callable[[Atom], DimLike | None]) -> DimLike | None:
     """The sum of ``d``'s terms with every atom replaced by its value (None if one is None)."""
     coeffs: dict[Monomial, int] = {}
     unknown = False

@@ -63,7 +63,9 @@ class Site:
         )
 
     def error(self, code: str, message: str, label: str = "") -> Value:
-        secondary = ((self.arg_span, "this argument"),) if self.arg_span != self.span else ()
+        secondary: tuple[tuple[ast.Span, str], ...] = (
+            ((self.arg_span, "this argument"),) if self.arg_span != self.span else ()
+        )
         if self.origin is not None:
             secondary += ((self.origin, "constructed here"),)
         self.ctx.sink.error(

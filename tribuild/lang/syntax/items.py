@@ -164,7 +164,7 @@ def _describe(tokens: Pairs, start: int) -> tuple[str, str | None, str]:
     if kind == "import":
         path = nxt_text if nxt_kind == "string" else "<error>"
         return kind, None, f"{first} {path}"
-    if nxt_kind == "ident":
+    if nxt_kind == "ident" and nxt_text is not None:
         return kind, nxt_text, nxt_text
     return kind, None, f"<{kind}>"
 

@@ -73,7 +73,7 @@ def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
     last = "newline"  # kind of the last token emitted ("newline" at file start)
     unclosed = False
     for m in _TOKEN.finditer(text):
-        kind = m.lastgroup
+        kind: str = m.lastgroup  # type: ignore[assignment]  # every alternative is a group
         end = m.end()
         if kind == "newline":
             if pending < 0:

@@ -93,17 +93,17 @@ def _import(p: ParserState) -> ast.Import | None:
     p.pos = 2
     names = None
     if from_form:
-        names = []
+        listed: list[ast.ImportName] = []
         if p.expect("import"):
             while True:
                 start = p.pos
                 name = p.expect_name()
                 if name is None:
                     break
-                names.append(ast.ImportName(name, (start, p.pos)))
+                listed.append(ast.ImportName(name, (start, p.pos)))
                 if not p.accept(","):
                     break
-        names = tuple(names)
+        names = tuple(listed)
     return ast.Import(path, names, (0, p.pos), (1, 2))
 
 
@@ -174,9 +174,9 @@ def _member(p: ParserState, members: list[ast.Let], methods: list[ast.Fn]) -> No
         if node is not None:
             members.append(node)
     elif kind == "fn":
-        node = _fn(p)
-        if node is not None:
-            methods.append(node)
+        method = _fn(p)
+        if method is not None:
+            methods.append(method)
     else:
         statement(p)
         p.report(

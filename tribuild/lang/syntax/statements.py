@@ -99,7 +99,7 @@ def _if(p: ParserState) -> ast.If:
     p.pos += 1
     cond = expr(p)
     then = block(p)
-    otherwise = None
+    otherwise: tuple[ast.Stmt, ...] | None = None
     if p.accept("else"):
         if p.at("if"):
             nested = p.nested(_if)
