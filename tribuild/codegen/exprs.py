@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tribuild.base.record import record
 from tribuild.codegen.pyname import literal, member
-from tribuild.ir.graph import In, InList, Node
+from tribuild.ir.graph import Graph, In, InList, Node
 from tribuild.lang import Sym, Trit, dims
 
 ATOM, POWER, UNARY, MUL, ADD = 100, 16, 15, 13, 12
@@ -77,7 +77,7 @@ def expression(
     args: list[Expr],
     symbols: dict[str, str],
     kernels: tuple[str, ...],
-    fn_names: dict,
+    fn_names: dict[Graph, str],
     names: dict[str, str],
 ) -> Expr:
     match n.op:

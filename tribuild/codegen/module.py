@@ -66,7 +66,9 @@ def class_names(keys: list[InstanceKey], taken: set[str]) -> dict[InstanceKey, s
     return out
 
 
-def _plain_specs(value: Value, path: tuple, level: str) -> dict[tuple, tuple[KernelSpec, ...]]:
+def _plain_specs(
+    value: Value, path: tuple[object, ...], level: str
+) -> dict[tuple[object, ...], tuple[KernelSpec, ...]]:
     """Plain-epilogue kernels of every ternary layer inside a member value, by path."""
     if isinstance(value, tuple):
         return {
@@ -82,7 +84,7 @@ def _plain_specs(value: Value, path: tuple, level: str) -> dict[tuple, tuple[Ker
     return {path: specs} if specs else {}
 
 
-def _member_kernels(inst: Instance, level: str) -> dict[tuple, tuple[KernelSpec, ...]]:
+def _member_kernels(inst: Instance, level: str) -> dict[tuple[object, ...], tuple[KernelSpec, ...]]:
     fused_only = {n.attr("path") for n in inst.graph.nodes if n.op == "ternary"}
     applied = [n.attr("path") for n in inst.graph.nodes if n.op == "apply"]
     fused_only = {p for p in fused_only if not any(p[: len(a)] == a for a in applied)}

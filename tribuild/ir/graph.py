@@ -30,6 +30,10 @@ from __future__ import annotations
 from tribuild.base.record import record, replace
 from tribuild.lang import ScalarT, TensorT
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Any
+
 OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 
 Type = TensorT | ScalarT
@@ -57,7 +61,8 @@ class Node:
     type: Type
     name: str = ""
 
-    def attr(self, key: str, default: object = None) -> object:
+    def attr(self, key: str, default: Any = None) -> Any:
+        """The attribute ``key`` (each op has its own: the module doc lists them)."""
         for k, v in self.attrs:
             if k == key:
                 return v

@@ -23,7 +23,7 @@ def _mergeable(n: Node) -> bool:
 def cse(g: Graph) -> Graph:
     # by (op, inputs): the earlier nodes that attrs and type must then equal (comparing those
     # on a match is cheaper than hashing them for every node)
-    seen: dict[tuple, list[int]] = {}
+    seen: dict[tuple[str, tuple[int, ...]], list[int]] = {}
 
     def visit(b: Builder, i: int, n: Node) -> int:
         if not _mergeable(n):
