@@ -31,7 +31,8 @@ def validate(name: str, data: object) -> None:
 
 
 def validate_sarif(data: object) -> None:
-    """Against the SARIF 2.1.0 schema (tests/fixtures/sarif, from OASIS via @microsoft/jest-sarif)."""
+    """Against the SARIF 2.1.0 schema (tests/fixtures/sarif, from OASIS via
+    @microsoft/jest-sarif)."""
     from jsonschema import Draft4Validator
 
     Draft4Validator(json.loads(SARIF.read_text())).validate(data)
