@@ -14,23 +14,31 @@ from __future__ import annotations
 from tribuild.base.record import record
 from tribuild.engine.memo import FIRST_RUN, key_label
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tribuild.engine.database import Database
+    from tribuild.engine.memo import Memo
+    from tribuild.engine.query import Query
+
 NEVER_RAN = "it had never run"  # the reason of a chain of one step: a key new to the store
 
 
 @record
 class Step:
     query: str
-    args: tuple
+    args: tuple[Any, ...]
     revision: int
 
 
-def why(db, query, args: tuple) -> list[Step]:
+def why(db: Database, query: Query, args: tuple[Any, ...]) -> list[Step]:
     """The chain for the last run of ``query(*args)``; [] if it never ran in this database."""
     with db.gate.cond:
         return _chain(db, db.find_memo(query, args))
 
 
-def _chain(db, memo) -> list[Step]:
+def _chain(db: Database, memo: Memo | None) -> list[Step]:
     if memo is None or memo.deps is None or memo.query.is_input:
         return []
     chain = [Step(memo.query.name, memo.args, memo.executed_at)]
@@ -43,7 +51,7 @@ def _chain(db, memo) -> list[Step]:
     return chain
 
 
-def explain(db, query, args: tuple) -> str:
+def explain(db: Database, query: Query, args: tuple[Any, ...]) -> str:
     """``why`` as sentences, one step a line."""
     chain = why(db, query, args)
     if not chain:
@@ -56,12 +64,13 @@ def explain(db, query, args: tuple) -> str:
         )
     if not rest:
         memo = db.find_memo(query, args)
+        assert memo is not None  # it ran: ``chain`` is not empty
         reason = NEVER_RAN if memo.cause == FIRST_RUN else "its value was not held"
         lines.append(f"  because {reason}")
     return "\n".join(lines)
 
 
-def graph(db):
+def graph(db: Database) -> Any:
     """A networkx DiGraph of every key, ``(query_name, args)``, with an edge from each
     dependency to the key that read it; nodes carry ``changed_at``, ``verified_at``,
     ``durability`` and ``input``."""

@@ -27,6 +27,14 @@ from contextlib import contextmanager
 
 from tribuild.engine.errors import Cancelled, CycleError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    from tribuild.engine.memo import Memo
+    from tribuild.engine.query import Query
+
 MEMO, DEPS, POS, FAILED = range(4)
 
 
@@ -34,14 +42,14 @@ class ThreadState(threading.local):
     """Per-thread: the active stack, memo-hit counts, and the time spent in nested
     executions (to compute each execution's own time)."""
 
-    def __init__(self, hit_tables: list):
-        self.stack: list[list] = []
-        self.hits: defaultdict = defaultdict(int)
+    def __init__(self, hit_tables: list[dict[Query, int]]) -> None:
+        self.stack: list[list[Any]] = []  # frames: [memo, deps, pos, failed]
+        self.hits: defaultdict[Query, int] = defaultdict(int)
         self.nested_seconds = 0.0
         hit_tables.append(self.hits)
 
 
-def cycle_error(stack: list[list], memo) -> CycleError:
+def cycle_error(stack: list[list[Any]], memo: Memo) -> CycleError:
     """The error for asking ``memo`` while it is busy: every key from its frame up to the top
     of the stack, then ``memo`` again."""
     start = next(i for i, frame in enumerate(stack) if frame[MEMO] is memo)
@@ -51,7 +59,7 @@ def cycle_error(stack: list[list], memo) -> CycleError:
 class Gate:
     __slots__ = ("cond", "pending", "_count_lock")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cond = threading.Condition(threading.RLock())
         self.pending = 0
         self._count_lock = threading.Lock()
@@ -67,7 +75,7 @@ class Gate:
             self.cond.wait()
 
     @contextmanager
-    def writing(self):
+    def writing(self) -> Iterator[None]:
         """Hold the lock for a write, cancelling running readers first."""
         with self._count_lock:
             self.pending += 1

@@ -166,7 +166,7 @@ _TYPE_SYMBOLS: dict[TensorT, frozenset[str]] = {}
 
 
 def _tensor_symbols(t: TensorT) -> frozenset[str]:
-    return frozenset().union(*[dims.symbols(d) for d in t.dims])
+    return frozenset().union(*[dims.symbols(d) for d in t.dims or ()])
 
 
 def type_symbols(t: Type) -> frozenset[str]:
