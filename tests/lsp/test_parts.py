@@ -58,3 +58,16 @@ def test_internal_error_is_logged_and_fails_alone():
     assert logged[0].type == lsp.MessageType.Error
     assert "internal error while testing" in logged[0].message
     assert "ZeroDivisionError: boom" in logged[0].message
+
+
+def test_a_bad_tribuild_toml_leaves_a_project_without_config(tmp_path):
+    """Editing goes on in a folder whose Tribuild.toml does not parse: the folder is a project
+    without one, and the problem is kept to be shown (this raised AttributeError once)."""
+    from tribuild.lsp.state import discover
+    from tribuild.project import DEFAULT_CACHE_DIR
+
+    (tmp_path / "Tribuild.toml").write_text("[project\nname = ")
+    project, problem = discover(str(tmp_path))
+    assert project.config is None and project.root == str(tmp_path)
+    assert project.cache_dir == str(tmp_path / DEFAULT_CACHE_DIR)
+    assert problem is not None and "Tribuild.toml:1:" in problem

@@ -25,12 +25,12 @@ from urllib.parse import quote, unquote, urlparse
 from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError
 from tribuild.diagnostics import Diagnostic, Loc
-from tribuild.driver.noop import manifest
 from tribuild.driver.session import Project, salt
 from tribuild.driver.sources import may_import, read_source, scan
 from tribuild.engine import Database
 from tribuild.lang.check.values import InstanceKey, describe_instance
 from tribuild.lang.syntax import ast
+from tribuild.project import DEFAULT_CACHE_DIR
 from tribuild.queries.inputs import SourceText, source_text
 from tribuild.queries.names import import_targets
 from tribuild.queries.report import QuerySources
@@ -68,7 +68,7 @@ def discover(folder: str) -> tuple[Project, str | None]:
         return Project.discover(folder), None
     except ConfigError as err:
         root = os.path.abspath(folder)
-        return Project(root, None, os.path.join(root, manifest.DEFAULT_CACHE)), str(err)
+        return Project(root, None, os.path.join(root, DEFAULT_CACHE_DIR)), str(err)
 
 
 class Related:
