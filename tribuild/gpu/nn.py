@@ -14,9 +14,10 @@ Terms:
   weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept while
   the layer holds the same packed and scale tensors. Edits in place drop it where they happen:
   ``load_state_dict`` (which copies into the buffers); re-packing a latent weight makes new
-  tensors; any other in-place edit must call ``forget_dense()``, as with PyTorch's prepacked quantized layers. Reading the
-  version counters on every call instead cost about 1% of MobileNetV2 at -O0 (two reads per
-  layer, each a few cache misses after a large convolution). The accumulation then rounds
+  tensors; any other in-place edit must call ``forget_dense()``, as with PyTorch's prepacked
+  quantized layers. Reading the version counters on every call instead cost about 1% of
+  MobileNetV2 at -O0 (two reads per layer, each a few cache misses after a large
+  convolution). The accumulation then rounds
   slightly differently from the kernels' ``scale · (x · codes)``, within float32 rounding.
   Linear layers keep it *K-major* (``K_MAJOR``: the ``[N, K]`` view of a contiguous ``[K, N]``
   tensor), which PyTorch's one-thread CPU matrix product reads faster than the row-major
