@@ -235,3 +235,22 @@ def test_config_that_does_not_fit_the_checkpoint(tmp_path, generated):
         load_checkpoint(generated("gqa2"), tmp_path)
     with pytest.raises(CheckpointError, match="no \\*.safetensors"):
         load_checkpoint(generated("gqa2"), tmp_path / "nothing")
+
+
+def test_example_streams_tokens_from_a_checkpoint(tmp_path, generated, capsys):
+    import importlib.util
+
+    from tests.codegen.harness import REPO
+
+    hf = hf_model("gqa2")
+    save_file(dict(hf.state_dict()), str(tmp_path / "model.safetensors"))
+    module = tmp_path / "gen"
+    write_and_import(build(ENTRY, dict(zip(NAMES, CONFIGS["gqa2"], strict=True)), "2"), module)
+    spec = importlib.util.spec_from_file_location("example", REPO / "examples/bitnet/generate.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main([str(module / "model.py"), str(tmp_path), "--ids", "5,6,7"]) == 0
+    streamed = [int(t) for t in capsys.readouterr().out.split()]
+    with torch.no_grad():
+        expected = hf.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=32, do_sample=False)
+    assert streamed == expected[0, 3:].tolist()
