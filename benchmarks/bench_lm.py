@@ -13,7 +13,14 @@ Terms:
   *flatness* is the ratio of the time at the last position to the time at position 16 (the
   goal: within 1.5x, which a cache that works gives and a re-run of the prefix does not).
   *prefill* is the median time of one forward over a prompt of 16 and of 512 tokens.
-Writes ``results/lm.json`` and ``lm.md``; ``--quick`` writes nothing (the smoke run).
+- *device run* (``--device cuda``; the GPU goal): a target's generated module with random
+  ternary codes beside transformers' ``BitNetForCausalLM`` of the same config in float16
+  (plain ``nn.Linear`` projections), batch 1: the prefill of ``--prompt`` tokens (one
+  forward) and decoding, in tokens/s, as ``n / (t(1 + n new) - t(1 new))`` of greedy
+  ``generate`` calls, so the prefill cancels. ``--device cpu --target bitnet_lm_tiny`` runs
+  the same code on this machine.
+Writes ``results/lm.json`` and ``lm.md`` (``--device``: ``results/lm_<device>.json`` and
+``.md``); ``--quick`` writes nothing (the smoke run).
 """
 
 from __future__ import annotations
@@ -125,6 +132,111 @@ def decoding(positions: int, repeats: int) -> dict:
     }
 
 
+def random_codes(model) -> None:
+    """Random ternary codes (a third each of -1, 0, +1) and scale 0.02 in every ternary
+    layer, so no kernel skips zeros it would not skip on trained weights."""
+    import torch
+
+    from tribuild.gpu.nn import TernaryLayer
+    from tribuild.gpu.packing import pack
+
+    for module in model.modules():
+        if isinstance(module, TernaryLayer):
+            for name, shape in module.TERNARY:
+                device = getattr(module, name).device
+                codes = torch.randint(-1, 2, shape, dtype=torch.int8, device=device)
+                getattr(module, name).copy_(pack(codes))
+                getattr(module, f"{name}_scale").fill_(0.02)
+            module.forget_dense()
+
+
+def device_run(target_name: str, device: str, prompt: int, new: int, repeats: int) -> dict:
+    import torch
+    from transformers import BitNetConfig, BitNetForCausalLM
+
+    import tribuild
+
+    config = __import__("tribuild.config.load", fromlist=["load_config"]).load_config(
+        ROOT / "Tribuild.toml"
+    )
+    target = next(t for t in config.targets if t.name == target_name)
+    a = dict(target.args)
+    if device == "cpu":
+        torch.set_num_threads(1)  # as the decoding figures; this machine's cores are shared
+    torch.manual_seed(0)
+    model_class = tribuild.compile_model(str(ROOT / target.entry_path), target.entry_layer, **a)
+    with torch.device(device), torch.no_grad():  # made on the device: a 2B model in seconds
+        model = model_class().eval()
+        for p in model.parameters():
+            p.normal_(0.0, 0.02).add_(1.0 if p.dim() == 1 else 0.0)
+        random_codes(model)
+    hf_config = BitNetConfig(
+        vocab_size=a["vocab"],
+        hidden_size=a["dim"],
+        intermediate_size=a["hidden"],
+        num_hidden_layers=a["layers"],
+        num_attention_heads=a["heads"],
+        num_key_value_heads=a["kv_heads"],
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    with torch.device(device):
+        float_model = BitNetForCausalLM(hf_config).to(dtype).eval()
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def seconds(fn) -> float:
+        times = []
+        for _ in range(repeats + 1):  # the first call warms up (kernels compile, caches fill)
+            sync()
+            start = perf_counter()
+            fn()
+            sync()
+            times.append(perf_counter() - start)
+        return statistics.median(times[1:])
+
+    ids = torch.randint(0, a["vocab"], (1, prompt), device=device)
+    out: dict = {"target": target_name, "device": device, "prompt": prompt, "new": new}
+    with torch.no_grad():
+        for name, run in (
+            ("tribuild", lambda n: model.generate(ids, n)),
+            (
+                f"transformers {str(dtype).removeprefix('torch.')}",
+                lambda n: float_model.generate(
+                    ids, max_new_tokens=n, min_new_tokens=n, do_sample=False
+                ),
+            ),
+        ):
+            forward = model if name == "tribuild" else float_model
+            prefill = seconds(lambda f=forward: f(ids))
+            one, many = seconds(lambda r=run: r(1)), seconds(lambda r=run: r(1 + new))
+            out[name] = {"prefill_ms": prefill * 1e3, "decode_tokens_per_s": new / (many - one)}
+    if device == "cuda":
+        out["gpu"] = torch.cuda.get_device_name()
+    return out
+
+
+def device_table(figures: dict) -> str:
+    names = [k for k in figures if k.startswith(("tribuild", "transformers"))]
+    rows = [
+        f"| {figures['target']} on {figures.get('gpu', figures['device'])}, batch 1 | "
+        + " | ".join(names)
+        + " |",
+        "|---" * (len(names) + 1) + "|",
+        f"| prefill of {figures['prompt']} tokens (ms) | "
+        + " | ".join(f"{figures[n]['prefill_ms']:.2f}" for n in names)
+        + " |",
+        f"| decoding, tokens/s ({figures['new']} new tokens) | "
+        + " | ".join(f"{figures[n]['decode_tokens_per_s']:.1f}" for n in names)
+        + " |",
+    ]
+    return "\n".join(rows)
+
+
 def table(figures: dict) -> str:
     d = figures["decoding"]
     (p0, t0), (p1, t1) = d["token_ms_at"].items()
@@ -150,8 +262,25 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="a smoke run; writes nothing")
+    p.add_argument("--device", help="the device run instead (cuda, or cpu to try it here)")
+    p.add_argument("--target", default="bitnet_2b", help="the device run's target")
+    p.add_argument("--prompt", type=int, default=512, help="the device run's prompt length")
+    p.add_argument("--new", type=int, default=64, help="the device run's new tokens")
     args = p.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
+    if args.device:
+        figures = device_run(args.target, args.device, args.prompt, args.new, repeats)
+        text = device_table(figures)
+        print(text)
+        if not args.quick:
+            RESULTS.mkdir(exist_ok=True)
+            stem = f"lm_{args.device}"
+            (RESULTS / f"{stem}.json").write_text(json.dumps(figures, indent=2) + "\n")
+            (RESULTS / f"{stem}.md").write_text(
+                f"# BitNet LM on {args.device} (`benchmarks/bench_lm.py --device`)\n\n"
+                f"Medians of {repeats} runs.\n\n{text}\n"
+            )
+        return
     figures = front_end(repeats)
     figures["cold_build_ms"] = cold_build(repeats)
     figures["decoding"] = decoding(32 if args.quick else 512, repeats)
