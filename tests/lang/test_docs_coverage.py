@@ -22,8 +22,4 @@ def test_language_reference_names_every_builtin():
 
 def test_docs_explain_every_diagnostic_code():
     text = "".join(p.read_text() for p in DOCS.glob("*.md"))
-    assert [
-        c
-        for c in sorted(CODES)
-        if f"| {c} |" not in text and f"`{c}`" not in text and c not in text
-    ] == []
+    assert [c for c in sorted(CODES) if c not in text] == []
