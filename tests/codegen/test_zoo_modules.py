@@ -58,7 +58,7 @@ CASES = [
         "bitnet_lm",
         {"vocab": 61, "dim": 48, "layers": 2, "heads": 6, "kv_heads": 2, "hidden": 40},
         (2, 7),
-        "02s",
+        "0123s",
     ),
 ]
 IDS = [c[0] + ("-bottleneck" if c[1].get("bottleneck") else "") for c in CASES]
