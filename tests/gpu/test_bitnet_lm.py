@@ -9,9 +9,11 @@ CPU); the reference runs them with dynamo disabled, i.e. transformers' own code,
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a model hub
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
