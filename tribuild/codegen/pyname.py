@@ -46,7 +46,9 @@ RESERVED = frozenset(
     }
 )
 # dir(nn.Module), an instance's own attributes and tribuild.gpu.model.Module's, torch 2.13
-# (tests/codegen/test_names.py checks the list against the installed torch).
+# (tests/codegen/test_names.py checks the list against the installed torch), and
+# `smart_apply`, which transformers sets on nn.Module when it initializes a model (the LM
+# tests run transformers in the same process).
 MODULE_ATTRS = frozenset(
     """
 ARGS T_destination _apply _backward_hooks _backward_pre_hooks _buffers _call_impl
@@ -64,7 +66,8 @@ parameters qat register_backward_hook register_trits trits trit_shapes register_
 register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
 register_load_state_dict_post_hook register_load_state_dict_pre_hook register_module
 register_parameter register_state_dict_post_hook register_state_dict_pre_hook requires_grad_
-set_extra_state set_submodule share_memory state_dict summary to to_empty train training type xpu
+set_extra_state set_submodule share_memory smart_apply state_dict summary to to_empty train training
+type xpu
 zero_grad
 """.split()
 )

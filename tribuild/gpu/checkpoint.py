@@ -80,6 +80,8 @@ def load_tensors(
 ) -> torch.nn.Module:
     """A new ``cls()`` with ``tensors`` in the float or packed layout (see the module doc)."""
     model = cls()
+    if hasattr(model, "freeze"):
+        model.freeze()  # inference form: packed buffers only, no latent training weights
     state = model.state_dict()
     ternary = {}
     for prefix, module in model.named_modules():
