@@ -44,6 +44,6 @@ $(BASE): pyproject.toml
 	touch $(BASE)
 
 $(STAMP): $(BASE) pyproject.toml constraints.txt
-	@echo "make: installing the runtime (torch, triton), the remote cache's client (redis), the language server (pygls), the exporters (onnx), scikit-learn for the examples and the test tools into $(VENV)"
-	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,runtime,gpu,remote,lsp,export,examples]'
+	@echo "make: installing the runtime (torch, triton), safetensors for LM checkpoints, the remote cache's client (redis), the language server (pygls), the exporters (onnx), scikit-learn for the examples and the test tools (transformers, the LM tests' reference) into $(VENV)"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,runtime,gpu,remote,lsp,export,examples,lm,reference]'
 	touch $(STAMP)

@@ -91,6 +91,8 @@ EDIT_LAYER = {  # target -> (file, layer) whose forward body the body edit chang
     "densenet121": (BLOCKS + "dense_blocks.tri", "DenseLayer"),
     "vit": (BLOCKS + "transformer.tri", "EncoderBlock"),
     "bitnet_block": (BLOCKS + "bitnet_blocks.tri", "BitAttention"),
+    "bitnet_lm_tiny": ("models/bitnet_lm.tri", "BitNetDecoderLayer"),
+    "bitnet_2b": ("models/bitnet_lm.tri", "BitNetDecoderLayer"),
 }
 GOALS = {  # goal name -> (target, run, bound in ms)
     "cold front end of ResNet-50": ("resnet50", "cold", 30.0),

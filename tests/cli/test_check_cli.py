@@ -169,3 +169,32 @@ def test_an_unwritable_cache_folder_is_one_line_and_exit_2(tmp_path, monkeypatch
     code, _, err = _run(["check"], tmp_path, monkeypatch, capsys)
     assert code == 2
     assert "Traceback" not in err and "tribuild: error:" in err and "blocker" in err
+
+
+def test_bitnet_lm_targets_that_do_not_fit_name_the_rule_and_the_instance(
+    tmp_path, monkeypatch, capsys
+):
+    """models/bitnet_lm.tri built with 3 key/value heads for 4 query heads, and with an odd
+    head width (60 / 4 = 15): each error at its line, with the instance chain."""
+    (tmp_path / "models").mkdir()
+    shutil.copy(REPO / "models" / "bitnet_lm.tri", tmp_path / "models")
+    entry = 'entry = "models/bitnet_lm.tri:BitNetLM"\ninput = [1, 8]\n'
+    (tmp_path / "Tribuild.toml").write_text(
+        '[project]\nname = "lm"\nsources = ["models"]\nout = "out"\n\n'
+        f"[targets.groups]\n{entry}"
+        "args = { vocab = 50, dim = 64, layers = 2, heads = 4, kv_heads = 3, hidden = 96 }\n\n"
+        f"[targets.odd]\n{entry}"
+        "args = { vocab = 50, dim = 60, layers = 1, heads = 4, kv_heads = 2, hidden = 96 }\n"
+    )
+    code, _, out = _run(["check"], tmp_path, monkeypatch, capsys)  # diagnostics go to stderr
+    assert code == 1
+    firsts = sorted(line for line in out.splitlines() if ": error[" in line)
+    assert firsts == [
+        "models/bitnet_lm.tri:68:17: error[E0407]: rope: rotary embeddings rotate pairs of the "
+        "last dim, which is odd (15)",
+        "models/bitnet_lm.tri:69:17: error[E0407]: rope: rotary embeddings rotate pairs of the "
+        "last dim, which is odd (15)",
+        "models/bitnet_lm.tri:72:35: error[E0407]: attention: 3 key/value heads do not divide 4 "
+        "query heads",
+    ]
+    assert "in BitNetLM.model.layers[0].self_attn (BitNetAttention dim=64 heads=4 kv_heads=3" in out

@@ -23,6 +23,12 @@ CASES = [
     ("lenet5-O2", "models/lenet.tri:LeNet5", {}, "2"),
     ("resnet18-O2", "models/resnet.tri:ResNet", {"blocks": [2, 2, 2, 2]}, "2"),
     ("bitnet_block-O3", "models/bitnet.tri:BitNetBlock", {}, "3"),
+    (
+        "bitnet_lm-O2",
+        "models/bitnet_lm.tri:BitNetLM",
+        {"vocab": 96, "dim": 64, "layers": 2, "heads": 4, "kv_heads": 2, "hidden": 160},
+        "2",
+    ),
 ]
 
 

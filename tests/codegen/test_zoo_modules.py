@@ -54,6 +54,12 @@ CASES = [
         "02s",
     ),
     ("bitnet", {"dim": 32, "heads": 2, "hidden": 48}, (2, 8, 32), "0123s"),
+    (
+        "bitnet_lm",
+        {"vocab": 61, "dim": 48, "layers": 2, "heads": 6, "kv_heads": 2, "hidden": 40},
+        (2, 7),
+        "0123s",
+    ),
 ]
 IDS = [c[0] + ("-bottleneck" if c[1].get("bottleneck") else "") for c in CASES]
 
@@ -100,7 +106,11 @@ def test_generated_module_matches_reference(i, built):
     with torch.no_grad():
         randomise_norms(ref)
     ref.eval()
-    x = torch.randn(shape)
+    x = (
+        reference(stem).example(shape)
+        if hasattr(reference(stem), "example")
+        else torch.randn(shape)
+    )
     with torch.no_grad(), force_backend("torch"):
         expected = ref(x)
         packed = built(i, levels[0]).Model.from_float(ref.state_dict()).state_dict()

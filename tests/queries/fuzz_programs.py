@@ -21,6 +21,7 @@ INTS = ("0", "1", "2", "3", "4", "8", "16", "64", "-1", "-3", "1000000000")
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "trit", "float")
 ELEMENTWISE = (
     "relu",
+    "relu2",
     "relu6",
     "gelu",
     "silu",
@@ -141,7 +142,15 @@ def constructor(draw, s: Scope, depth: int = 0) -> str:
             f"{_pick(draw, ('MaxPool2d', 'AvgPool2d'))}(kernel={i()}, stride={i()}, padding={i()})"
         )
     if kind == 5:
-        return _pick(draw, (f"MultiHeadAttention({i()}, {i()})", "Dropout(0.1)", f"Dropout({i()})"))
+        return _pick(
+            draw,
+            (
+                f"MultiHeadAttention({i()}, {i()})",
+                "Dropout(0.1)",
+                f"Dropout({i()})",
+                f"Embedding({i()}, {i()})",
+            ),
+        )
     if kind == 6:
         parts = ", ".join(constructor(draw, s, depth + 1) for _ in range(draw(st.integers(0, 3))))
         return f"Sequential([{parts}])"
@@ -201,7 +210,13 @@ def tensor_expr(draw, s: Scope, depth: int = 0) -> str:
         return f"{_pick(draw, ('max_pool2d', 'avg_pool2d'))}({t()}, {i()}, {i()}, {i()})"
     if kind == 10:
         return _pick(
-            draw, (f"conv2d({t()}, {t()}, {i()}, {i()}, {i()})", f"ternary_matmul({t()}, {t()})")
+            draw,
+            (
+                f"conv2d({t()}, {t()}, {i()}, {i()}, {i()})",
+                f"ternary_matmul({t()}, {t()})",
+                f"rope({t()}, {_pick(draw, ('10000.0', '-1.0', i()))})",
+                f"attention({t()}, {t()}, {t()}, causal={_pick(draw, ('true', 'false', i()))})",
+            ),
         )
     if kind == 11:
         return f"({draw(st.sampled_from((bool_expr(draw, s, 1), t())))} ? {t()} : {t()})"

@@ -138,6 +138,12 @@ def _call(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str
                 if kernels
                 else f"launch.quantize_activations({arg('x')})"
             )
+        case "relu2":
+            return f"torch.square(torch.relu({arg('x')}))"
+        case "rope":
+            return f"decoding.rope({arg('x')}, {arg('theta')})"
+        case "attention":
+            return f"decoding.attention({arg('q')}, {arg('k')}, {arg('v')}, {arg('causal')})"
         case "softmax":
             return f"torch.softmax({arg('x')}, {arg('dim')})"
         case "flatten":

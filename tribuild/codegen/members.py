@@ -71,6 +71,8 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
             return f"{head}({a['in_channels']}, {a['out_channels']}, {a['kernel']}{options}{tail})"
         case "BatchNorm2d" | "LayerNorm" | "RMSNorm":
             return f"nn.{layer.name}({a['features']}, eps={literal(float(a['eps']))})"
+        case "Embedding":
+            return f"decoding.Embedding({a['vocab']}, {a['dim']})"
         case "Dropout":
             return f"nn.Dropout({literal(float(a['p']))})"
         case "MaxPool2d" | "AvgPool2d":

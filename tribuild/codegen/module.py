@@ -271,7 +271,7 @@ def _header(
     imports = ["import torch"]
     imports += ["import torch.nn.functional as F"] if "F." in body else []
     imports += ["from torch import nn", ""]
-    gpu = [m for m in ("launch", "model") if f"{m}." in body] + (
+    gpu = [m for m in ("decoding", "launch", "model") if f"{m}." in body] + (
         ["nn as ternary"] if "ternary." in body else []
     )
     imports.append(f"from tribuild.gpu import {', '.join(gpu)}")

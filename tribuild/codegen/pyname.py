@@ -33,6 +33,7 @@ RESERVED = frozenset(
         "nn",
         "F",
         "launch",
+        "decoding",
         "model",
         "ternary",
         "K",
@@ -49,7 +50,9 @@ RESERVED = frozenset(
     }
 )
 # dir(nn.Module), an instance's own attributes and tribuild.gpu.model.Module's, torch 2.13
-# (tests/codegen/test_names.py checks the list against the installed torch).
+# (tests/codegen/test_names.py checks the list against the installed torch), and
+# `smart_apply`, which transformers sets on nn.Module when it initializes a model (the LM
+# tests run transformers in the same process).
 MODULE_ATTRS = frozenset(
     """
 ARGS T_destination _apply _backward_hooks _backward_pre_hooks _buffers _call_impl
@@ -61,15 +64,15 @@ _non_persistent_buffers_set _parameters _register_load_state_dict_pre_hook
 _register_state_dict_hook _replicate_for_data_parallel _save_to_state_dict _slow_forward
 _state_dict_hooks _state_dict_pre_hooks _version _wrapped_call_impl add_module apply bfloat16
 buffers call_super_init children compile cpu cuda double dump_patches eval extra_repr float
-float_module forward freeze from_float get_buffer get_extra_state get_parameter get_submodule half
-ipu
-load_state_dict modules mtia named_buffers named_children named_modules named_parameters
-parameters qat register_backward_hook register_trits trits trit_shapes register_buffer
-register_forward_hook
+float_module forward freeze from_float generate get_buffer get_extra_state get_parameter
+get_submodule half ipu load_state_dict modules mtia named_buffers named_children named_modules
+named_parameters parameters qat register_backward_hook register_trits trits trit_shapes
+register_buffer register_forward_hook
 register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
 register_load_state_dict_post_hook register_load_state_dict_pre_hook register_module
 register_parameter register_state_dict_post_hook register_state_dict_pre_hook requires_grad_
-set_extra_state set_submodule share_memory state_dict summary to to_empty train training type xpu
+set_extra_state set_submodule share_memory smart_apply state_dict summary to to_empty train training
+type xpu
 zero_grad
 """.split()
 )

@@ -21,6 +21,9 @@ Terms:
 - *pickling*: a generated class is pickled as the path of its generated file and its name
   (``kernel_files.generated_class``), so ``torch.save(model)`` works whatever name the module
   was imported under; loading needs that file at the same path.
+- ``generate(ids, max_new_tokens, temperature=0.0, top_k=None)``: for a language model
+  (int64 ids ``[N, T]`` in, logits ``[N, T, vocab]`` out), ``ids`` with the new tokens
+  appended, decoded with a KV cache (``tribuild.gpu.generate``).
 - ``load_kernels(module_file, keys)``: the ``run`` functions of the generated kernel files
   ``kernels/<key>.py`` beside the generated module, as attributes of a namespace.
 - ``ModuleList``: ``nn.ModuleList`` with the same items, keys and state_dict, whose
@@ -165,6 +168,19 @@ class Module(nn.Module):
         from tribuild.gpu.float_twin import float_twin
 
         return float_twin(cls())
+
+    def generate(
+        self,
+        ids: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """A language model's ``ids`` with new tokens appended (``tribuild.gpu.generate``)."""
+        from tribuild.gpu.generate import generate
+
+        return generate(self, ids, max_new_tokens, temperature, top_k, generator)
 
     def register_trits(self, name: str, shape: tuple[int, ...]) -> None:
         self.register_buffer(

@@ -24,6 +24,7 @@ from tribuild.lang.syntax import ast
 ALIASES = {"int": "int64", "float": "float32"}
 DTYPES = ("bool", "trit", "int8", "int32", "int64", "float16", "bfloat16", "float32")
 FLOATS = frozenset({"float16", "bfloat16", "float32"})
+INTEGERS = frozenset({"int8", "int32", "int64"})
 _RANK = {
     "bool": 0,
     "trit": 1,

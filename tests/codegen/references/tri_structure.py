@@ -131,6 +131,8 @@ def _builtin_state(name: str, a: dict) -> dict[str, tuple[int, ...]]:
         return {"weight": (a["features"],), "bias": (a["features"],)}
     if name == "RMSNorm":
         return {"weight": (a["features"],)}
+    if name == "Embedding":
+        return {"weight": (a["vocab"], a["dim"])}
     if name == "MultiHeadAttention":
         d = a["d"]
         return {
@@ -218,6 +220,7 @@ _ATTRS = {
     "LayerNorm": lambda a: {"normalized_shape": (a["features"],), "eps": a["eps"]},
     "RMSNorm": lambda a: {"eps": a["eps"]},
     "Dropout": lambda a: {"p": a["p"]},
+    "Embedding": lambda a: {"num_embeddings": a["vocab"], "embedding_dim": a["dim"]},
     "MultiHeadAttention": lambda a: {"heads": a["heads"]},
 }
 # built-ins whose module is one of common.py's classes (the others are torch.nn's namesakes)

@@ -20,6 +20,7 @@ SUMMARIES: dict[str, str] = {
     "AvgPool2d": "mean over kernel x kernel windows of the last two dims",
     "Sequential": "applies each layer of a list to the previous one's output",
     "MultiHeadAttention": "self-attention with `heads` heads: [N, T, d] -> [N, T, d]",
+    "Embedding": "token embedding: integer ids [...] -> float32 vectors [..., dim]",
     "ReLU": "layer form of relu: same shape",
     "ReLU6": "layer form of relu6: same shape",
     "GELU": "layer form of gelu: same shape",
@@ -28,6 +29,7 @@ SUMMARIES: dict[str, str] = {
     "Tanh": "layer form of tanh: same shape",
     "Identity": "returns its input",
     "relu": _SAME.format("max(x, 0)"),
+    "relu2": _SAME.format("relu(x) ** 2 (squared ReLU)"),
     "relu6": _SAME.format("min(max(x, 0), 6)"),
     "gelu": _SAME.format("GELU"),
     "silu": _SAME.format("x * sigmoid(x)"),
@@ -51,4 +53,7 @@ SUMMARIES: dict[str, str] = {
     "conv2d": "2-d convolution of x [N, C, H, W] with weights w [O, C / groups, kh, kw]",
     "ternary_matmul": "matrix product with a TernaryTensor; the result is float",
     "trit": "a ternary value: -1, 0 or 1",
+    "rope": "rotary position embeddings of [..., T, D] (rotate-half, D even); same shape",
+    "attention": "softmax(q k^T / sqrt(D)) v; grouped-query heads, `causal` masks the future: "
+    "q [N, H, T, D], k [N, Hkv, S, D], v [N, Hkv, S, Dv] -> [N, H, T, Dv]",
 }

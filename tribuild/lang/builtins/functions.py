@@ -27,8 +27,10 @@ from tribuild.lang.builtins.shapes import (
 from tribuild.lang.check.codes import (
     CONCAT_MISMATCH,
     CONST_TYPE,
+    DIM_MISMATCH,
     DIVISIBILITY,
     NOT_TRIT,
+    OUT_OF_RANGE,
     RESHAPE,
     TYPE_MISMATCH,
 )
@@ -296,6 +298,71 @@ def _conv2d(args: Args, site: Site) -> Value:
     return TensorV(TensorT(dtype, (x.dims[0], w.dims[0], h, wd)))
 
 
+def _rope(args: Args, site: Site) -> Value:
+    """Rotary position embeddings over ``[..., T, D]``: positions along dim -2, pairs
+    ``(i, i + D/2)`` of the last dim rotated (LLaMA's rotate-half form), so D must be even."""
+    t = tensor_of(args["x"], site, min_rank=2)
+    theta = args["theta"]
+    if t is None:
+        return POISON
+    if not is_number(theta) or is_bool(theta):
+        return site.error(TYPE_MISMATCH, f"expected a number for theta, found {kind_of(theta)}")
+    if type(theta) in (int, float) and theta <= 0:
+        return site.error(
+            OUT_OF_RANGE, f"theta = {theta!r} must be greater than 0", label="argument out of range"
+        )
+    if t.dims is not None:
+        rest = dims.mod(t.dims[-1], dims.const(2))
+        if rest is not None and (dims.as_int(rest) or 0) != 0:
+            return site.error(
+                DIVISIBILITY,
+                f"rotary embeddings rotate pairs of the last dim, which is odd "
+                f"({dims.format_dim(t.dims[-1])})",
+                label="expected an even head width",
+            )
+    return TensorV(TensorT(float_dtype(t), t.dims))
+
+
+def _attention(args: Args, site: Site) -> Value:
+    """Scaled dot-product attention ``softmax(q k^T / sqrt(D)) v`` with grouped-query heads:
+    ``q [N, H, T, D]``, ``k [N, Hkv, S, D]``, ``v [N, Hkv, S, Dv]`` with ``Hkv`` dividing ``H``
+    (query head ``h`` reads key/value head ``h / (H / Hkv)``) -> ``[N, H, T, Dv]``; with
+    ``causal``, position ``t`` sees keys up to its own (``S - T + t``)."""
+    q, k, v = (tensor_of(args[n], site, rank=4) for n in ("q", "k", "v"))
+    if q is None or k is None or v is None:
+        return POISON
+    if not is_bool(args["causal"]):
+        return site.error(
+            TYPE_MISMATCH, f"expected a bool for causal, found {kind_of(args['causal'])}"
+        )
+    dtype = float_dtype(q)
+    if q.dims is None or k.dims is None or v.dims is None:
+        return TensorV(TensorT(dtype, None))
+    pairs = (
+        (k.dims[0], q.dims[0], "batch (k dim 0, as q)"),
+        (v.dims[0], q.dims[0], "batch (v dim 0, as q)"),
+        (k.dims[3], q.dims[3], "head width (k dim 3, as q)"),
+        (v.dims[1], k.dims[1], "key/value heads (v dim 1, as k)"),
+        (v.dims[2], k.dims[2], "key positions (v dim 2, as k)"),
+    )
+    for found, expected, what in pairs:
+        if definitely_different(found, expected):
+            return site.error(
+                DIM_MISMATCH,
+                f"expected {what} {dims.format_dim(expected)}, found {dims.format_dim(found)}",
+                label=f"expected {dims.format_dim(expected)}",
+            )
+    rest = dims.mod(q.dims[1], k.dims[1])
+    if rest is None or (dims.as_int(rest) or 0) != 0:
+        return site.error(
+            DIVISIBILITY,
+            f"{dims.format_dim(k.dims[1])} key/value heads do not divide "
+            f"{dims.format_dim(q.dims[1])} query heads",
+            label="expected query heads % key/value heads == 0",
+        )
+    return TensorV(TensorT(dtype, (q.dims[0], q.dims[1], q.dims[2], v.dims[3])))
+
+
 def _ternary_matmul(args: Args, site: Site) -> Value:
     x, w = tensor_of(args["x"], site), tensor_of(args["w"], site)
     if x is None or w is None:
@@ -330,7 +397,16 @@ _REDUCE = FnSpec(_X + (("dims", None), ("keepdim", False)), _reduce)
 FUNCTIONS: dict[str, FnSpec] = {
     **{
         name: FnSpec(_X, _elementwise)
-        for name in ("relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "quantize_activations")
+        for name in (
+            "relu",
+            "relu2",
+            "relu6",
+            "gelu",
+            "silu",
+            "sigmoid",
+            "tanh",
+            "quantize_activations",
+        )
     },
     "sqrt": FnSpec(_X, _scalar_or_tensor("sqrt")),
     "exp": FnSpec(_X, _scalar_or_tensor("exp")),
@@ -349,4 +425,8 @@ FUNCTIONS: dict[str, FnSpec] = {
     "conv2d": FnSpec(_X + (("w", REQUIRED), ("stride", 1), ("padding", 0), ("groups", 1)), _conv2d),
     "ternary_matmul": FnSpec(_X + (("w", REQUIRED),), _ternary_matmul),
     "trit": FnSpec(_X, _trit),
+    "rope": FnSpec(_X + (("theta", 10000.0),), _rope),
+    "attention": FnSpec(
+        (("q", REQUIRED), ("k", REQUIRED), ("v", REQUIRED), ("causal", False)), _attention
+    ),
 }

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 from tribuild.lang import dims
 from tribuild.lang.builtins.shapes import Site, expect_dim, float_dtype, pool2d, tensor_of, window
-from tribuild.lang.check.codes import DIVISIBILITY, OUT_OF_RANGE
+from tribuild.lang.check.codes import DIVISIBILITY, OUT_OF_RANGE, TYPE_MISMATCH
 from tribuild.lang.check.values import POISON, TensorV, Value, as_dim
-from tribuild.lang.types import TensorT
+from tribuild.lang.types import INTEGERS, TensorT
 
 REQUIRED = object()
 Args = dict[str, Value]
@@ -57,6 +57,21 @@ def _linear(args: Args, x: Value, site: Site) -> Value:
     return TensorV(TensorT(float_dtype(t), t.dims[:-1] + (as_dim(args["out_features"]),)))
 
 
+def _embedding(args: Args, x: Value, site: Site) -> Value:
+    """Integer ids ``[...]`` to float32 vectors ``[..., dim]``."""
+    t = tensor_of(x, site)
+    if t is None:
+        return POISON
+    if t.dtype not in INTEGERS:
+        return site.error(
+            TYPE_MISMATCH,
+            f"expected a tensor of integer token ids (int8, int32 or int64), found {t}",
+            label="expected an integer tensor",
+        )
+    dim = as_dim(args["dim"])
+    return TensorV(TensorT("float32", None if t.dims is None else t.dims + (dim,)))
+
+
 def _conv(args: Args, x: Value, site: Site) -> Value:
     t = tensor_of(x, site, rank=4)
     if t is None or t.dims is None:
@@ -79,6 +94,8 @@ _AT_LEAST = {
     "features": 1,
     "d": 1,
     "heads": 1,
+    "vocab": 1,
+    "dim": 1,
 }
 
 
@@ -198,6 +215,7 @@ LAYERS: dict[str, LayerSpec] = {
         (("features", "int", REQUIRED), ("eps", "float", 1e-6)), _channel_norm(-1, "last dim")
     ),
     "Dropout": LayerSpec((("p", "float", 0.5),), _same),
+    "Embedding": LayerSpec((("vocab", "int", REQUIRED), ("dim", "int", REQUIRED)), _embedding),
     "MaxPool2d": LayerSpec(_POOL, _pool),
     "AvgPool2d": LayerSpec(_POOL, _pool),
     "Sequential": LayerSpec((("layers", "layers", REQUIRED),), _sequential),

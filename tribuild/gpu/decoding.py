@@ -1,0 +1,160 @@
+"""The runtime of decoder language models: rotary position embeddings, causal grouped-query
+attention, and the KV cache that makes both incremental while decoding.
+
+Terms:
+- *KV cache* (``KVCache``): the keys and values every `attention` call of a model has seen,
+  in buffers of ``capacity`` positions allocated on first use, and ``offset``, the number
+  of positions they hold. A forward run inside ``cache.step()`` is a *step*: its tokens sit
+  at positions ``offset .. offset + T - 1``, ``rope`` rotates them by those positions, and
+  each `attention` call appends its keys and values and attends over everything held.
+- *slot*: the attention calls of one forward are numbered in the order they run. A `.tri`
+  forward never branches on tensor data (E0308), so every step makes the same calls in the
+  same order, and call ``i`` of every step reads and writes slot ``i``.
+- Outside a step (a plain ``model(ids)``), positions start at 0 and attention sees only the
+  keys of its own call: the function the source describes.
+- ``Embedding``: ``nn.Embedding`` whose ids out of range raise a ``ValueError`` naming the
+  range before the lookup (PyTorch's own error names neither).
+- *rotate-half*: LLaMA's (and transformers') form of rotary embeddings: the last dim ``D``
+  is split in halves ``x1, x2`` and ``x · cos + (-x2, x1) · sin`` with the angle of
+  position ``p`` and pair ``i`` being ``p · theta^(-2i / D)``, computed as transformers
+  computes it (float32 frequencies, ``cat(freqs, freqs)``), so the values agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_ACTIVE = threading.local()
+
+
+class KVCache:
+    """Keys and values for ``capacity`` positions of every attention call of one model."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"a KV cache holds at least 1 position, not {capacity}")
+        self.capacity = capacity
+        self.offset = 0
+        self._slots: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._next = 0
+        self._new = 0
+
+    @contextmanager
+    def step(self) -> Iterator[KVCache]:
+        """Run one forward as the next positions of the sequences this cache holds."""
+        previous = getattr(_ACTIVE, "cache", None)
+        _ACTIVE.cache, self._next, self._new = self, 0, 0
+        try:
+            yield self
+        finally:
+            _ACTIVE.cache = previous
+        self.offset += self._new
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store the step's keys and values ``[N, Hkv, T, D]`` in the next slot; every key and
+        value held for it, this step's included."""
+        i, self._next = self._next, self._next + 1
+        end = self.offset + k.shape[2]
+        if end > self.capacity:
+            raise ValueError(f"the KV cache holds {self.capacity} positions; this step needs {end}")
+        if i == len(self._slots):
+            n, h, _, d = k.shape
+            self._slots.append(
+                (
+                    k.new_empty(n, h, self.capacity, d),
+                    v.new_empty(n, h, self.capacity, v.shape[3]),
+                )
+            )
+        keys, values = self._slots[i]
+        keys[:, :, self.offset : end] = k
+        values[:, :, self.offset : end] = v
+        self._new = k.shape[2]
+        return keys[:, :, :end], values[:, :, :end]
+
+
+def active() -> KVCache | None:
+    """The cache of the step running on this thread, if any."""
+    return getattr(_ACTIVE, "cache", None)
+
+
+_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+"""cos and sin tables by (theta, D, dtype, device), for positions 0 .. len - 1."""
+
+
+def _rope_tables(
+    theta: float, d: int, end: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (float(theta), d, dtype, device)
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0].shape[0] >= end:
+        return hit
+    size = max(end, 2 * hit[0].shape[0] if hit is not None else 64)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float, device=device) / d))
+    positions = torch.arange(size, device=device).float()
+    freqs = positions[:, None] * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    tables = (emb.cos().to(dtype), emb.sin().to(dtype))
+    _TABLES[key] = tables
+    return tables
+
+
+def rope(x: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embeddings of ``x [..., T, D]``, positions along dim -2 from the step's offset."""
+    cache = active()
+    start = cache.offset if cache is not None else 0
+    t, d = x.shape[-2], x.shape[-1]
+    cos, sin = _rope_tables(theta, d, start + t, x.dtype, x.device)
+    cos, sin = cos[start : start + t], sin[start : start + t]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(D)) v`` with grouped-query heads (query head ``h`` reads key/value
+    head ``h // (H / Hkv)``); in a step, over every key held for this call."""
+    cache = active()
+    if cache is not None:
+        k, v = cache.append(k, v)
+    t, s = q.shape[2], k.shape[2]
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k = k.repeat_interleave(groups, dim=1)
+        v = v.repeat_interleave(groups, dim=1)
+    mask = None
+    if causal and t > 1 and t != s:  # new positions after cached ones: row i sees s - t + i
+        rows = torch.arange(t, device=q.device)[:, None] + (s - t)
+        mask = torch.arange(s, device=q.device)[None, :] <= rows
+    return F.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        is_causal=causal and t > 1 and t == s,
+        scale=q.shape[-1] ** -0.5,
+    )
+
+
+class Embedding(nn.Embedding):
+    """Token embedding: integer ids ``[...]`` to vectors ``[..., dim]``."""
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.num_embeddings)
+        return super().forward(ids)
+
+
+def check_ids(ids: torch.Tensor, vocab: int) -> None:
+    """Raise ``ValueError`` unless every id lies in ``0 .. vocab - 1``."""
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"token ids must be an integer tensor, not {ids.dtype}")
+    if ids.numel() == 0:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab:
+        bad = low if low < 0 else high
+        raise ValueError(f"token id {bad} is out of range: ids must lie in 0..{vocab - 1}")
