@@ -80,8 +80,9 @@ def load_tensors(
 ) -> torch.nn.Module:
     """A new ``cls()`` with ``tensors`` in the float or packed layout (see the module doc)."""
     model = cls()
-    if hasattr(model, "freeze"):
-        model.freeze()  # inference form: packed buffers only, no latent training weights
+    freeze = getattr(model, "freeze", None)  # a generated module's (nn.Module's getattr types
+    if callable(freeze):  # any other attribute as a Tensor)
+        freeze()  # inference form: packed buffers only, no latent training weights
     state = model.state_dict()
     ternary = {}
     for prefix, module in model.named_modules():
