@@ -9,6 +9,8 @@ Terms:
   when its bytes change (``restat``). The depfile (``--depfile``) names OUT and every
   ``.tri`` file it was made from, imports included, and the project's Tribuild.toml if there
   is one; paths are relative to the current folder, as the make or ninja rule wrote them.
+  It is written first, the module last: a compile killed between them leaves the old
+  module, which make and ninja see as out of date, never a new module with an old depfile.
 - The database is the project's persistent one (the project around the current folder, or
   around the source when no Tribuild.toml is above the current folder: a build folder of
   make's or ninja's own); the project lock is held only while saving it, so ninja can run
@@ -94,8 +96,7 @@ def compile_file(
     files: tuple[str, ...] = ()
     if not result.failed:
         _sweep(os.path.join(cwd, out), depfile_path and os.path.join(cwd, depfile_path))
-        files, written = _write(os.path.join(cwd, out), generated(value), target.name)
-        if depfile_path:
+        if depfile_path:  # first: a module newer than its depfile hides new imports from make
             inputs = [
                 os.path.relpath(os.path.join(project.root, p), cwd)
                 for p in depfile.import_closure(db, entry)
@@ -105,6 +106,7 @@ def compile_file(
             outputs.write_if_changed(
                 os.path.join(cwd, depfile_path), depfile.render(out, tuple(inputs)).encode()
             )
+        files, written = _write(os.path.join(cwd, out), generated(value), target.name)
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
@@ -178,10 +180,15 @@ def _sweep(*paths: str | None) -> None:
 
 
 def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Write the module as ``out`` and the kernels beside it: (every path, paths written)."""
+    """Write the kernels, then the module as ``out``: (every path, paths written). The
+    module is renamed into place last, after the depfile and the kernels it loads: a
+    compile killed earlier leaves the old module, older than its source, so make and ninja
+    run the rule again."""
     folder = os.path.dirname(out)
-    paths = {rel: out if rel == f"{name}.py" else outputs.resolve(folder, rel) for rel in files}
-    written = outputs.write_changed({paths[rel]: files[rel] for rel in sorted(files)})
+    module = f"{name}.py"
+    paths = {rel: out if rel == module else outputs.resolve(folder, rel) for rel in files}
+    order = sorted(files, key=lambda rel: (rel == module, rel))
+    written = outputs.write_changed({paths[rel]: files[rel] for rel in order})
     return tuple(sorted(paths.values())), tuple(written)
 
 
