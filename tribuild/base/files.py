@@ -4,12 +4,42 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 
 def read_bytes(path: str) -> bytes:
     with open(path, "rb") as file:
         return file.read()
+
+
+def open_regular(path: str, limit: int, follow_links: bool = False):
+    """``path`` opened for reading in binary, if it is a regular file of at most ``limit``
+    bytes; else ``OSError``. Not through a symbolic link unless ``follow_links``, and
+    without waiting on a FIFO: a cache or output folder may hold anything (``/dev/zero``
+    would be read until memory runs out, a FIFO would block for ever), and its readers take
+    the error for a damaged file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else
+    ``OSError`` (``open_regular``)."""
+    with open_regular(path, limit) as file:
+        return file.read(limit + 1)
 
 
 def read_text(path: str) -> str:
