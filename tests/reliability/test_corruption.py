@@ -224,3 +224,56 @@ def test_compile_model_checks_the_cached_module_before_running_it(tmp_path):
     done = probe()
     assert (done.returncode, done.stdout.split()) == (0, ["MLP"]), done.stderr
     assert module.read_bytes() == clean
+
+
+def _zero_link(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _folder(path: Path) -> None:
+    path.mkdir()
+    (path / "inside").write_text("a file in the folder")
+
+
+SPECIAL = {"zero-link": _zero_link, "fifo": _fifo, "folder": _folder}
+SPECIAL_FILES = {
+    "record": "out/.tribuild-outputs.json",
+    "early": "out/.tribuild-outputs.early",
+    "manifest": f"{CACHE}/build-manifest.json",
+    "explain": f"{CACHE}/explain.json",
+    "graph": f"{CACHE}/graph-*.json",
+    "pack": f"{CACHE}/values-*.pack",
+    "salt": f"{CACHE}/salt.json",
+    "lock": f"{CACHE}/lock",
+}
+
+
+def _limit_memory() -> None:  # /dev/zero read without bound: a MemoryError, not the OOM killer
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL))
+@pytest.mark.parametrize("part", sorted(SPECIAL_FILES))
+def test_special_file_in_cache_or_output_folder(built, tmp_path, references, part, kind):
+    """M3 and L2: a link to /dev/zero was read until the OOM killer struck (24 GB), a FIFO
+    hung every build, a folder gave `Is a directory` (exit 2) on every build. Each is now
+    taken for a damaged file: dropped, rebuilt, and the build is a clean build's."""
+    root = copy(built, tmp_path)
+    (path,) = [root / p for p in [SPECIAL_FILES[part]] if "*" not in p] or list(
+        root.glob(SPECIAL_FILES[part])
+    )
+    if path.exists():
+        path.unlink()
+    SPECIAL[kind](path)
+    set_version(root, "b")
+    for _ in range(2):  # the first build drops it, the second finds a clean cache
+        done = tribuild(root, "build", "-q", timeout=60, preexec_fn=_limit_memory)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert outputs(root) == references["b"]

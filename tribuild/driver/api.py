@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from tribuild.base.files import read_regular
+from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.hashing import digest
 from tribuild.driver.noop import manifest
 from tribuild.project import DEFAULT_CACHE_DIR, OPT_LEVELS
@@ -64,7 +64,7 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
 def _checked(path: str, recorded) -> bytes | None:
     """The bytes of the module at ``path`` if their digest is ``recorded``, else None."""
     try:
-        code = read_regular(path, manifest.MAX_BYTES)
+        code = read_regular(path, OWN_FILE_BYTES)
     except OSError:
         return None
     return code if digest(code) == recorded else None
@@ -84,7 +84,7 @@ def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record
             ).strip()
         )
     outputs = [os.path.relpath(p, root) for p in result.files]
-    code = read_regular(module_path, manifest.MAX_BYTES)
+    code = read_regular(module_path, OWN_FILE_BYTES)
     data = manifest.snapshot(root, cache_dir, key, result.inputs, tuple(outputs))
     data["module"] = digest(code)
     manifest.write(cache_dir, data, record)

@@ -25,12 +25,12 @@ import os
 import re
 import time
 
-from tribuild.base.files import listdir, read_bytes, unlink
+from tribuild.base.files import listdir, read_regular, remove_entry, unlink
 from tribuild.base.record import record
 from tribuild.driver.outputs import remove_temps
 from tribuild.driver.session import salt
 from tribuild.engine.store import disk as store
-from tribuild.engine.store.packs import pack_name
+from tribuild.engine.store.packs import PACK_BYTES, pack_name
 
 _WRITTEN_UNDER_LOCK = re.compile(
     r"graph-.+\.json|values-.+\.pack|build-manifest\.json|explain\.json|salt\.json"
@@ -75,7 +75,7 @@ def generations(cache_dir: str) -> list[Generation]:
 
 def remove(generation: Generation) -> None:
     for path in generation.files:
-        unlink(path)
+        remove_entry(path)
 
 
 def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
@@ -140,7 +140,7 @@ def model_files(cache_dir: str, root: str) -> list[str]:
         if name.startswith("model-") and name.endswith(".json"):
             path = os.path.join(cache_dir, name)
             try:
-                outputs = [row[0] for row in json.loads(read_bytes(path))["outputs"]]
+                outputs = [row[0] for row in json.loads(read_own(path))["outputs"]]
             except (OSError, ValueError, KeyError, TypeError, IndexError):
                 outputs = []
             found.append(path)
@@ -164,12 +164,17 @@ def validate(cache_dir: str) -> list[tuple[str, str]]:
     return bad
 
 
+def read_own(path: str) -> bytes:
+    """A cache file's bytes, if it is a regular file within bounds (else ``OSError``)."""
+    return read_regular(path, PACK_BYTES)
+
+
 def _problem(g: Generation) -> str | None:
     try:
         graph = g.files[0]
-        body = store.read_graph(read_bytes(graph))
+        body = store.read_graph(read_own(graph))
         names = [name for name, _, _ in store.pack_list(body, g.id)]
-        data = [read_bytes(os.path.join(os.path.dirname(graph), name)) for name in names]
+        data = [read_own(os.path.join(os.path.dirname(graph), name)) for name in names]
         entries = zip(
             body["entry_pack"],
             body["entry_offset"],
@@ -182,6 +187,8 @@ def _problem(g: Generation) -> str | None:
                 return f"entry {index} of {names[pack]} fails its checksum"
     except FileNotFoundError as err:
         return f"missing {os.path.basename(err.filename)}"
+    except OSError as err:  # a link, a FIFO, a folder, an absurd size
+        return f"unreadable {os.path.basename(err.filename or '')}: {err.strerror}"
     except (ValueError, KeyError, TypeError, IndexError) as err:
         return f"unreadable graph file: {err}"
     return None

@@ -34,10 +34,11 @@ import json
 import os
 import posixpath
 import re
+import stat
 from contextlib import contextmanager
 from queue import SimpleQueue
 
-from tribuild.base.files import read_bytes, read_text, unlink
+from tribuild.base.files import OWN_FILE_BYTES, drop_special, read_regular, unlink
 from tribuild.base.hashing import digest
 from tribuild.base.record import record
 from tribuild.base.tempname import create_beside
@@ -144,7 +145,7 @@ def write_changed(files: dict[str, bytes], early: str | None = None) -> list[str
                 file.write(files[path])
         journal = _note_early(early, {p: files[p] for p in changed}) if early and changed else []
         fsync_all(temps + journal)
-        for tmp, path in zip(temps, changed):
+        for tmp, path in zip(temps, changed, strict=True):
             os.replace(tmp, path)
     except BaseException as err:
         for tmp in temps:
@@ -165,6 +166,7 @@ def _note_early(out_dir: str, files: dict[str, bytes]) -> list[str]:
     """Append ``files`` (full path -> bytes) to the early journal of ``out_dir``; what to
     fsync before renaming them: the journal, and its folder when this created it."""
     path = os.path.join(out_dir, EARLY)
+    drop_special(path)
     new = not os.path.exists(path)
     lines = [
         json.dumps([_relative_to(out_dir, full), digest(data)]) + "\n"
@@ -187,8 +189,8 @@ def _early(out_dir: str) -> dict[str, str]:
     is skipped: its files were never renamed into place). Its lines are parsed as one JSON
     array when they are all whole (a tenth of the time of a parse per line)."""
     try:
-        lines = read_text(os.path.join(out_dir, EARLY)).splitlines()
-    except OSError:
+        lines = _read_text(os.path.join(out_dir, EARLY)).splitlines()
+    except (OSError, ValueError):
         return {}
     try:
         rows = json.loads(f"[{','.join(lines)}]")
@@ -303,13 +305,18 @@ def _fsync(path: str) -> None:
 
 def _holds(path: str, data: bytes) -> bool:
     """Whether the file ``path`` holds exactly ``data`` (one open, one fstat, one read: a
-    short read only makes the file be written again)."""
+    short read only makes the file be written again). Only a regular file can: a FIFO is
+    opened without waiting and a link is not followed, and either is then replaced."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
-        return os.fstat(fd).st_size == len(data) and os.read(fd, len(data) + 1) == data
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        os.set_blocking(fd, True)
+        return os.read(fd, len(data) + 1) == data
     except OSError:
         return False
     finally:
@@ -330,6 +337,8 @@ class Record:
 
     @classmethod
     def load(cls, out_dir: str) -> "Record":
+        """The record and early journal of ``out_dir`` (anything but a regular file at their
+        names reads as nothing: ``drop_records`` removes it before a write)."""
         return cls(_recorded(out_dir), _early(out_dir))
 
     def encode(self) -> bytes:
@@ -343,9 +352,23 @@ class Record:
         return {p: d for files in self.targets.values() for p, d in files.items()} | self.early
 
 
+def _read_text(path: str) -> str:
+    """The text of a record of tribuild's (``OSError`` if it is not a regular file within
+    bounds, ``ValueError`` if it is not UTF-8: damage either way)."""
+    return read_regular(path, OWN_FILE_BYTES).decode("utf-8")
+
+
+def drop_records(out_dir: str) -> None:
+    """Remove anything but a regular file at the names of the record and the early journal
+    of ``out_dir`` (a link, a FIFO, a folder: a repository may commit one), as damage, so
+    no write or append goes through it or fails on it."""
+    for name in (RECORD, EARLY):
+        drop_special(os.path.join(out_dir, name))
+
+
 def _recorded(out_dir: str) -> dict[str, dict[str, str]]:
     try:
-        data = json.loads(read_text(os.path.join(out_dir, RECORD)))
+        data = json.loads(_read_text(os.path.join(out_dir, RECORD)))
         targets = data["targets"]
         if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
             return {
@@ -383,6 +406,7 @@ def write_outputs(
     already (as their targets were built, under the same lock): they count as written and
     are not read back."""
     paths = inside_output(out_dir, sorted(files))
+    drop_records(out_dir)
     mine = set(paths.values()) | {
         resolve(out_dir, rel) for rel in (*record.owned(), RECORD) if rel not in paths
     }
@@ -443,7 +467,7 @@ def remove_stale(
         try:
             if (
                 resolves_inside(out_dir, os.path.dirname(full))
-                and digest(read_bytes(full)) == before[rel]
+                and digest(read_regular(full, OWN_FILE_BYTES)) == before[rel]
             ):
                 os.unlink(full)
                 removed.append(rel)
@@ -472,6 +496,7 @@ def clean(out_dir: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Delete every recorded output that still holds tribuild's bytes, then the record.
     Returns (removed, kept)."""
     removed, kept = remove_stale(out_dir, Record.load(out_dir).owned(), {})
+    drop_records(out_dir)
     if not kept:
         unlink(os.path.join(out_dir, RECORD))
         unlink(os.path.join(out_dir, EARLY))

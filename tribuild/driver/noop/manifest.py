@@ -45,13 +45,12 @@ import sys
 import time
 import zlib
 
-from tribuild.base.files import open_regular
+from tribuild.base.files import OWN_FILE_BYTES, open_regular, remove_entry
 from tribuild.base.hashing import digest
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
 NAME = "build-manifest.json"
 RACY_NS = 2_000_000_000  # FAT's 2 s tick; ext4 and xfs stamp files from a coarse clock too
-MAX_BYTES = 64 << 20  # a manifest or model manifest larger than this is damaged
 _SIGNATURES: dict[str, tuple[int, list[list]]] = {}  # package folder -> its signature
 
 
@@ -85,7 +84,7 @@ def package_signature(package: str = PACKAGE_DIR) -> tuple[int, list[list]]:
     return _SIGNATURES[package]
 
 
-def file_digest(path: str, limit: int = MAX_BYTES) -> str:
+def file_digest(path: str, limit: int = OWN_FILE_BYTES) -> str:
     """The digest of a regular file's bytes, symbolic links followed (a source may be one);
     ``OSError`` for anything else (``open_regular``)."""
     with open_regular(path, limit, follow_links=True) as file:
@@ -155,8 +154,8 @@ def vouching(root: str, cache_dir: str, key: str, name: str = NAME) -> dict | No
 
 def _load(path: str) -> tuple[dict, int]:
     """The manifest at ``path`` and its mtime (``OSError`` when it is not a regular file of
-    at most ``MAX_BYTES``)."""
-    with open_regular(path, MAX_BYTES) as file:
+    at most ``OWN_FILE_BYTES``)."""
+    with open_regular(path, OWN_FILE_BYTES) as file:
         written = os.fstat(file.fileno()).st_mtime_ns
         data = json.loads(file.read())
     if not isinstance(data, dict):
@@ -261,10 +260,8 @@ def write(cache_dir: str, data: dict, name: str = NAME) -> None:
 
 
 def forget(cache_dir: str) -> None:
-    try:
-        os.unlink(os.path.join(cache_dir, NAME))
-    except FileNotFoundError:
-        pass
+    """Delete the manifest (whatever sits at its name: a folder or a FIFO is damage)."""
+    remove_entry(os.path.join(cache_dir, NAME))
 
 
 def _write(path: str, data: dict) -> None:
