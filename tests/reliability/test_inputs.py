@@ -137,3 +137,101 @@ def test_bad_config_builds_nothing(built_once, case):
     assert done.returncode == 2, (case, done.stderr)
     assert LOCATED.search(done.stderr) and "Traceback" not in done.stderr, done.stderr
     assert _state(built_once) == before
+
+
+# -- deep chains (M2): what nests as deep as the program says ----------------------------
+
+_TENSOR = "Tensor<float32, [N, 4]>"
+_LAYER = (
+    "layer Top() {{\n    let a = Linear(4, {width})\n\n"
+    f"    fn forward(x: {_TENSOR}) -> Tensor<float32, [N, {{width}}]> {{{{\n"
+    "        return {body}\n    }}\n}}\n"
+)
+
+
+def _imports(models: Path, n: int) -> None:
+    """f0 imports f1, which imports f2, ... (each file imports the next)."""
+    for i in range(1, n):
+        (models / f"f{i}.tri").write_text(f'import "f{i + 1}.tri"\n' if i + 1 < n else "")
+    (models / "f0.tri").write_text('import "f1.tri"\n\n' + _LAYER.format(width=4, body="a(x)"))
+
+
+def _consts(models: Path, n: int) -> None:
+    """let c0 = c1 + 1, let c1 = c2 + 1, ...: the top layer's width is c0 - n + 4."""
+    lets = "".join(f"let c{i} = c{i + 1} + 1\n" for i in range(n - 1)) + f"let c{n - 1} = 1\n"
+    width = f"c0 - {n - 4}"
+    (models / "f0.tri").write_text(lets + "\n" + _LAYER.format(width=width, body="a(x)"))
+
+
+def _imported_consts(models: Path, n: int) -> None:
+    """The same chain, each constant in its own file, imported by name from the next."""
+    for i in range(n):
+        head = f'from "f{i + 1}.tri" import c{i + 1}\n\nlet c{i} = c{i + 1} + 1\n'
+        (models / f"f{i}.tri").write_text(head if i + 1 < n else f"let c{i} = 1\n")
+    text = (models / "f0.tri").read_text()
+    (models / "f0.tri").write_text(text + "\n" + _LAYER.format(width=f"c0 - {n - 4}", body="a(x)"))
+
+
+def _fns(models: Path, n: int) -> None:
+    """fn g0 calls g1, which calls g2, ...; forward calls g0."""
+    calls = [f"g{i + 1}(x)" for i in range(n - 1)] + ["relu(x)"]
+    fns = "".join(
+        f"fn g{i}(x: {_TENSOR}) -> {_TENSOR} {{\n    return {call}\n}}\n\n"
+        for i, call in enumerate(calls)
+    )
+    (models / "f0.tri").write_text(fns + _LAYER.format(width=4, body="g0(a(x))"))
+
+
+CHAINS = {"imports": _imports, "constants": _consts, "imported-constants": _imported_consts}
+
+
+def _chain_project(tmp_path: Path, make, n: int) -> Path:
+    root = tmp_path / "chain"
+    (root / "models").mkdir(parents=True)
+    (root / "Tribuild.toml").write_text(
+        '[project]\nname = "chain"\nsources = ["models"]\nout = "out"\n\n'
+        '[targets.top]\nentry = "models/f0.tri:Top"\n'
+    )
+    make(root / "models", n)
+    return root
+
+
+def _check_and_build(root: Path) -> None:
+    for command in ("check", "build"):
+        done = tribuild(root, command, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "Traceback" not in done.stderr
+    assert (root / OUT / "top.py").is_file()
+
+
+@pytest.mark.parametrize("kind", sorted(CHAINS))
+def test_deep_chain_builds(tmp_path, kind):
+    """Chains of 1,000 (imports, constants; 300 constants imported from file to file) check
+    and build. Evaluating a chain of constants was a recursion of queries: a RecursionError
+    traceback from about 90 constants on. Not 10,000: the checks of import and constant
+    cycles walk each file's or constant's whole chain, so a chain costs n squared (10,000
+    imports: 2 min 47 s of CPU for `check`, 1.5 GB), which docs/reliability.md reports."""
+    _check_and_build(
+        _chain_project(tmp_path, CHAINS[kind], 1000 if kind != "imported-constants" else 300)
+    )
+
+
+def test_deep_fn_chain_is_a_located_error(tmp_path):
+    """10,000 fns, each calling the next: each call is lowered into a graph inside its
+    caller's, so the graph nests as deep as the calls, and lowering, the optimizer and the
+    store's codec all walked it by recursion (a RecursionError traceback at save from 100
+    fns on, in lowering from about 200). Past 32 calls deep, the build stops with E0601 at
+    the call in `forward`; `check` passes (the program is valid)."""
+    root = _chain_project(tmp_path, _fns, 10_000)
+    done = tribuild(root, "check", timeout=900)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    done = tribuild(root, "build", timeout=900)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert re.search(
+        r"models/f0\.tri:\d+:\d+: error\[E0601\]: cannot generate code: fn calls nest more "
+        r"than 32 levels deep",
+        done.stdout + done.stderr,
+    ), done.stderr[-3000:]
+    done = tribuild(_chain_project(tmp_path / "short", _fns, 32), "build", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
