@@ -233,3 +233,45 @@ def test_kill_a_compile_at_each_file_system_change(project):
         assert (project / "gen" / "solo.py").read_bytes() == modules["importing"]
         assert temp_files(project / "gen") == []
     assert killed >= total - 1
+
+
+def test_clean_removes_what_killed_builds_left(project, references):
+    """L1: a killed build leaves ``.NAME.XXXXXXXX.tmp`` files beside outputs it was writing
+    (167 after one attack); a build deletes only those of the outputs it writes, and
+    `tribuild clean` deleted none ("removed 0 files"). The names are those a killed first
+    build leaves: a module, a kernel, a depfile, the record."""
+    assert tribuild(project, "build", "-q").returncode == 0
+    kernel = next(rel for rel in references["a"] if rel.startswith("kernels/"))
+    litter = [
+        ".net.py.a1b2c3d4.tmp",
+        ".fresh.py.zzzz9999.tmp",
+        ".net.d.abcdefgh.tmp",
+        f"kernels/.{kernel.split('/')[1]}.0123abcd.tmp",
+        f".{RECORD}.k3k3k3k3.tmp",
+    ]
+    for rel in litter:
+        (project / OUT / rel).write_bytes(b"half a file")
+    mine = project / OUT / ".notes.txt.abcdefgh.tmp"  # not a name tribuild writes: kept
+    mine.write_text("the user's")
+    done = tribuild(project, "clean")
+    assert done.returncode == 0, done.stderr
+    assert sorted(
+        p.relative_to(project / OUT).as_posix() for p in (project / OUT).rglob("*.tmp")
+    ) == [mine.name]
+    assert f"removed {len(references['a']) - 1 + len(litter)} files" in done.stderr  # no record
+
+
+def test_compile_removes_old_kernel_temporaries(project):
+    """L1: killed compiles under make left kernel temporaries that nothing removed (the
+    kernels folder is shared by rules running at once, so a compile left them all). A
+    compile now deletes those not changed for an hour; a fresh one may be another rule's."""
+    solo = project / "models" / "solo.tri"
+    solo.write_text(SOLO["alone"])
+    assert tribuild(project, *COMPILE).returncode == 0
+    kernels = project / "gen" / "kernels"
+    old, fresh = kernels / ".k.py.aaaaaaaa.tmp", kernels / ".k.py.bbbbbbbb.tmp"
+    for path in (old, fresh):
+        path.write_bytes(b"half a kernel")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert tribuild(project, *COMPILE).returncode == 0
+    assert not old.exists() and fresh.exists()

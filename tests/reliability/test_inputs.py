@@ -103,6 +103,14 @@ CONFIGS = {
     "inf-size": b'[project]\nname = "mini"\n[cache]\nmax_size_mb = 1e400\n',
     "args-table": b'[project]\nname = "mini"\n[targets.net]\nentry = "models/net.tri:Net"\nargs = { width = { a = 1 } }\n',
 }
+NET = '[targets.net]\nentry = "models/net.tri:Net"\n'
+CONFIGS |= {  # target names that cannot be output files (L6, C1)
+    "target-torch": b'[project]\nname = "mini"\n[targets.torch]\nentry = "models/net.tri:Net"\n',
+    "target-json": b'[project]\nname = "mini"\n[targets.json]\nentry = "models/net.tri:Net"\n',
+    "target-300": b'[project]\nname = "mini"\n[targets.'
+    + b"t" * 300
+    + b']\nentry = "models/net.tri:Net"\n',
+}
 LOCATED = re.compile(r"Tribuild\.toml:\d+:\d+: error: ")
 
 
@@ -235,3 +243,104 @@ def test_deep_fn_chain_is_a_located_error(tmp_path):
     ), done.stderr[-3000:]
     done = tribuild(_chain_project(tmp_path / "short", _fns, 32), "build", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# -- what an independent attack got through (issue 29) ----------------------------------
+
+
+def test_leading_bom_is_accepted(project, references):
+    """L5: a UTF-8 BOM before the first item was E0103 (invalid character), and through the
+    target only "defines no layer". It is dropped, as Python does: the build is a clean
+    build's."""
+    net = project / "models" / "net.tri"
+    net.write_bytes(b"\xef\xbb\xbf" + net.read_bytes())
+    for command in ("check", "build"):
+        done = tribuild(project, command, "-q" if command == "build" else "models")
+        assert done.returncode == 0, done.stderr
+    assert (project / OUT / "net.py").read_bytes() == references["a"]["net.py"]
+
+
+def test_non_finite_float_literal_is_refused(project):
+    """C4: `1e999` silently became infinity (LayerNorm eps=inf); TOML's inf was refused."""
+    mlp = project / "models" / "mlp.tri"
+    mlp.write_text(
+        mlp.read_text().replace("hidden: int = 16)", "hidden: int = 16, s: float = 1e999)")
+    )
+    done = tribuild(project, "check", "models/mlp.tri")
+    assert done.returncode == 1, done.stderr
+    assert re.search(r"models/mlp\.tri:3:\d+: error\[E0105\]: float literal `1e999`", done.stderr)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling-link"])
+def test_entry_that_is_no_file_says_what_it_is(project, kind):
+    """C2: an entry that is a folder or a FIFO was reported as "does not exist"."""
+    path = project / "models" / "odd.tri"
+    {
+        "folder": path.mkdir,
+        "fifo": lambda: os.mkfifo(path),
+        "dangling-link": lambda: path.symlink_to("nowhere.tri"),
+    }[kind]()
+    toml = project / "Tribuild.toml"
+    toml.write_text(toml.read_text() + '\n[targets.odd]\nentry = "models/odd.tri:Odd"\n')
+    done = tribuild(project, "build")
+    assert done.returncode == 2, done.stderr
+    said = {
+        "folder": "is a folder, not a file",
+        "fifo": "is not a regular file",
+        "dangling-link": "is a symbolic link to nothing",
+    }[kind]
+    assert re.search(
+        rf"Tribuild\.toml:\d+:\d+: error: entry file `models/odd\.tri` {said}", done.stderr
+    ), done.stderr
+
+
+def test_compile_arg_that_is_no_toml_value_is_refused(project):
+    """C5: `--arg 'width=[1,'` silently became the string "[1,"; bare words stay strings."""
+    base = ("compile", "models/net.tri", "-o", "gen/net.py")
+    done = tribuild(project, *base, "--arg", "width=[1,")
+    assert done.returncode == 2 and "is not a TOML value" in done.stderr, done.stderr
+    assert not (project / "gen" / "net.py").exists()
+
+
+def test_user_file_at_an_output_path_is_refused(project, references):
+    """L4: a file tribuild did not write, at an output path (`out = "."` and a user's
+    `t.py` beside a target `t`), was overwritten, then deleted by `clean`. It is refused
+    (exit 2, nothing written) unless --force; an output with the same bytes is harmless."""
+    mine = project / OUT / "net.py"
+    mine.parent.mkdir()
+    mine.write_text("# the user's own net.py\n")
+    done = tribuild(project, "build", "-q")
+    assert done.returncode == 2, done.stderr
+    assert "refusing to overwrite `net.py`" in done.stderr and "--force" in done.stderr
+    assert mine.read_text() == "# the user's own net.py\n"
+    for args in (("-j2",), ()):  # the parallel build's early writes refuse it too
+        assert tribuild(project, "build", "-q", *args).returncode == 2
+        assert mine.read_text() == "# the user's own net.py\n"
+    done = tribuild(project, "build", "-q", "--force")
+    assert done.returncode == 0, done.stderr
+    assert outputs_of(project) == references["a"]
+
+
+def outputs_of(project: Path) -> dict[str, bytes]:
+    from tests.reliability.project import outputs
+
+    return outputs(project)
+
+
+def test_lost_output_record_still_removes_stale_files(project, references):
+    """L3: with `.tribuild-outputs.json` lost, a kernel that the new version no longer uses
+    stayed for good (a clean build has none). The generated files' own header vouches for
+    them: the build deletes the stale ones, and `clean` deletes them all."""
+    from tests.reliability.project import set_version
+
+    assert tribuild(project, "build", "-q").returncode == 0
+    (project / OUT / ".tribuild-outputs.json").unlink()
+    set_version(project, "b")
+    assert tribuild(project, "build", "-q").returncode == 0
+    assert outputs_of(project) == references["b"]
+    (project / OUT / ".tribuild-outputs.json").unlink()
+    user = project / OUT / "notes.py"
+    user.write_text("# the user's\n")
+    done = tribuild(project, "clean")
+    assert done.returncode == 0, done.stderr
+    assert outputs_of(project) == {"notes.py": b"# the user's\n"}

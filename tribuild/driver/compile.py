@@ -21,6 +21,7 @@ Terms:
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 
 from tribuild.base.hashing import digest
@@ -48,14 +49,25 @@ class CompileResult:
     inputs: dict[str, str] | None = None  # root-relative input -> digest of its bytes
 
 
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
 def parse_arg(text: str) -> tuple[str, object]:
-    """``name=value`` -> (name, value); ValueError when it has no ``=``."""
+    """``name=value`` -> (name, value); ValueError when it has no ``=``, or when the value
+    is neither TOML nor a bare word (``relu``, read as a string): ``[1,`` is a TOML value
+    cut short, not the string "[1,"."""
     name, eq, value = text.partition("=")
     if not eq or not name.strip():
         raise ValueError(f"expected name=value, got {text!r}")
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as err:
+        if not _BARE_WORD.fullmatch(value.strip()):
+            why = str(err).split(" (at ")[0]
+            raise ValueError(
+                f"the value of {name.strip()} is not a TOML value ({why}): {value!r}; quote "
+                "a string that is not a bare word"
+            ) from None
         parsed = value
     return name.strip(), _frozen(parsed)
 
@@ -170,13 +182,19 @@ def _only_layer(db, entry: str, src: str) -> str:
     return layers[0]
 
 
+KERNEL_TEMP_AGE = 3600.0  # seconds: a temporary kernel file this old has no live writer
+
+
 def _sweep(*paths: str | None) -> None:
     """Delete the temporary files that killed compiles left for these paths: the module and
     the depfile, which are this rule's own (make and ninja give an output one rule), so no
     other process can be writing them. The kernels beside the module may be shared by other
-    rules running at once: theirs are left."""
+    rules running at once: only their temporary files older than ``KERNEL_TEMP_AGE`` are
+    deleted (a compile renames its own within seconds)."""
     for path in filter(None, paths):
         outputs.remove_temps(os.path.dirname(path) or ".", {os.path.basename(path)}.__contains__)
+    kernels = os.path.join(os.path.dirname(paths[0] or "") or ".", "kernels")
+    outputs.remove_temps(kernels, lambda name: name.endswith(".py"), KERNEL_TEMP_AGE)
 
 
 def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,0 +1,17 @@
+"""Text safe to print on a terminal: what a file name or a source line holds is shown, never
+obeyed. A control character (ESC starts a terminal's escape sequences, BEL rings it) is
+written as its escape, ``\\x1b``; tab and newline stay.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but tab and newline escaped (``\\x1b``)."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
