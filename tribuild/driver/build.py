@@ -346,7 +346,8 @@ class _EarlyWriter:
     def __init__(self, project: Project, targets, out_dir: str, force: bool = False):
         self.project, self.out_dir = project, out_dir
         self.targets = {t.name: t for t in targets}
-        self.owned = None if force else outputs.Record.load(out_dir).owned()
+        self.force = force
+        self.owned: dict[str, str] | None = None  # what the record lists, read at the first write
 
     def prepare(self, db, unit: Unit, value) -> dict[str, bytes] | None:
         t = self.targets[unit.name]
@@ -363,7 +364,9 @@ class _EarlyWriter:
             with outputs.writing(self.out_dir, wait) as mine:
                 if not mine:
                     return None
-                if self.owned is not None:  # a job with a file tribuild did not write: left
+                if not self.force:  # a job with a file tribuild did not write: left
+                    if self.owned is None:
+                        self.owned = outputs.Record.load(self.out_dir).owned()
                     foreign = set(outputs.foreign(paths, files, self.owned))  # to write_result
                     paths = {
                         rel: paths[rel] for job in jobs if not foreign & set(job) for rel in job
