@@ -193,7 +193,7 @@ def _sweep(*paths: str | None) -> None:
     deleted (a compile renames its own within seconds)."""
     for path in filter(None, paths):
         outputs.remove_temps(os.path.dirname(path) or ".", {os.path.basename(path)}.__contains__)
-    kernels = os.path.join(os.path.dirname(paths[0] or "") or ".", "kernels")
+    kernels = os.path.join(os.path.dirname(paths[0] or "") or ".", outputs.KERNELS)
     outputs.remove_temps(kernels, lambda name: name.endswith(".py"), KERNEL_TEMP_AGE)
 
 

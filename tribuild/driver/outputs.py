@@ -39,7 +39,14 @@ import time
 from contextlib import contextmanager
 from queue import SimpleQueue
 
-from tribuild.base.files import OWN_FILE_BYTES, drop_special, open_regular, read_regular, unlink
+from tribuild.base.files import (
+    OWN_FILE_BYTES,
+    drop_special,
+    listdir,
+    open_regular,
+    read_regular,
+    unlink,
+)
 from tribuild.base.hashing import digest
 from tribuild.base.record import record
 from tribuild.base.tempname import create_beside
@@ -47,6 +54,7 @@ from tribuild.config.load import resolves_inside
 from tribuild.config.problems import ConfigError, Problem
 
 RECORD = ".tribuild-outputs.json"
+KERNELS = "kernels"  # the folder of the kernel files, in the output folder
 EARLY = ".tribuild-outputs.early"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _SYNC_THREADS = 32  # fsyncs in flight at once
@@ -425,13 +433,12 @@ def _generated(full: str) -> bool:
 def adopted(out_dir: str) -> dict[str, str]:
     """The files of ``out_dir`` that tribuild generated, by their header (relpath -> digest;
     ``.py`` modules and kernels, and the depfile ``NAME.d`` beside a module ``NAME.py``):
-    what a lost record listed, so a build can still delete the stale ones. Folders that are
-    symbolic links are not entered."""
+    what a lost record listed, so a build can still delete the stale ones. Only where a
+    build writes: the folder itself and its ``kernels`` folder (``out = "."`` is the project
+    root, whose other folders are not tribuild's), not through a symbolic link."""
     found = {}
-    for folder, dirs, names in os.walk(out_dir):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-        rel = os.path.relpath(folder, out_dir)
-        for name in names:
+    for folder, rel in _output_folders(out_dir):
+        for name in listdir(folder):
             full = os.path.join(folder, name)
             if name.endswith(".py") and not os.path.islink(full) and _generated(full):
                 key = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
@@ -533,16 +540,22 @@ def remove_temps(folder: str, owns, older_than: float | None = None) -> tuple[st
 def remove_all_temps(out_dir: str) -> tuple[str, ...]:
     """Delete the temporary files of tribuild's own outputs that killed builds left anywhere
     in ``out_dir`` (of a module or kernel ``.py``, a depfile ``.d``, the record or the early
-    journal; not through a folder that is a symbolic link); their paths, relative to
+    journal; in the folders a build writes, ``_output_folders``); their paths, relative to
     ``out_dir``. A build deletes only those of the outputs it writes, so the temporary files
     of outputs that a killed build was writing for the first time stayed until ``clean``."""
     gone = []
-    for folder, dirs, _ in os.walk(out_dir):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-        rel = os.path.relpath(folder, out_dir)
+    for folder, rel in _output_folders(out_dir):
         for name in remove_temps(folder, _ours):
             gone.append(name if rel == "." else os.path.join(rel, name).replace(os.sep, "/"))
     return tuple(gone)
+
+
+def _output_folders(out_dir: str) -> list[tuple[str, str]]:
+    """(folder, path relative to ``out_dir``) of the folders a build writes files in: the
+    output folder and its ``kernels`` folder, unless that is a symbolic link."""
+    kernels = os.path.join(out_dir, KERNELS)
+    inner = [(kernels, KERNELS)] if os.path.isdir(kernels) and not os.path.islink(kernels) else []
+    return [(out_dir, ".")] + inner
 
 
 def _ours(name: str) -> bool:
