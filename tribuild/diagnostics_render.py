@@ -160,7 +160,8 @@ def _snippet(message: str, at: _Place, primary: bool, width: int, paint) -> list
         gutter = paint(f"{number:>{width}} |", "gutter")
         out.append(f"{gutter} {printable(line)}".rstrip())  # escaped: columns move with it
         indent = "".join(c if c == "\t" else " " for c in printable(line[:lo]))
-        markers = mark * max(len(printable(line[lo:hi])), 1)
+        shown = line[lo:hi]  # its escapes widen the markers under it
+        markers = mark * max(hi - lo + len(printable(shown)) - len(shown), 1)
         tail = f" {printable(message)}" if message and number == numbers[-1] else ""
         out.append(f"{paint(' ' * width + ' |', 'gutter')} {indent}{paint(markers + tail, style)}")
     return out

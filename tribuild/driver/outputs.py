@@ -406,10 +406,13 @@ class WriteReport:
 def foreign(paths: dict[str, str], files: dict[str, bytes], owned: dict[str, str]) -> list[str]:
     """The relative paths of ``paths`` (relpath -> full path) where a file sits that tribuild
     did not write: not recorded (``owned``), without a generated file's header, and holding
-    other bytes than ``files`` would write (the same bytes are harmless)."""
+    other bytes than ``files`` would write (the same bytes are harmless). A symbolic link is
+    none: it is replaced, never followed, so nothing it points to is lost."""
     found = []
     for rel, full in paths.items():
-        if rel in owned or not os.path.lexists(full) or _holds(full, files[rel]):
+        if rel in owned or not os.path.exists(full) or os.path.islink(full):
+            continue
+        if _holds(full, files[rel]):
             continue
         if not (os.path.isfile(full) and not os.path.islink(full) and _generated(full)):
             found.append(rel)
