@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
 
 
 def printable(text: str) -> str:
     """``text`` with every control character but tab and newline escaped (``\\x1b``)."""
-    if not _CONTROL.search(text):
-        return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return text.translate(_ESCAPES) if _CONTROL.search(text) else text
