@@ -344,3 +344,19 @@ def test_lost_output_record_still_removes_stale_files(project, references):
     done = tribuild(project, "clean")
     assert done.returncode == 0, done.stderr
     assert outputs_of(project) == {"notes.py": b"# the user's\n"}
+
+
+def test_kept_stale_output_says_why(project):
+    """C5: a stale output that is not deleted was always "edited since tribuild wrote it";
+    one replaced by a symbolic link says so."""
+    assert tribuild(project, "build", "-q").returncode == 0
+    wide = project / OUT / "wide.py"
+    wide.unlink()
+    wide.symlink_to("net.py")
+    toml = project / "Tribuild.toml"
+    toml.write_text(toml.read_text().replace("[targets.wide]", "[targets.wider]"))
+    done = tribuild(project, "build", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "kept out/wide.py: no target makes it any more, but it is now a symbolic link" in (
+        done.stderr
+    ), done.stderr
