@@ -48,11 +48,18 @@ def _check_args(p: argparse.ArgumentParser) -> None:
 def _check(args) -> int:
     import json
 
+    from tribuild.config.problems import ConfigError
     from tribuild.diagnostics_render import render_text
     from tribuild.driver import formats
     from tribuild.driver.check import check
 
-    result = check(_project(), tuple(args.paths))
+    try:
+        result = check(_project(), tuple(args.paths))
+    except ConfigError as err:
+        if args.format == "json":  # the one object still, for the editor or annotator reading it
+            json.dump(formats.check_config_json(err), sys.stdout, indent=1)
+            print()
+        raise  # and the text on stderr, exit 2 (``_run``)
     if args.format in ("json", "sarif"):
         if args.format == "json":
             data = formats.check_json(result)
@@ -149,6 +156,11 @@ def _build_args(p) -> None:
         help="json: the result as one object on stdout (docs/output.md); github: GitHub "
         "Actions annotations on stdout (both imply --quiet's progress)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite files at output paths that tribuild did not write (refused otherwise)",
+    )
 
 
 def _build(args) -> int:
@@ -230,16 +242,20 @@ def _init(args) -> int:
 
 def _clean(args) -> int:
     from tribuild.driver.build import select
+    from tribuild.driver.cache import evict
+    from tribuild.driver.lock import project_lock
     from tribuild.driver.noop import manifest
-    from tribuild.driver.outputs import clean
+    from tribuild.driver.outputs import clean, why_kept
 
     project = _project()
     select(project, ())
-    manifest.forget(project.cache_dir)
-    removed, kept = clean(project.out_dir)
+    with project_lock(project.cache_dir, lambda message: print(message, file=sys.stderr)):
+        manifest.forget(project.cache_dir)
+        removed, kept = clean(project.out_dir)
+        evict(project.cache_dir, None)  # the cache's temporary files only
     print(f"removed {len(removed)} files", file=sys.stderr)
     for rel in kept:
-        print(f"kept {rel}: edited since tribuild wrote it", file=sys.stderr)
+        print(f"kept {rel}: {why_kept(project.out_dir, rel)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -622,8 +638,10 @@ def _run(command, args) -> int:
     except BrokenPipeError:
         raise  # standard output closed by its reader (``entry``)
     except OSError as err:  # e.g. a cache or output folder that cannot be written
+        from tribuild.base.printable import printable
+
         where = f": {err.filename}" if err.filename else ""
-        print(f"tribuild: error: {err.strerror or err}{where}", file=sys.stderr)
+        print(printable(f"tribuild: error: {err.strerror or err}{where}"), file=sys.stderr)
         return EXIT_USAGE
 
 

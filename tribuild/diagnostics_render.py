@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tribuild.base.printable import printable
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang import SourceMap, line_col
@@ -116,11 +117,11 @@ def render_text(diag: Diagnostic, source: Source, color: bool = False) -> str:
     width = max(len(str(at.end_line)) for _, at, _ in labels)
     pad = " " * width
     first = labels[0][1]
-    head = f"{diag.primary.loc.path}:{first.line}:{first.col}: "
+    head = f"{printable(diag.primary.loc.path)}:{first.line}:{first.col}: "
     lines = [
         head
         + paint(f"{diag.severity}[{diag.code}]", diag.severity)
-        + paint(f": {diag.message}", "bold")
+        + paint(f": {printable(diag.message)}", "bold")
     ]
     shown = None  # (path, line) of the last single-line snippet
     for label, at, primary in labels:
@@ -129,14 +130,15 @@ def render_text(diag: Diagnostic, source: Source, color: bool = False) -> str:
             lines += _snippet(label.message, at, primary, width, paint)[1:]
             continue
         if label.loc.path != diag.primary.loc.path:
-            lines.append(f"{pad}{paint('-->', 'gutter')} {label.loc.path}:{at.line}:{at.col}")
+            where = f"{printable(label.loc.path)}:{at.line}:{at.col}"
+            lines.append(f"{pad}{paint('-->', 'gutter')} {where}")
         lines.append(paint(f"{pad} |", "gutter"))
         lines += _snippet(label.message, at, primary, width, paint)
         shown = here
     for note in diag.notes:
-        lines.append(f"{pad} {paint('=', 'gutter')} note: {note}")
+        lines.append(f"{pad} {paint('=', 'gutter')} note: {printable(note)}")
     if diag.help:
-        lines.append(f"{pad} {paint('=', 'gutter')} help: {diag.help}")
+        lines.append(f"{pad} {paint('=', 'gutter')} help: {printable(diag.help)}")
     return "\n".join(lines) + "\n"
 
 
@@ -156,10 +158,11 @@ def _snippet(message: str, at: _Place, primary: bool, width: int, paint) -> list
         lo = at.col - 1 if number == at.line else len(line) - len(line.lstrip())
         hi = at.end_col - 1 if number == at.end_line else len(line)
         gutter = paint(f"{number:>{width}} |", "gutter")
-        out.append(f"{gutter} {line}".rstrip())
-        indent = "".join(c if c == "\t" else " " for c in line[:lo])
-        markers = mark * max(hi - lo, 1)
-        tail = f" {message}" if message and number == numbers[-1] else ""
+        out.append(f"{gutter} {printable(line)}".rstrip())  # escaped: columns move with it
+        indent = "".join(c if c == "\t" else " " for c in printable(line[:lo]))
+        shown = line[lo:hi]  # its escapes widen the markers under it
+        markers = mark * max(hi - lo + len(printable(shown)) - len(shown), 1)
+        tail = f" {printable(message)}" if message and number == numbers[-1] else ""
         out.append(f"{paint(' ' * width + ' |', 'gutter')} {indent}{paint(markers + tail, style)}")
     return out
 

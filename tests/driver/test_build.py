@@ -430,7 +430,7 @@ def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini,
     a target it no longer has, and ``clean`` deletes everything."""
     from tribuild.driver import build as driver
 
-    def killed(project, result):
+    def killed(project, result, force=False):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):

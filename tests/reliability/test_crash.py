@@ -11,9 +11,10 @@ Two ways to pick the moment:
 
 After each kill, the output folder must hold only files of the two known versions, each
 with the complete bytes of one of them (every ``.py`` compiles), the record and the early
-journal must be valid JSON, and no temporary file may sit at an output path. Then a full build
-must give exactly the reference outputs of the version on disk, and leave no temporary file
-anywhere.
+journal must be valid JSON, and no temporary file may sit at an output path. Then a full
+build must give exactly the reference outputs of the version on disk, and leave no
+temporary file anywhere. `tribuild compile` (make's and ninja's rule) is killed at each of
+its kill points too: a new module must never sit beside an old depfile.
 """
 
 from __future__ import annotations
@@ -161,3 +162,116 @@ def test_kill_after_random_delays(project, references):
         check_interrupted(project, references)
         finish(project, version, references)
     assert outcomes["killed"] > 0, outcomes
+
+
+SOLO = {  # a source that gains an import: the depfile must name it once the module is new
+    "alone": (
+        "layer Solo(width: int = 16) {\n"
+        "    let fc = TernaryLinear(64, width, bias=true)\n\n"
+        "    fn forward(x: Tensor<float32, [N, 64]>) -> Tensor<float32, [N, width]> {\n"
+        "        return relu(fc(x))\n    }\n}\n"
+    ),
+    "importing": (
+        'import "lib/blocks.tri"\n\n'
+        "layer Solo(width: int = 16) {\n"
+        "    let a = Dense(64, width)\n\n"
+        "    fn forward(x: Tensor<float32, [N, 64]>) -> Tensor<float32, [N, width]> {\n"
+        "        return a(x)\n    }\n}\n"
+    ),
+}
+COMPILE = ("compile", "models/solo.tri", "-o", "gen/solo.py", "--depfile", "gen/solo.py.d")
+
+
+def killed_compile(root, n: int, count_file=None) -> subprocess.CompletedProcess:
+    """``tribuild compile`` (make's rule) killed at its Nth kill point, as ``killed_build``."""
+    extra = {"TRIBUILD_KILL_COUNT": str(count_file)} if count_file else {}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.reliability.killer", str(n), *COMPILE],
+        cwd=root,
+        env=env() | extra,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, -signal.SIGKILL), (n, done.returncode, done.stderr)
+    return done
+
+
+def test_kill_a_compile_at_each_file_system_change(project):
+    """make's rule, killed at each kill point of a compile whose source just gained an
+    import: whenever the module holds the new bytes, the depfile names the import (else make
+    would never rerun the rule when the import changes). The module was renamed into place
+    before the depfile was written: a kill between the two left a new module and the old
+    depfile, 2 kills in 12 of ``make -j4``."""
+    solo = project / "models" / "solo.tri"
+    modules = {}
+    for version in SOLO:
+        solo.write_text(SOLO[version])
+        assert tribuild(project, *COMPILE).returncode == 0
+        modules[version] = (project / "gen" / "solo.py").read_bytes()
+    assert modules["alone"] != modules["importing"]
+    count = project / "kill-count"
+    solo.write_text(SOLO["alone"] + "# count\n")
+    assert tribuild(project, *COMPILE).returncode == 0
+    solo.write_text(SOLO["importing"] + "# count\n")
+    assert killed_compile(project, 0, count_file=count).returncode == 0
+    total = int(count.read_text())
+    assert total > 5
+    killed = 0
+    for n in range(1, total + 1):
+        solo.write_text(SOLO["alone"] + f"# {n}\n")
+        assert tribuild(project, *COMPILE).returncode == 0
+        solo.write_text(SOLO["importing"] + f"# {n}\n")
+        killed += killed_compile(project, n).returncode == -signal.SIGKILL
+        module = (project / "gen" / "solo.py").read_bytes()
+        assert module in modules.values(), n
+        if module == modules["importing"]:
+            depfile = (project / "gen" / "solo.py.d").read_text()
+            assert "models/lib/blocks.tri" in depfile, (n, depfile)
+        check_python({"solo.py": module})
+        assert tribuild(project, *COMPILE).returncode == 0
+        assert (project / "gen" / "solo.py").read_bytes() == modules["importing"]
+        assert temp_files(project / "gen") == []
+    assert killed >= total - 1
+
+
+def test_clean_removes_what_killed_builds_left(project, references):
+    """L1: a killed build leaves ``.NAME.XXXXXXXX.tmp`` files beside outputs it was writing
+    (167 after one attack); a build deletes only those of the outputs it writes, and
+    `tribuild clean` deleted none ("removed 0 files"). The names are those a killed first
+    build leaves: a module, a kernel, a depfile, the record."""
+    assert tribuild(project, "build", "-q").returncode == 0
+    kernel = next(rel for rel in references["a"] if rel.startswith("kernels/"))
+    litter = [
+        ".net.py.a1b2c3d4.tmp",
+        ".fresh.py.zzzz9999.tmp",
+        ".net.d.abcdefgh.tmp",
+        f"kernels/.{kernel.split('/')[1]}.0123abcd.tmp",
+        f".{RECORD}.k3k3k3k3.tmp",
+    ]
+    for rel in litter:
+        (project / OUT / rel).write_bytes(b"half a file")
+    mine = project / OUT / ".notes.txt.abcdefgh.tmp"  # not a name tribuild writes: kept
+    mine.write_text("the user's")
+    done = tribuild(project, "clean")
+    assert done.returncode == 0, done.stderr
+    assert sorted(
+        p.relative_to(project / OUT).as_posix() for p in (project / OUT).rglob("*.tmp")
+    ) == [mine.name]
+    assert f"removed {len(references['a']) - 1 + len(litter)} files" in done.stderr  # no record
+
+
+def test_compile_removes_old_kernel_temporaries(project):
+    """L1: killed compiles under make left kernel temporaries that nothing removed (the
+    kernels folder is shared by rules running at once, so a compile left them all). A
+    compile now deletes those not changed for an hour; a fresh one may be another rule's."""
+    solo = project / "models" / "solo.tri"
+    solo.write_text(SOLO["alone"])
+    assert tribuild(project, *COMPILE).returncode == 0
+    kernels = project / "gen" / "kernels"
+    old, fresh = kernels / ".k.py.aaaaaaaa.tmp", kernels / ".k.py.bbbbbbbb.tmp"
+    for path in (old, fresh):
+        path.write_bytes(b"half a kernel")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert tribuild(project, *COMPILE).returncode == 0
+    assert not old.exists() and fresh.exists()

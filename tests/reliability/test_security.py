@@ -241,3 +241,30 @@ def test_control_characters_in_file_names_are_refused(project):
     done = tribuild(project, "build", "-q", "net")
     assert done.returncode == 1 and "control character" in done.stderr, done.stderr
     assert not (project / OUT / "net.d").exists()
+
+
+def test_diagnostics_escape_control_characters(project):
+    """L7: diagnostics echoed raw ESC and BEL from file names and source lines, so a file
+    could send escape sequences to the terminal of whoever built it."""
+    (project / "models" / "bell\x07\x1b[2J.tri").write_text("layer Named() {}\n")
+    bad = project / "models" / "bad.tri"
+    bad.write_text("layer Bad() {\n    let a = Linear(4, 4) \x1b]0;owned\x07 oops\n}\n")
+    done = tribuild(project, "check")
+    assert done.returncode == 1, done.stderr
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr, repr(done.stderr)
+    assert "bell\\x07\\x1b[2J.tri" in done.stderr and "\\x1b]0;owned\\x07" in done.stderr
+
+
+def test_check_json_prints_one_object_on_a_configuration_error(project):
+    """L7: `check --format json` printed nothing on stdout for a configuration error."""
+    from tests.schemas import validate
+
+    toml = project / "Tribuild.toml"
+    toml.write_text(toml.read_text().replace('out = "out"', "out = 3"))
+    done = tribuild(project, "check", "--format", "json")
+    assert done.returncode == 2, done.stderr
+    data = json.loads(done.stdout)
+    validate("check", data)
+    assert data["diagnostics"] == [] and data["errors"] == 1
+    (problem,) = data["config_errors"]
+    assert problem["path"].endswith("Tribuild.toml") and problem["line"] == 4, problem

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from tribuild.base.files import write_all
+from tribuild.base.files import remove_tree, write_all
 
 _CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -37,7 +37,8 @@ def replace(path: str | os.PathLike[str], data: bytes | list[bytes], sync: bool)
     before the rename (the caller fsyncs the folder to make the rename durable). Without,
     for the files whose loss costs only work and whose readers take an unreadable one for a
     missing one (the build manifest, ``explain.json``): after a crash of the machine the
-    file may be old, empty or missing."""
+    file may be old, empty or missing. Its callers write cache files, which are disposable:
+    a folder found at ``path`` (no rename replaces one) is deleted."""
     fd, tmp = create_beside(path)
     try:
         try:
@@ -46,7 +47,13 @@ def replace(path: str | os.PathLike[str], data: bytes | list[bytes], sync: bool)
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:  # EISDIR, ENOTEMPTY: a folder where the file belongs
+            if not os.path.isdir(path) or os.path.islink(path):
+                raise
+            remove_tree(os.fspath(path))
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)

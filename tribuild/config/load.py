@@ -23,6 +23,8 @@ import math
 import os
 import posixpath
 import re
+import stat
+import sys
 from collections.abc import Callable
 from ntpath import isabs as _windows_isabs
 
@@ -57,6 +59,10 @@ _PROJECT_KEYS = ("name", "sources", "out", "opt_level", "jobs")
 _CACHE_KEYS = ("dir", "max_size_mb") + _REMOTE_KEYS
 _TARGET_KEYS = ("entry", "args", "input")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # a leading - reads as an option
+MAX_TARGET_NAME = 128  # with ``.NAME.py.XXXXXXXX.tmp`` well within a file name's 255 bytes
+SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "triton", "tribuild", "numpy"}
+"""Target names refused: ``out/NAME.py`` would be imported instead of that module by the
+generated modules in the folder (Python puts a script's folder first on ``sys.path``)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
 # required key -> the help shown when it is missing
@@ -237,7 +243,24 @@ class _Reader:
 
     def _target(self, name: str, value: Any) -> Target | None:
         where = ("targets", name)
-        if not _TARGET_NAME.fullmatch(name):
+        if len(name) > MAX_TARGET_NAME:
+            self.c.report(
+                where,
+                f"target name `{name[:20]}...` is {len(name)} characters long, more than "
+                f"{MAX_TARGET_NAME}: output files are named after it",
+                self.c.locator.key(where),
+                expected=f"at most {MAX_TARGET_NAME} characters",
+            )
+        elif name in SHADOWED_MODULES:
+            self.c.report(
+                where,
+                f"target name `{name}` would shadow the module `{name}`: its output "
+                f"`{name}.py` would be imported in its place by every generated module of the "
+                "output folder",
+                self.c.locator.key(where),
+                expected="a name that is no module of Python's or of what generated code imports",
+            )
+        elif not _TARGET_NAME.fullmatch(name):
             why = " (the command line would take it for an option)" if name[:1] == "-" else ""
             self.c.report(
                 where,
@@ -330,10 +353,11 @@ class _Reader:
                 None,
             )
         elif not exists(os.path.join(self.root, path)):
+            there = _what_is_there(os.path.join(self.root, path))
             message, expected, help = (
-                f"{what} `{path}` does not exist",
+                f"{what} `{path}` {there or 'does not exist'}",
                 None,
-                _similar_path(self.root, path, exists),
+                None if there else _similar_path(self.root, path, exists),
             )
         elif not resolves_inside(self.root, os.path.join(self.root, path)):
             message, expected, help = (
@@ -393,6 +417,25 @@ def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
 
 def _frozen(value: Any) -> ArgValue:
     return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def _what_is_there(full: str) -> str | None:
+    """What sits at ``full`` when it is not what was expected (a folder, a FIFO, a link to
+    nothing), said the way a message ends; None when nothing is there."""
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(full).st_mode
+        except OSError:
+            return "is a symbolic link to nothing"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    if stat.S_ISREG(mode):
+        return "is a file, not a folder"
+    return "is not a regular file (a FIFO, socket or device)"
 
 
 def resolves_inside(root: str, path: str) -> bool:

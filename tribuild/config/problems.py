@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 
+from tribuild.base.printable import printable
 from tribuild.base.record import record
 from tribuild.config.locate import Path
 
@@ -41,8 +42,8 @@ class Problem:
 
     def render(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}:{self.column}"
-        text = f"{where}: error: {self.message}"
-        return text if self.help is None else f"{text}\n  help: {self.help}"
+        text = printable(f"{where}: error: {self.message}")
+        return text if self.help is None else f"{text}\n  help: {printable(self.help)}"
 
 
 class ConfigError(Exception):

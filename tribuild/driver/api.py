@@ -6,7 +6,10 @@ Terms:
   with its kernels in ``kernels/`` beside it, through the project's database and
   persistent cache (`tribuild compile` does the work).
 - *model manifest*: one manifest per compiled layer (``manifest`` module), so a later call
-  whose inputs are unchanged imports the module straight away: no engine, no compiler.
+  whose inputs are unchanged imports the module straight away: no engine, no compiler. It
+  records the digest of the module's bytes too: the module is read once, checked against
+  it, and those very bytes are run (an edit that kept its size and mtime is recompiled,
+  never run).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import sys
 
+from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.hashing import digest
 from tribuild.driver.noop import manifest
 from tribuild.project import DEFAULT_CACHE_DIR, OPT_LEVELS
@@ -50,12 +54,24 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
     stem = f"{os.path.splitext(os.path.basename(source))[0]}_{layer}_{digest(key.encode())[:12]}"
     module_path = os.path.join(cache_dir, "models", f"{stem}.py")
     record = f"model-{stem}.json"
-    if not manifest.up_to_date(root, cache_dir, key, record):
-        _compile(root, cache_dir, source, module_path, layer, args, opt_level, key, record)
-    return _import(stem, module_path).Model
+    vouched = manifest.vouching(root, cache_dir, key, record)
+    code = vouched and _checked(module_path, vouched.get("module"))
+    if not code:
+        code = _compile(root, cache_dir, source, module_path, layer, args, opt_level, key, record)
+    return _import(stem, module_path, code).Model
 
 
-def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record) -> None:
+def _checked(path: str, recorded) -> bytes | None:
+    """The bytes of the module at ``path`` if their digest is ``recorded``, else None."""
+    try:
+        code = read_regular(path, OWN_FILE_BYTES)
+    except OSError:
+        return None
+    return code if digest(code) == recorded else None
+
+
+def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record) -> bytes:
+    """Compile the module; its bytes, as written and recorded in the model manifest."""
     from tribuild.diagnostics_render import render_text
     from tribuild.driver.compile import compile_file
 
@@ -68,20 +84,21 @@ def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record
             ).strip()
         )
     outputs = [os.path.relpath(p, root) for p in result.files]
-    manifest.write(
-        cache_dir,
-        manifest.snapshot(root, cache_dir, key, result.inputs or {}, tuple(outputs)),
-        record,
-    )
+    code = read_regular(module_path, OWN_FILE_BYTES)
+    data = manifest.snapshot(root, cache_dir, key, result.inputs or {}, tuple(outputs))
+    data["module"] = digest(code)
+    manifest.write(cache_dir, data, record)
+    return code
 
 
-def _import(stem: str, path: str):
+def _import(stem: str, path: str, code: bytes):
+    """The module ``path`` run from ``code`` (its checked bytes, not read again)."""
     name = f"tribuild_models.{stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None  # a .py path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(compile(code, path, "exec"), module.__dict__)
     return module
 
 

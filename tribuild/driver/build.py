@@ -79,6 +79,7 @@ class Request:
     keep_going: bool = False
     timing: bool = False
     trace_memory: bool = False  # with ``timing``: also trace Python allocations (slow)
+    force: bool = False  # overwrite files at output paths that tribuild did not write
 
     @classmethod
     def of(
@@ -92,6 +93,7 @@ class Request:
         keep_going: bool = False,
         timing: bool = False,
         trace_memory: bool = False,
+        force: bool = False,
     ) -> Request:
         """The request for ``project``: ``jobs`` None takes ``[project] jobs`` (one process
         without a Tribuild.toml), 0 is one per CPU; ``trace_memory`` implies ``timing``."""
@@ -105,6 +107,7 @@ class Request:
             keep_going,
             timing or trace_memory,
             trace_memory,
+            force,
         )
 
 
@@ -249,7 +252,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                 )
                 if request.stop_after is None:
                     with clock.stage("write outputs"):
-                        write_result(project, result)
+                        write_result(project, result, request.force)
                 if remote is not None:
                     with clock.stage("remote cache"):
                         remote.upload(_built_here(result))
@@ -306,7 +309,7 @@ def compute(
     if remote is not None:
         with clock.stage("remote cache"):
             hits = remote.lookup(db, targets, opt)
-    emit = _EarlyWriter(project, targets, result.out_dir) if write else None
+    emit = _EarlyWriter(project, targets, result.out_dir, request.force) if write else None
     here = [t for t in targets if t.name not in hits]
     units, outcomes = run(db, here, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):
@@ -315,7 +318,7 @@ def compute(
     return result, units, outcomes
 
 
-def write_result(project: Project, result: BuildResult) -> None:
+def write_result(project: Project, result: BuildResult, force: bool = False) -> None:
     """Write the files ``compute`` produced into the output folder and delete stale ones
     (``outputs.write_outputs``); failed targets keep their previous outputs. Files written
     early count as written."""
@@ -323,7 +326,13 @@ def write_result(project: Project, result: BuildResult) -> None:
     produced = {t.name: t.files for t in result.targets if not t.failed}
     known = {t.name for t in project.configured.targets}
     result.report = outputs.write_outputs(
-        result.out_dir, result.generated, record, produced, known, frozenset(result.written_early)
+        result.out_dir,
+        result.generated,
+        record,
+        produced,
+        known,
+        frozenset(result.written_early),
+        force,
     )
 
 
@@ -338,9 +347,11 @@ class _EarlyWriter:
 
     batch = 4
 
-    def __init__(self, project: Project, targets, out_dir: str):
+    def __init__(self, project: Project, targets, out_dir: str, force: bool = False):
         self.project, self.out_dir = project, out_dir
         self.targets = {t.name: t for t in targets}
+        self.force = force
+        self.owned: dict[str, str] | None = None  # what the record lists, read at the first write
 
     def prepare(self, db, unit: Unit, value) -> dict[str, bytes] | None:
         t = self.targets[unit.name]
@@ -357,6 +368,13 @@ class _EarlyWriter:
             with outputs.writing(self.out_dir, wait) as mine:
                 if not mine:
                     return None
+                if not self.force:  # a job with a file tribuild did not write: left
+                    if self.owned is None:
+                        self.owned = outputs.Record.load(self.out_dir).owned()
+                    foreign = set(outputs.foreign(paths, files, self.owned))  # to write_result
+                    paths = {
+                        rel: paths[rel] for job in jobs if not foreign & set(job) for rel in job
+                    }
                 done = set(
                     outputs.write_changed(
                         {paths[rel]: files[rel] for rel in paths}, early=self.out_dir

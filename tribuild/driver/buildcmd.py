@@ -15,6 +15,7 @@ import sys
 from tribuild import terminal
 from tribuild.driver import formats, progress
 from tribuild.driver.build import Request, build
+from tribuild.driver.outputs import why_kept
 from tribuild.project import EXIT_OK, EXIT_USER
 
 
@@ -28,6 +29,7 @@ def run(project, args) -> int:
         keep_going=args.keep_going,
         timing=args.timing,
         trace_memory=args.trace_memory,
+        force=args.force,
     )
     show = progress.choose(args.quiet or args.format != "text")
     if args.profile:
@@ -51,10 +53,8 @@ def run(project, args) -> int:
         _say(summary(result))
     for rel in result.report.kept if result.report else ():  # shown even with -q
         path = os.path.relpath(os.path.join(result.out_dir, rel))
-        _say(
-            f"kept {path}: no target makes it any more, but it was edited since tribuild "
-            "wrote it; delete it if it is not yours"
-        )
+        why = why_kept(result.out_dir, rel)
+        _say(f"kept {path}: no target makes it any more, but {why}; delete it if it is not yours")
     if result.remote is not None and (line := result.remote.link.warning_line()):
         _say(line)  # one line per build, however many targets it concerned
     if result.timing is not None:
@@ -123,7 +123,7 @@ def summary(result) -> str:
     if report.removed:
         parts.append(f"{len(report.removed)} stale removed")
     if report.kept:
-        parts.append(f"{len(report.kept)} stale kept (edited by someone else)")
+        parts.append(f"{len(report.kept)} stale kept (not as tribuild wrote them)")
     return f"built {head}: {', '.join(parts)}"
 
 

@@ -26,11 +26,12 @@ import os
 import re
 import time
 
-from tribuild.base.files import listdir, read_bytes, unlink
+from tribuild.base.files import listdir, read_regular, remove_entry, unlink
 from tribuild.base.record import record
 from tribuild.driver.outputs import remove_temps
 from tribuild.driver.session import salt
 from tribuild.engine.store import folder as store
+from tribuild.engine.store.packs import PACK_BYTES
 
 _DRIVER_FILES = re.compile(r"build-manifest\.json|explain\.json|salt\.json")
 
@@ -73,7 +74,7 @@ def generations(cache_dir: str) -> list[Generation]:
 
 def remove(generation: Generation) -> None:
     for path in generation.files:
-        unlink(path)
+        remove_entry(path)
 
 
 def evict(cache_dir: str, max_bytes: int | None) -> list[Generation]:
@@ -129,7 +130,7 @@ def model_files(cache_dir: str, root: str) -> list[str]:
         if name.startswith("model-") and name.endswith(".json"):
             path = os.path.join(cache_dir, name)
             try:
-                outputs = [row[0] for row in json.loads(read_bytes(path))["outputs"]]
+                outputs = [row[0] for row in json.loads(read_own(path))["outputs"]]
             except (OSError, ValueError, KeyError, TypeError, IndexError):
                 outputs = []
             found.append(path)
@@ -151,6 +152,11 @@ def validate(cache_dir: str) -> list[tuple[str, str]]:
             remove(g)
             bad.append((g.id, problem))
     return bad
+
+
+def read_own(path: str) -> bytes:
+    """A cache file's bytes, if it is a regular file within bounds (else ``OSError``)."""
+    return read_regular(path, PACK_BYTES)
 
 
 def describe(cache_dir: str, max_bytes: int | None) -> str:

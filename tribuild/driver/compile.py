@@ -9,6 +9,8 @@ Terms:
   when its bytes change (``restat``). The depfile (``--depfile``) names OUT and every
   ``.tri`` file it was made from, imports included, and the project's Tribuild.toml if there
   is one; paths are relative to the current folder, as the make or ninja rule wrote them.
+  It is written first, the module last: a compile killed between them leaves the old
+  module, which make and ninja see as out of date, never a new module with an old depfile.
 - The database is the project's persistent one (the project around the current folder, or
   around the source when no Tribuild.toml is above the current folder: a build folder of
   make's or ninja's own); the project lock is held only while saving it, so ninja can run
@@ -19,6 +21,7 @@ Terms:
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 
 from tribuild.base.hashing import digest
@@ -46,14 +49,25 @@ class CompileResult:
     inputs: dict[str, str] | None = None  # root-relative input -> digest of its bytes
 
 
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
 def parse_arg(text: str) -> tuple[str, object]:
-    """``name=value`` -> (name, value); ValueError when it has no ``=``."""
+    """``name=value`` -> (name, value); ValueError when it has no ``=``, or when the value
+    is neither TOML nor a bare word (``relu``, read as a string): ``[1,`` is a TOML value
+    cut short, not the string "[1,"."""
     name, eq, value = text.partition("=")
     if not eq or not name.strip():
         raise ValueError(f"expected name=value, got {text!r}")
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as err:
+        if not _BARE_WORD.fullmatch(value.strip()):
+            why = str(err).split(" (at ")[0]
+            raise ValueError(
+                f"the value of {name.strip()} is not a TOML value ({why}): {value!r}; quote "
+                "a string that is not a bare word"
+            ) from None
         parsed = value
     return name.strip(), _frozen(parsed)
 
@@ -94,8 +108,7 @@ def compile_file(
     files: tuple[str, ...] = ()
     if not result.failed:
         _sweep(os.path.join(cwd, out), depfile_path and os.path.join(cwd, depfile_path))
-        files, written = _write(os.path.join(cwd, out), generated(value), target.name)
-        if depfile_path:
+        if depfile_path:  # first: a module newer than its depfile hides new imports from make
             prerequisites = [
                 os.path.relpath(os.path.join(project.root, p), cwd)
                 for p in depfile.import_closure(db, entry)
@@ -106,6 +119,7 @@ def compile_file(
                 os.path.join(cwd, depfile_path),
                 depfile.render(out, tuple(prerequisites)).encode(),
             )
+        files, written = _write(os.path.join(cwd, out), generated(value), target.name)
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
@@ -171,20 +185,31 @@ def _only_layer(db, entry: str, src: str) -> str:
     return layers[0]
 
 
+KERNEL_TEMP_AGE = 3600.0  # seconds: a temporary kernel file this old has no live writer
+
+
 def _sweep(*paths: str | None) -> None:
     """Delete the temporary files that killed compiles left for these paths: the module and
     the depfile, which are this rule's own (make and ninja give an output one rule), so no
     other process can be writing them. The kernels beside the module may be shared by other
-    rules running at once: theirs are left."""
+    rules running at once: only their temporary files older than ``KERNEL_TEMP_AGE`` are
+    deleted (a compile renames its own within seconds)."""
     for path in filter(None, paths):
         outputs.remove_temps(os.path.dirname(path) or ".", {os.path.basename(path)}.__contains__)
+    kernels = os.path.join(os.path.dirname(paths[0] or "") or ".", outputs.KERNELS)
+    outputs.remove_temps(kernels, lambda name: name.endswith(".py"), KERNEL_TEMP_AGE)
 
 
 def _write(out: str, files: dict[str, bytes], name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Write the module as ``out`` and the kernels beside it: (every path, paths written)."""
+    """Write the kernels, then the module as ``out``: (every path, paths written). The
+    module is renamed into place last, after the depfile and the kernels it loads: a
+    compile killed earlier leaves the old module, older than its source, so make and ninja
+    run the rule again."""
     folder = os.path.dirname(out)
-    paths = {rel: out if rel == f"{name}.py" else outputs.resolve(folder, rel) for rel in files}
-    written = outputs.write_changed({paths[rel]: files[rel] for rel in sorted(files)})
+    module = f"{name}.py"
+    paths = {rel: out if rel == module else outputs.resolve(folder, rel) for rel in files}
+    order = sorted(files, key=lambda rel: (rel == module, rel))
+    written = outputs.write_changed({paths[rel]: files[rel] for rel in order})
     return tuple(sorted(paths.values())), tuple(written)
 
 

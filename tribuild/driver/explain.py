@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from tribuild.base.files import read_text
+from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.tempname import replace
 
 NAME = "explain.json"
@@ -50,7 +50,7 @@ def record(cache_dir: str, root: str, out_dir: str, explanations: dict[str, list
 def load(cache_dir: str) -> dict[str, list[str]]:
     """The record as output path -> lines; empty when missing or damaged."""
     try:
-        data = json.loads(read_text(os.path.join(cache_dir, NAME)))
+        data = json.loads(read_regular(os.path.join(cache_dir, NAME), OWN_FILE_BYTES))
         why, outputs = data["why"], data["outputs"]
         good = [type(lines) is list and all(type(line) is str for line in lines) for lines in why]
         return {

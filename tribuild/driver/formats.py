@@ -29,6 +29,23 @@ def check_json(result) -> dict:
     }
 
 
+def check_config_json(err) -> dict:
+    """`check --format json` when Tribuild.toml has problems (a ``ConfigError``): no
+    diagnostics, and each problem in ``config_errors`` (path, line and col, null when not
+    known, message, help), so the reader still gets its one object."""
+    return {
+        "version": SCHEMA_VERSION,
+        "kind": "check",
+        "diagnostics": [],
+        "files": 0,
+        "errors": len(err.problems),
+        "config_errors": [
+            {"path": p.path, "line": p.line, "col": p.column, "message": p.message, "help": p.help}
+            for p in err.problems
+        ],
+    }
+
+
 def build_json(result) -> dict:
     """`build --format json`: a ``BuildResult`` as plain data (paths relative to the output
     folder for files, to the project root for diagnostics)."""

@@ -3,12 +3,13 @@
 Terms:
 - *lock file*: ``<cache dir>/lock``, held with ``fcntl.flock`` (released by the kernel when
   the process dies, so a killed build never leaves it stuck). It holds the pid of the
-  holder, for the waiting message.
+  holder, for the waiting message. Anything but a regular file at its name (a link, a
+  FIFO, a folder) is damage: it is removed and the file made again.
 - A second process first tries without blocking; if the lock is taken it says so once
   (``waiting for another tribuild (pid N) ...``) and then waits, or, with ``wait=False``,
   raises ``Busy``.
 
-This module imports only the standard library: the no-op path uses it.
+This module imports only the standard library (and ``base.files``): the no-op path uses it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from contextlib import contextmanager
+
+from tribuild.base.files import drop_special
 
 
 class Busy(RuntimeError):
@@ -35,7 +39,7 @@ def project_lock(cache_dir: str, on_wait=None, wait: bool = True):
             cache_dir,
         )
     os.makedirs(cache_dir, exist_ok=True)
-    fd = os.open(os.path.join(cache_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(os.path.join(cache_dir, "lock"))
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -51,6 +55,24 @@ def project_lock(cache_dir: str, on_wait=None, wait: bool = True):
         yield
     finally:
         os.close(fd)
+
+
+def _open(path: str) -> int:
+    """The lock file opened for reading and writing, made if missing; what else sits at its
+    name is removed first (never followed, never waited on)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:  # ELOOP: a link; EISDIR: a folder
+        if err.errno not in (errno.ELOOP, errno.EISDIR):
+            raise
+        drop_special(path)
+        return os.open(path, flags, 0o644)
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    drop_special(path)
+    return os.open(path, flags, 0o644)
 
 
 def _holder(fd: int) -> str:

@@ -34,10 +34,19 @@ import json
 import os
 import posixpath
 import re
+import stat
+import time
 from contextlib import contextmanager
 from queue import SimpleQueue
 
-from tribuild.base.files import read_bytes, read_text, unlink
+from tribuild.base.files import (
+    OWN_FILE_BYTES,
+    drop_special,
+    listdir,
+    open_regular,
+    read_regular,
+    unlink,
+)
 from tribuild.base.hashing import digest
 from tribuild.base.record import record
 from tribuild.base.tempname import create_beside
@@ -45,6 +54,7 @@ from tribuild.config.load import resolves_inside
 from tribuild.config.problems import ConfigError, Problem
 
 RECORD = ".tribuild-outputs.json"
+KERNELS = "kernels"  # the folder of the kernel files, in the output folder
 EARLY = ".tribuild-outputs.early"
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _SYNC_THREADS = 32  # fsyncs in flight at once
@@ -165,6 +175,7 @@ def _note_early(out_dir: str, files: dict[str, bytes]) -> list[str]:
     """Append ``files`` (full path -> bytes) to the early journal of ``out_dir``; what to
     fsync before renaming them: the journal, and its folder when this created it."""
     path = os.path.join(out_dir, EARLY)
+    drop_special(path)
     new = not os.path.exists(path)
     lines = [
         json.dumps([_relative_to(out_dir, full), digest(data)]) + "\n"
@@ -187,8 +198,8 @@ def _early(out_dir: str) -> dict[str, str]:
     is skipped: its files were never renamed into place). Its lines are parsed as one JSON
     array when they are all whole (a tenth of the time of a parse per line)."""
     try:
-        lines = read_text(os.path.join(out_dir, EARLY)).splitlines()
-    except OSError:
+        lines = _read_text(os.path.join(out_dir, EARLY)).splitlines()
+    except (OSError, ValueError):
         return {}
     try:
         rows = json.loads(f"[{','.join(lines)}]")
@@ -303,13 +314,18 @@ def _fsync(path: str) -> None:
 
 def _holds(path: str, data: bytes) -> bool:
     """Whether the file ``path`` holds exactly ``data`` (one open, one fstat, one read: a
-    short read only makes the file be written again)."""
+    short read only makes the file be written again). Only a regular file can: a FIFO is
+    opened without waiting and a link is not followed, and either is then replaced."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
-        return os.fstat(fd).st_size == len(data) and os.read(fd, len(data) + 1) == data
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        os.set_blocking(fd, True)
+        return os.read(fd, len(data) + 1) == data
     except OSError:
         return False
     finally:
@@ -320,17 +336,24 @@ class Record:
     """What tribuild wrote, per target: ``{target: {relpath: digest}}``, and ``early``:
     what the early journal lists (relpath -> digest; never written into the record)."""
 
-    __slots__ = ("targets", "early")
+    __slots__ = ("targets", "early", "lost")
 
     def __init__(
-        self, targets: dict[str, dict[str, str]] | None = None, early: dict[str, str] | None = None
+        self,
+        targets: dict[str, dict[str, str]] | None = None,
+        early: dict[str, str] | None = None,
+        lost: bool = False,
     ) -> None:
         self.targets = {} if targets is None else targets
         self.early = {} if early is None else early
+        self.lost = lost  # no readable record file: what it listed is not known
 
     @classmethod
     def load(cls, out_dir: str) -> "Record":
-        return cls(_recorded(out_dir), _early(out_dir))
+        """The record and early journal of ``out_dir`` (anything but a regular file at their
+        names reads as nothing: ``drop_records`` removes it before a write)."""
+        targets = _recorded(out_dir)
+        return cls(targets or {}, _early(out_dir), targets is None)
 
     def encode(self) -> bytes:
         """The bytes of the record file."""
@@ -343,9 +366,24 @@ class Record:
         return {p: d for files in self.targets.values() for p, d in files.items()} | self.early
 
 
-def _recorded(out_dir: str) -> dict[str, dict[str, str]]:
+def _read_text(path: str) -> str:
+    """The text of a record of tribuild's (``OSError`` if it is not a regular file within
+    bounds, ``ValueError`` if it is not UTF-8: damage either way)."""
+    return read_regular(path, OWN_FILE_BYTES).decode("utf-8")
+
+
+def drop_records(out_dir: str) -> None:
+    """Remove anything but a regular file at the names of the record and the early journal
+    of ``out_dir`` (a link, a FIFO, a folder: a repository may commit one), as damage, so
+    no write or append goes through it or fails on it."""
+    for name in (RECORD, EARLY):
+        drop_special(os.path.join(out_dir, name))
+
+
+def _recorded(out_dir: str) -> dict[str, dict[str, str]] | None:
+    """The targets of the record, or None when there is no readable one."""
     try:
-        data = json.loads(read_text(os.path.join(out_dir, RECORD)))
+        data = json.loads(_read_text(os.path.join(out_dir, RECORD)))
         targets = data["targets"]
         if isinstance(targets, dict) and all(isinstance(v, dict) for v in targets.values()):
             return {
@@ -354,7 +392,7 @@ def _recorded(out_dir: str) -> dict[str, dict[str, str]]:
             }
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    return {}
+    return None
 
 
 @record
@@ -365,6 +403,55 @@ class WriteReport:
     kept: tuple[str, ...]  # stale files not deleted: their bytes are not tribuild's
 
 
+def foreign(paths: dict[str, str], files: dict[str, bytes], owned: dict[str, str]) -> list[str]:
+    """The relative paths of ``paths`` (relpath -> full path) where a file sits that tribuild
+    did not write: not recorded (``owned``), without a generated file's header, and holding
+    other bytes than ``files`` would write (the same bytes are harmless). A symbolic link is
+    none: it is replaced, never followed, so nothing it points to is lost."""
+    found = []
+    for rel, full in paths.items():
+        if rel in owned or not os.path.exists(full) or os.path.islink(full):
+            continue
+        if _holds(full, files[rel]):
+            continue
+        if not (os.path.isfile(full) and not os.path.islink(full) and _generated(full)):
+            found.append(rel)
+    return found
+
+
+_HEADER = re.compile(
+    rb'"""(Target [^\n]*\.\n\nGenerated by tribuild from |Kernel [^\n]*, generated by tribuild\.)'
+)
+
+
+def _generated(full: str) -> bool:
+    """Whether the file starts as the modules and kernels tribuild generates do."""
+    try:
+        with open_regular(full, OWN_FILE_BYTES) as file:
+            return bool(_HEADER.match(file.read(256)))
+    except OSError:
+        return False
+
+
+def adopted(out_dir: str) -> dict[str, str]:
+    """The files of ``out_dir`` that tribuild generated, by their header (relpath -> digest;
+    ``.py`` modules and kernels, and the depfile ``NAME.d`` beside a module ``NAME.py``):
+    what a lost record listed, so a build can still delete the stale ones. Only where a
+    build writes: the folder itself and its ``kernels`` folder (``out = "."`` is the project
+    root, whose other folders are not tribuild's), not through a symbolic link."""
+    found = {}
+    for folder, rel in _output_folders(out_dir):
+        for name in listdir(folder):
+            full = os.path.join(folder, name)
+            if name.endswith(".py") and not os.path.islink(full) and _generated(full):
+                key = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+                found[key] = digest(read_regular(full, OWN_FILE_BYTES))
+                depfile = full[:-3] + ".d"
+                if rel == "." and os.path.isfile(depfile) and not os.path.islink(depfile):
+                    found[name[:-3] + ".d"] = digest(read_regular(depfile, OWN_FILE_BYTES))
+    return found
+
+
 def write_outputs(
     out_dir: str,
     files: dict[str, bytes],
@@ -372,6 +459,7 @@ def write_outputs(
     produced: dict[str, tuple[str, ...]],
     targets: set[str],
     done: frozenset[str] = frozenset(),
+    force: bool = False,
 ) -> WriteReport:
     """Delete what is stale: what the targets of ``produced`` (target -> its relpaths)
     produced before but not now, and what targets no longer in ``targets`` (those of the
@@ -381,8 +469,23 @@ def write_outputs(
     the last deletion left files that no record named, there for good. A target that failed
     keeps its previous outputs and record. The files of ``done`` were written in this build
     already (as their targets were built, under the same lock): they count as written and
-    are not read back."""
+    are not read back. A file at an output path that tribuild did not write (``foreign``)
+    is refused (``WriteFailed``, nothing written), unless ``force``. When the record is
+    lost, the files with a generated file's header count as recorded (``adopted``)."""
     paths = inside_output(out_dir, sorted(files))
+    if record.lost:
+        record.early = adopted(out_dir) | record.early
+    if not force:
+        refused = foreign({r: p for r, p in paths.items() if r not in done}, files, record.owned())
+        if refused:
+            more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+            raise WriteFailed(
+                paths[refused[0]],
+                f"refusing to overwrite `{refused[0]}`{more}: tribuild did not write it (it is "
+                "not in the output record and is no generated file); move it away, rename the "
+                "target, or build with --force",
+            )
+    drop_records(out_dir)
     mine = set(paths.values()) | {
         resolve(out_dir, rel) for rel in (*record.owned(), RECORD) if rel not in paths
     }
@@ -413,23 +516,53 @@ def write_outputs(
     )
 
 
-def remove_temps(folder: str, owns) -> tuple[str, ...]:
+def remove_temps(folder: str, owns, older_than: float | None = None) -> tuple[str, ...]:
     """Delete the temporary files a killed writer left in ``folder`` for the names that
     ``owns(name)`` accepts; their names. Call it only while no other process can be writing
-    those files (under the project lock)."""
+    those files (under the project lock), or with ``older_than`` (seconds): then only
+    temporary files not changed for that long are deleted (a live writer renames its
+    temporary file within seconds)."""
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return ()
     gone = []
+    before = None if older_than is None else time.time() - older_than
     for name in names:
         if (m := _TEMP.fullmatch(name)) and owns(m["name"]):
             try:
+                if before is not None and os.lstat(os.path.join(folder, name)).st_mtime > before:
+                    continue
                 os.unlink(os.path.join(folder, name))
                 gone.append(name)
             except OSError:
                 pass
     return tuple(gone)
+
+
+def remove_all_temps(out_dir: str) -> tuple[str, ...]:
+    """Delete the temporary files of tribuild's own outputs that killed builds left anywhere
+    in ``out_dir`` (of a module or kernel ``.py``, a depfile ``.d``, the record or the early
+    journal; in the folders a build writes, ``_output_folders``); their paths, relative to
+    ``out_dir``. A build deletes only those of the outputs it writes, so the temporary files
+    of outputs that a killed build was writing for the first time stayed until ``clean``."""
+    gone = []
+    for folder, rel in _output_folders(out_dir):
+        for name in remove_temps(folder, _ours):
+            gone.append(name if rel == "." else os.path.join(rel, name).replace(os.sep, "/"))
+    return tuple(gone)
+
+
+def _output_folders(out_dir: str) -> list[tuple[str, str]]:
+    """(folder, path relative to ``out_dir``) of the folders a build writes files in: the
+    output folder and its ``kernels`` folder, unless that is a symbolic link."""
+    kernels = os.path.join(out_dir, KERNELS)
+    inner = [(kernels, KERNELS)] if os.path.isdir(kernels) and not os.path.islink(kernels) else []
+    return [(out_dir, ".")] + inner
+
+
+def _ours(name: str) -> bool:
+    return name.endswith((".py", ".d")) or name in (RECORD, EARLY)
 
 
 def remove_stale(
@@ -443,7 +576,7 @@ def remove_stale(
         try:
             if (
                 resolves_inside(out_dir, os.path.dirname(full))
-                and digest(read_bytes(full)) == before[rel]
+                and digest(read_regular(full, OWN_FILE_BYTES)) == before[rel]
             ):
                 os.unlink(full)
                 removed.append(rel)
@@ -455,6 +588,26 @@ def remove_stale(
             pass
         kept.append(rel)
     return tuple(removed), tuple(kept)
+
+
+def why_kept(out_dir: str, rel: str) -> str:
+    """Why ``remove_stale`` kept the recorded file ``rel``, said the way a message ends."""
+    full = resolve(out_dir, rel)
+    if not resolves_inside(out_dir, os.path.dirname(full)):
+        return "its folder leads outside the output folder through a symbolic link"
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError as err:
+        return f"it cannot be read ({err.strerror})"
+    if stat.S_ISLNK(mode):
+        return "it is now a symbolic link, which tribuild never writes"
+    if not stat.S_ISREG(mode):
+        return "it is no longer a regular file"
+    try:
+        read_regular(full, OWN_FILE_BYTES)
+    except OSError as err:
+        return f"it cannot be read ({err.strerror})"
+    return "it was edited since tribuild wrote it"
 
 
 def _remove_empty_parents(out_dir: str, folder: str) -> None:
@@ -469,9 +622,15 @@ def _remove_empty_parents(out_dir: str, folder: str) -> None:
 
 
 def clean(out_dir: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Delete every recorded output that still holds tribuild's bytes, then the record.
-    Returns (removed, kept)."""
-    removed, kept = remove_stale(out_dir, Record.load(out_dir).owned(), {})
+    """Delete every recorded output that still holds tribuild's bytes, then the record, and
+    the temporary files killed builds left in the output folder (``remove_all_temps``).
+    Returns (removed, kept). Call it under the project lock."""
+    temps = remove_all_temps(out_dir)
+    record = Record.load(out_dir)
+    owned = (adopted(out_dir) if record.lost else {}) | record.owned()
+    removed, kept = remove_stale(out_dir, owned, {})
+    removed = tuple(sorted(removed + temps))
+    drop_records(out_dir)
     if not kept:
         unlink(os.path.join(out_dir, RECORD))
         unlink(os.path.join(out_dir, EARLY))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 
+from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.gcpause import held
 from tribuild.base.hashing import digest
 from tribuild.config.load import Config, read_config
@@ -104,8 +105,7 @@ def package_digest(
 
 def _recorded(path: str, package: str, rows: list[list]) -> str | None:
     try:
-        with open(path, "rb") as file:
-            data = json.load(file)
+        data = json.loads(read_regular(path, OWN_FILE_BYTES))
         if data["package"] == package and data["files"] == rows and isinstance(data["digest"], str):
             return data["digest"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -11,14 +11,16 @@ Terms:
   word imports nothing. The other files are lexed by whoever builds them (in a parallel
   build, the workers).
 
-Reading never raises for a bad file: a missing file, a directory, undecodable bytes or an
-OS error becomes a ``SourceText`` with an error, which the checker reports at the import.
-A file that is not a regular file (a FIFO would block the read) or is larger than
-``MAX_BYTES`` (checking time grows with size; 1 MiB of layers is tested) is refused too.
-Two more are refused before reading: a path that leads outside the root through a symbolic
-link (of the file or of a folder on the way; a shared cache or CI job must not read files
-the project does not hold), and a name holding a control character (a newline in a name
-would inject lines into depfiles and generated text).
+A UTF-8 byte order mark at the start is dropped, as Python and most compilers do (it read as
+an unknown character, E0103, which a target reported only as "defines no layer"); lines and
+columns count from the character after it. Reading never raises for a bad file: a missing
+file, a directory, undecodable bytes or an OS error becomes a ``SourceText`` with an error,
+which the checker reports at the import. A file that is not a regular file (a FIFO would
+block the read) or is larger than ``MAX_BYTES`` (checking time grows with size; 1 MiB of
+layers is tested) is refused too. Two more are refused before reading: a path that leads
+outside the root through a symbolic link (of the file or of a folder on the way; a shared
+cache or CI job must not read files the project does not hold), and a name holding a control
+character (a newline in a name would inject lines into depfiles and generated text).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def read_source(root: str, path: str) -> SourceText:
     except OSError as err:
         return SourceText(None, err.strerror or str(err))
     try:
-        return SourceText(data.decode("utf-8"))
+        return SourceText(data.decode("utf-8").removeprefix("\ufeff"))  # BOM: as Python does
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - data.rfind(b"\n", 0, err.start)

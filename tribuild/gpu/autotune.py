@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.record import record
 
 CACHE_VERSION = 1
@@ -214,7 +215,7 @@ class AutotuneCache:
 
     def _read(self) -> dict[str, dict]:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(read_regular(str(self.path), OWN_FILE_BYTES))  # no FIFO, no link
             entries = data["entries"] if data.get("version") == CACHE_VERSION else {}
             return entries if isinstance(entries, dict) else {}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -65,11 +65,21 @@ UNSUPPORTED = register("E0601", "a construct that code generation cannot express
 FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]
 
 
+MAX_FN_NESTING = 32  # fn calls inside fn calls; real programs nest a few levels
+
+
 class Unsupported(Exception):
     def __init__(self, message: str, span: ast.Span):
         super().__init__(message)
         self.message = message
         self.span = span
+
+
+class _TooDeep(Unsupported):
+    """fn calls nest past ``MAX_FN_NESTING``: each call is lowered into a graph inside the
+    caller's (inlined later), so the depth of the calls is the depth of the graph, which
+    every later stage walks, the store's codec too. Raised where the limit is passed, its
+    span replaced by the outermost call's (a span in the instance's own file)."""
 
 
 @record
@@ -130,10 +140,16 @@ def _lower_functional(
 
 
 def lower_fn(
-    item: ast.Fn | ast.Layer, sig: Signature, args: dict[str, Value], env: Env, fn_item: FnItem
+    item: ast.Fn | ast.Layer,
+    sig: Signature,
+    args: dict[str, Value],
+    env: Env,
+    fn_item: FnItem,
+    depth: int = 1,
 ) -> Graph:
-    """The graph of a `fn` body called with ``args`` (tensors as ``TensorV``, others as values)."""
-    body = _Body(new_ctx(Sink("", item.name), env), fn_item)
+    """The graph of a `fn` body called with ``args`` (tensors as ``TensorV``, others as values)
+    ``depth`` calls deep."""
+    body = _Body(new_ctx(Sink("", item.name), env), fn_item, depth)
     for p in sig.inputs:
         if p.name not in args:
             raise Unsupported(
@@ -160,9 +176,10 @@ def _single_symbol(d: dims.DimLike) -> str | None:
 
 
 class _Body:
-    def __init__(self, ctx: Ctx, fn_item: FnItem):
+    def __init__(self, ctx: Ctx, fn_item: FnItem, depth: int = 0):
         self.ctx = ctx
         self.fn_item = fn_item
+        self.depth = depth  # fn calls around this body
         self.b = Builder()
         self.scope: dict[str, Value] = {}
         self.refs: dict[str, int | tuple[int, ...]] = {}
@@ -386,7 +403,18 @@ class _Body:
         item, sig = self.fn_item(ref)
         bound = self.bound(tuple(p.name for p in sig.inputs), args, span, sig.name)
         values = {p: bound[p][0] for p in bound}
-        body = lower_fn(item, sig, values, self.ctx.env.scope_of(ref), self.fn_item)
+        if self.depth >= MAX_FN_NESTING:
+            raise _TooDeep(f"fn calls nest more than {MAX_FN_NESTING} levels deep", span)
+        try:
+            body = lower_fn(
+                item, sig, values, self.ctx.env.scope_of(ref), self.fn_item, self.depth + 1
+            )
+        except _TooDeep as err:
+            if self.depth:
+                raise
+            raise Unsupported(
+                f"{err.message} (the chain starts with this call of `{sig.name}`)", span
+            ) from None
         inputs = tuple(
             lowered[bound[p.name][1]].ref
             for p in sig.inputs

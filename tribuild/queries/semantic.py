@@ -130,11 +130,47 @@ def const_cycle(db, path: str, item_id: str) -> tuple[str, ...] | None:
     return None
 
 
+_DEEPEST_FIRST = [False]  # a walk of ``_evaluate_deepest_first`` is under way in this process
+
+
+def _evaluate_deepest_first(db, path: str, item_id: str) -> None:
+    """Evaluate the constants that this one's value names, transitively, deepest first (a
+    walk with an explicit stack), so each evaluation finds the values it reads computed and
+    nests one query deep: evaluating a chain of constants ``let c0 = c1 + 1``, ``let c1 =
+    c2 + 1``, ... by plain recursion of queries ran out of Python's stack at about 90
+    constants. The evaluations that this walk starts do not walk again. Values do not depend
+    on the order; only the depth of the stack does."""
+    if _DEEPEST_FIRST[0]:
+        return
+    _DEEPEST_FIRST[0] = True
+    try:
+        start = (path, item_id)
+        seen = {start}
+        stack = [(start, iter(_const_refs(db, start)))]
+        while stack:
+            here, refs = stack[-1]
+            there = next(refs, None)
+            if there is None:
+                stack.pop()
+                if here != start:
+                    const_value(db, *here)
+            elif there not in seen:
+                seen.add(there)
+                stack.append((there, iter(_const_refs(db, there))))
+    finally:
+        _DEEPEST_FIRST[0] = False
+
+
+def _const_refs(db, item: tuple[str, str]) -> list[tuple[str, str]]:
+    return [(r.path, r.item_id) for r in item_refs(db, *item) if r.kind == "const"]
+
+
 @derived
 def const_value(db, path: str, item_id: str) -> Value:
     """A constant's value; POISON (already reported) when it depends on itself."""
     if const_cycle(db, path, item_id):
         return POISON
+    _evaluate_deepest_first(db, path, item_id)
     item = item_ast(db, path, item_id).item
     assert isinstance(item, ast.Const)  # only constants are asked for their value
     return const_value_of(

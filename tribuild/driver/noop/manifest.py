@@ -4,11 +4,12 @@ Terms:
 - *manifest*: ``<cache dir>/build-manifest.json``, written at the end of a build that
   succeeded for every target it was asked for. It holds the *request key*, the *tool stamp*,
   every *input* (Tribuild.toml and each target's import closure) as ``[path, size,
-  mtime_ns, digest]`` and every *output* as ``[path, size, mtime_ns]``, paths relative to
-  the project root, the (absolute) cache folder it was written to: when that is the
-  default folder and Tribuild.toml is unchanged, ``locate`` needs no TOML parser; and the
-  table parsed from Tribuild.toml's recorded bytes, which the next build validates instead
-  of parsing the file again when it still holds those bytes (``recorded_config``).
+  mtime_ns, digest, ctime_ns, inode]`` and every *output* as ``[path, size, mtime_ns,
+  ctime_ns, inode]``, paths relative to the project root, the (absolute) cache folder it
+  was written to: when that is the default folder and Tribuild.toml is unchanged,
+  ``locate`` needs no TOML parser; and the table parsed from Tribuild.toml's recorded
+  bytes, which the next build validates instead of parsing the file again when it still
+  holds those bytes (``recorded_config``).
 - *request key*: what on the command line changes outputs (the targets asked for, an
   ``-O`` override). ``--jobs`` does not: outputs are the same whatever it is.
 - *package signature*: ``[path, size, mtime_ns, ctime_ns, inode]`` of every ``.py`` file of
@@ -17,11 +18,17 @@ Terms:
   ``rsync -t``); a file replaced by a rename has another inode.
 - *tool stamp*: a checksum of the package signature and Python's version: a different
   tribuild never trusts a manifest written by another.
+- *stamp*: a file's size, mtime, ctime and inode. An edit that restores the mtime
+  (``os.utime``, ``touch -r``) still moves the ctime, which no program can set back.
+- *racily clean*: an input whose recorded mtime lies within ``RACY_NS`` (the coarsest
+  timestamp tick of common file systems) of the manifest's own mtime: an edit in the same
+  tick as the build's stat leaves every stamp as recorded, so its digest is checked, as git
+  does for its index. Once the tick has passed, a check that found it clean writes the
+  manifest again, which puts it out of the window.
 - *up to date*: the manifest exists, its key and stamp match, every input has its recorded
-  size and mtime, or, when only the mtime moved (a branch switched back and forth, a
-  ``touch``), its recorded digest; and every output has its recorded size and mtime.
-  Inputs whose mtime moved but not their bytes are re-stamped, so the next check is stats
-  only again.
+  stamp and is not racily clean, or else (a branch switched back and forth, a ``touch``)
+  its recorded digest; and every output has its recorded stamp. Inputs whose stamp moved
+  but not their bytes are re-stamped, so the next check is stats only again.
 
 A build deletes the manifest before it writes anything, so a failed or killed build never
 leaves one behind. This module imports only the standard library (no engine, no
@@ -38,10 +45,12 @@ import sys
 import time
 import zlib
 
+from tribuild.base.files import OWN_FILE_BYTES, open_regular, remove_entry
 from tribuild.base.hashing import digest
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
 NAME = "build-manifest.json"
+RACY_NS = 2_000_000_000  # FAT's 2 s tick; ext4 and xfs stamp files from a coarse clock too
 _SIGNATURES: dict[str, tuple[int, list[list]]] = {}  # package folder -> its signature
 
 
@@ -75,8 +84,10 @@ def package_signature(package: str = PACKAGE_DIR) -> tuple[int, list[list]]:
     return _SIGNATURES[package]
 
 
-def file_digest(path: str) -> str:
-    with open(path, "rb") as file:
+def file_digest(path: str, limit: int = OWN_FILE_BYTES) -> str:
+    """The digest of a regular file's bytes, symbolic links followed (a source may be one);
+    ``OSError`` for anything else (``open_regular``)."""
+    with open_regular(path, limit, follow_links=True) as file:
         return digest(file.read())
 
 
@@ -108,8 +119,7 @@ def _recorded_here(root: str, cache_dir: str) -> bool:
     still the configured folder, and parsing Tribuild.toml (tomllib costs more than the
     rest of the no-op check) is not needed."""
     try:
-        with open(os.path.join(cache_dir, NAME), "rb") as file:
-            data = json.load(file)
+        data = _load(os.path.join(cache_dir, NAME))[0]
         st = os.stat(os.path.join(root, CONFIG_FILE))
         return data["cache"] == cache_dir and [CONFIG_FILE, st.st_size, st.st_mtime_ns] in (
             e[:3] for e in data["inputs"]
@@ -121,42 +131,69 @@ def _recorded_here(root: str, cache_dir: str) -> bool:
 def up_to_date(root: str, cache_dir: str, key: str, name: str = NAME) -> bool:
     """Whether the manifest ``name`` in ``cache_dir`` says a build of ``key`` has nothing
     to do."""
+    return vouching(root, cache_dir, key, name) is not None
+
+
+def vouching(root: str, cache_dir: str, key: str, name: str = NAME) -> dict | None:
+    """The manifest ``name`` in ``cache_dir`` if it says a build of ``key`` has nothing to
+    do, else None."""
     path = os.path.join(cache_dir, name)
     try:
-        with open(path, "rb") as file:
-            data = json.load(file)
+        data, written = _load(path)
         if data["key"] != key or data["tool"] != tool_stamp():
-            return False
-        restamped = _check_inputs(root, data["inputs"])
+            return None
+        restamped = _check_inputs(root, data["inputs"], written - RACY_NS)
         if restamped is None or not _outputs_unchanged(root, data["outputs"]):
-            return False
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+            return None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
     if restamped:
         _write(path, data)
-    return True
+    return data
 
 
-def _check_inputs(root: str, inputs: list) -> bool | None:
-    """None if an input changed; else whether an entry was re-stamped (in place)."""
+def _load(path: str) -> tuple[dict, int]:
+    """The manifest at ``path`` and its mtime (``OSError`` when it is not a regular file of
+    at most ``OWN_FILE_BYTES``)."""
+    with open_regular(path, OWN_FILE_BYTES) as file:
+        written = os.fstat(file.fileno()).st_mtime_ns
+        data = json.loads(file.read())
+    if not isinstance(data, dict):
+        raise ValueError("not a manifest")
+    return data, written
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    """What the manifest records of a file besides its path and digest: size, mtime, and
+    (appended after the digest for inputs) ctime and inode."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _check_inputs(root: str, inputs: list, racy_from: int) -> bool | None:
+    """None if an input changed; else whether an entry was re-stamped (in place). An input
+    is hashed when its stamp moved or it is racily clean (mtime at or after ``racy_from``);
+    a racily clean one whose tick has passed is re-stamped, so the manifest is written
+    again, out of its window."""
     restamped = False
+    settled = time.time_ns() - RACY_NS
     for entry in inputs:
         full = os.path.join(root, entry[0])
-        st = os.stat(full)
-        if st.st_size != entry[1]:
+        size, mtime, ctime, inode = _stamp(os.stat(full))
+        if size != entry[1]:
             return None
-        if st.st_mtime_ns != entry[2]:
+        racy = entry[2] >= racy_from
+        if [mtime, ctime, inode] != [entry[2], *entry[4:6]] or racy:
             if file_digest(full) != entry[3]:
                 return None
-            entry[2] = st.st_mtime_ns
-            restamped = True
+            if [mtime, ctime, inode] != [entry[2], *entry[4:6]] or mtime < settled:
+                entry[2], entry[4:6] = mtime, [ctime, inode]
+                restamped = True
     return restamped
 
 
 def _outputs_unchanged(root: str, outputs: list) -> bool:
-    for rel, size, mtime in outputs:
-        st = os.stat(os.path.join(root, rel))
-        if st.st_size != size or st.st_mtime_ns != mtime:
+    for rel, *stamp in outputs:
+        if _stamp(os.stat(os.path.join(root, rel))) != stamp:
             return False
     return True
 
@@ -165,8 +202,7 @@ def recorded_config(cache_dir: str, digest: str) -> dict | None:
     """The table of Tribuild.toml recorded by the manifest in ``cache_dir`` if that file's
     bytes then had ``digest`` and this tribuild wrote it there; else None."""
     try:
-        with open(os.path.join(cache_dir, NAME), "rb") as file:
-            data = json.load(file)
+        data = _load(os.path.join(cache_dir, NAME))[0]
         if (
             data["cache"] == cache_dir
             and data["tool"] == tool_stamp()
@@ -196,16 +232,15 @@ def snapshot(
 
     def entry(rel: str) -> list:
         try:
-            st = os.stat(os.path.join(root, rel))
+            return [rel, *_stamp(os.stat(os.path.join(root, rel)))]
         except FileNotFoundError:  # deleted since the build wrote it: rebuild next time
-            return [rel, -1, 0]
-        return [rel, st.st_size, st.st_mtime_ns]
+            return [rel, -1, 0, 0, 0]
 
     def input_entry(rel: str) -> list:
-        row = entry(rel) + [inputs[rel]]
-        if file_digest(os.path.join(root, rel)) != inputs[rel]:
-            row[1] = -1
-        return row
+        path, size, mtime, ctime, inode = entry(rel)
+        if size >= 0 and file_digest(os.path.join(root, rel)) != inputs[rel]:
+            size = -1
+        return [path, size, mtime, inputs[rel], ctime, inode]
 
     data = {
         "version": 1,
@@ -225,10 +260,8 @@ def write(cache_dir: str, data: dict, name: str = NAME) -> None:
 
 
 def forget(cache_dir: str) -> None:
-    try:
-        os.unlink(os.path.join(cache_dir, NAME))
-    except FileNotFoundError:
-        pass
+    """Delete the manifest (whatever sits at its name: a folder or a FIFO is damage)."""
+    remove_entry(os.path.join(cache_dir, NAME))
 
 
 def _write(path: str, data: dict) -> None:

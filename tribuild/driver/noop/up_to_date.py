@@ -29,7 +29,7 @@ class BuildArgs:
     """The build arguments of a simple command line: the attributes of argparse's namespace
     for `tribuild build` (``cli``), those a simple line cannot set at their defaults."""
 
-    timing = trace_memory = explain = dump_ast = dump_code = dump_ir = False
+    timing = trace_memory = explain = dump_ast = dump_code = dump_ir = force = False
     profile = stop_after = None
     format = "text"
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 
-from tribuild.base.files import listdir, read_bytes, unlink
+from tribuild.base.files import OWN_FILE_BYTES, listdir, read_regular, remove_entry, unlink
 from tribuild.base.gcpause import paused
 from tribuild.base.hashing import checksum, digest
 from tribuild.base.record import record
@@ -168,7 +168,7 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
     names = {p.name for p in placed.packs}
     for old in listdir(root):
         if packs.pack_name(sid, old) and old not in names:
-            unlink(os.path.join(root, old))
+            remove_entry(os.path.join(root, old))
     return SaveReport(
         len(kept),
         len(placed.entries["entry_offset"]),
@@ -333,13 +333,17 @@ def load(db, path, salt: str) -> None:
     sid = salt_id(salt)
     name = graph_name(sid)
     try:
-        raw = read_bytes(os.path.join(root, name))
+        raw = read_regular(os.path.join(root, name), OWN_FILE_BYTES)
     except FileNotFoundError:
         others = [n for n in listdir(root) if graph_sid(n) is not None]
         db.store_report = LoadReport(
             "other-salt" if others else "missing",
             "the store holds only other salts or versions" if others else f"no store at {root}",
         )
+        return
+    except OSError as exc:  # a link, a FIFO, a folder, a huge file: damage, replaced by the save
+        db.store_report = LoadReport("corrupt", f"corrupt graph file {name}: {exc.strerror}")
+        warn(db.store_report.reason)
         return
     try:
         with paused():

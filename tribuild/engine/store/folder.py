@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 import re
 
-from tribuild.base.files import read_bytes
+from tribuild.base.files import read_regular
 from tribuild.base.hashing import checksum
 from tribuild.base.record import record
 from tribuild.engine.store import disk
-from tribuild.engine.store.packs import pack_name
+from tribuild.engine.store.packs import PACK_BYTES, pack_name
 
 _STORE_FILE = re.compile(r"graph-.+\.json|values-.+\.pack")
 
@@ -66,9 +66,9 @@ def problem(graph: StoredGraph) -> str | None:
     pack it lists that is missing, or an entry that fails its checksum; None if intact."""
     try:
         path = graph.files[0]
-        body = disk.read_graph(read_bytes(path))
+        body = disk.read_graph(read_regular(path, PACK_BYTES))
         names = [name for name, _, _ in disk.pack_list(body, graph.id)]
-        data = [read_bytes(os.path.join(os.path.dirname(path), name)) for name in names]
+        data = [read_regular(os.path.join(os.path.dirname(path), n), PACK_BYTES) for n in names]
         entries = zip(
             body["entry_pack"],
             body["entry_offset"],
@@ -81,6 +81,8 @@ def problem(graph: StoredGraph) -> str | None:
                 return f"entry {index} of {names[pack]} fails its checksum"
     except FileNotFoundError as err:
         return f"missing {os.path.basename(err.filename)}"
+    except OSError as err:  # a link, a FIFO, a folder, an absurd size
+        return f"unreadable {os.path.basename(err.filename or '')}: {err.strerror}"
     except (ValueError, KeyError, TypeError, IndexError) as err:
         return f"unreadable graph file: {err}"
     return None

@@ -30,12 +30,14 @@ import mmap
 import os
 from array import array
 
+from tribuild.base.files import open_regular
 from tribuild.base.hashing import checksum, digest
 from tribuild.base.tempname import replace
 from tribuild.engine.errors import warn
 from tribuild.engine.memo import NO_VALUE
 from tribuild.engine.store import codec
 
+PACK_BYTES = 1 << 36  # a pack is mapped, not read: the bound only refuses absurd sizes
 MAX_PACKS = 8
 
 
@@ -136,13 +138,14 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
 def _mapped(path: str):
     """A view of the file's bytes, mapped read-only (pages are read when a value is first
     used, and a slice copies nothing; packs are never changed in place, so the mapping stays
-    valid), or None if it is missing."""
+    valid), or None if it is missing or no regular file (a link, a FIFO, a folder: its
+    values are then missing too, and re-run when read)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, PACK_BYTES) as f:
             if not os.fstat(f.fileno()).st_size:
                 return b""
             return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-    except FileNotFoundError:
+    except OSError:
         return None
 
 

@@ -8,7 +8,9 @@ keyword arguments (``kernel=3``). A list is ``[a, b]`` or a comprehension ``[e f
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 
 from tribuild.diagnostics import register
 from tribuild.lang.syntax import ast
@@ -169,7 +171,17 @@ def _primary(p: ParserState) -> ast.Expr:
         return ast.IntLit(value, span)
     if kind == "float":
         p.pos += 1
-        return ast.FloatLit(float(text), span)
+        number = float(text)
+        if not math.isfinite(number):  # ``1e999`` rounds to infinity: refused, as TOML's inf is
+            p.report(
+                E_INVALID_NUMBER,
+                f"float literal `{_abridged(text)}` is too large: it would be infinity",
+                span,
+                hard=False,
+                help=f"floats range up to about {sys.float_info.max:.3g}",
+            )
+            return ast.ErrorExpr(span)
+        return ast.FloatLit(number, span)
     if kind in ("true", "false"):
         p.pos += 1
         return ast.BoolLit(kind == "true", span)
