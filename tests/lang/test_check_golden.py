@@ -48,3 +48,18 @@ def test_every_checker_code_has_a_golden_case() -> None:
     for expected in FIXTURES.glob("*.expected"):
         seen |= set(re.findall(r": (E0[345]\d\d):", expected.read_text()))
     assert mine - seen == set()
+
+
+def test_every_code_is_documented_with_an_example() -> None:
+    """README promises docs/language.md lists every code: each registered code has a row in
+    its tables (code, meaning, a non-empty example)."""
+    import tribuild.driver.build  # noqa: F401  (registers the codes of every stage)
+    import tribuild.queries.lower  # noqa: F401
+
+    docs = (Path(__file__).parents[2] / "docs" / "language.md").read_text()
+    rows = {
+        m.group(1): m.group(3)
+        for m in re.finditer(r"^\| (E\d{4}) \| ([^|]+) \| (.*) \|$", docs, re.M)
+    }
+    assert sorted(c for c in CODES if c not in rows) == []
+    assert sorted(c for c, example in rows.items() if not example.strip()) == []

@@ -19,9 +19,10 @@ from tribuild.diagnostics import Diagnostic
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
 from tribuild.lang import CANNOT_INSTANTIATE
+from tribuild.queries.lower import lowering_report
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, read_error
-from tribuild.queries.targets import target_report
+from tribuild.queries.targets import TargetReport, target_report
 
 
 @record
@@ -61,7 +62,7 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         ]
         if problems:  # every target that cannot be instantiated, at its line
             raise ConfigError(problems)
-        diags += [d for _, r in reports for d in r.diagnostics]
+        diags += [d for _, r in reports for d in target_diagnostics(db, r)]
     sources = QuerySources(db)
     result = CheckResult(
         sort_diagnostics(diags, db),
@@ -75,6 +76,14 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
     )
     save_database(db, project)
     return result
+
+
+def target_diagnostics(db, report: TargetReport) -> tuple[Diagnostic, ...]:
+    """What `check` reports for a target: its report, and when that has no error, what code
+    generation would refuse (E0601), so a target that checks clean builds."""
+    if report.root is None or any(d.severity == "error" for d in report.diagnostics):
+        return report.diagnostics
+    return report.diagnostics + lowering_report(db, report.root)
 
 
 def target_problem(project: Project, target: Target, problem: str) -> ConfigError:

@@ -59,7 +59,9 @@ class ScalarT:
     dtype: str
 
     def __str__(self) -> str:
-        return self.dtype
+        """``int`` for ``int64``: the spelling scalar parameters are written in (it is the
+        same type), so a message quotes back what the user wrote."""
+        return "int" if self.dtype == "int64" else self.dtype
 
 
 @record

@@ -20,6 +20,7 @@ from tribuild.ir.pipeline import optimize
 from tribuild.lang import InstanceKey, ItemRef, ast
 from tribuild.queries.semantic import QueryEnv, checked_instance, signature
 from tribuild.queries.syntax import item_ast
+from tribuild.queries.targets import reached_instances
 
 
 @record
@@ -58,3 +59,10 @@ def optimized_ir(db, key: InstanceKey, opt_level: str) -> Lowering:
     if lowered.graph is None:
         return lowered
     return Lowering(optimize(lowered.graph, opt_level), ())
+
+
+@derived
+def lowering_report(db, root: InstanceKey) -> tuple[Diagnostic, ...]:
+    return tuple(
+        d for key, _ in reached_instances(db, root).instances for d in ir(db, key).diagnostics
+    )

@@ -22,7 +22,13 @@ from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.lang import dims
 from tribuild.lang.check.body import Body, bind_dim_names, check_declared, resolve, run
 from tribuild.lang.check.calls import CallArgs, bind, bind_params, new_ctx, subst_type
-from tribuild.lang.check.codes import EXAMPLE_INPUT, NO_FORWARD, RETURN_MISMATCH, Sink
+from tribuild.lang.check.codes import (
+    EXAMPLE_INPUT,
+    NO_FORWARD,
+    RETURN_MISMATCH,
+    UNTYPED_FORWARD,
+    Sink,
+)
 from tribuild.lang.check.consteval import POISON, Ctx, evaluate
 from tribuild.lang.check.env import Env, ItemRef
 from tribuild.lang.check.type_names import check_type_names, unknown_type
@@ -232,8 +238,35 @@ def check_item(
                     item.params, item.members, sig, path, item_id, env
                 )
             _resume(members, item, ctx)
+            _forward_types(item, sig, ctx.sink)
             _methods(item, sig, dict(members.scope), ctx)
     return ctx.sink.result()
+
+
+def _forward_types(item: ast.Layer, sig: Signature, sink: Sink) -> None:
+    """A stateful layer's `forward` declares tensor types for its inputs and its result: the
+    generated module takes tensors, and a caller's result type is the declared one."""
+    forward = forward_of(item)
+    if forward is None:
+        return
+    for p, ps in zip(forward.params, sig.inputs, strict=True):
+        if ps.type is None or not isinstance(ps.type, TensorT):
+            found = "has no type" if ps.type is None else f"is {ps.type}, not a tensor"
+            sink.error(
+                UNTYPED_FORWARD,
+                p.span,
+                f"input `{p.name}` of `{item.name}.forward` {found}",
+                label="expected a tensor type",
+                help=f"declare it: `{p.name}: Tensor<float32, [N, ...]>`",
+            )
+    if forward.ret is None:
+        sink.error(
+            UNTYPED_FORWARD,
+            forward.name_span,
+            f"`{item.name}.forward` declares no result type",
+            label="expected `-> Tensor<...>` after the parameters",
+            help="callers of the layer are typed from it: add `-> Tensor<dtype, [dims]>`",
+        )
 
 
 def evaluate_generic_members(

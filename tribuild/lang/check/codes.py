@@ -27,6 +27,9 @@ RETURN_MISMATCH = register(
 BAD_OPERANDS = register("E0310", "operator not defined for these operand types")
 NO_FORWARD = register("E0311", "stateful layer without `fn forward`")
 BAD_ASSIGN = register("E0312", "assignment to an undeclared name or with a changed type")
+UNTYPED_FORWARD = register(
+    "E0313", "a layer's `forward` without tensor types on its inputs or its result"
+)
 
 DIM_MISMATCH = register("E0401", "a dimension differs from the expected one")
 RANK_MISMATCH = register("E0402", "a tensor has the wrong rank")

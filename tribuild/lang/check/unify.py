@@ -5,8 +5,11 @@ Terms:
   parameter types, renamed apart; names first written in a return or `let` annotation).
   Every other symbol is *rigid*: it stands for one fixed but unknown integer.
 - *definitely different*: two dims whose difference normalises to a nonzero polynomial free
-  of quotients. A difference that involves a symbolic floor division or remainder cannot be
-  decided here and is accepted; checking a concrete instance decides it.
+  of quotients, or, when it involves a symbolic floor division or remainder, is nonzero at
+  every sample point (each symbol set to each of ``SAMPLES``, and on a diagonal beyond two
+  symbols): `(H - 2) / 2 + 1` (a 2x2 pooling) is never `H`. A difference zero somewhere
+  (`2*(k/2) - k + 1`, zero for odd `k`) is accepted here; checking a concrete instance,
+  which has numbers, decides it.
 - *join*: what a value is known to be when it comes from one of several paths (the branches
   of a condition unknown during generic checking, or an unknown number of loop iterations):
   equal parts stay, differing dims become `?`.
@@ -47,11 +50,49 @@ def _lone_symbol(d: Dim) -> str | None:
     return None
 
 
+SAMPLES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 28, 32, 56, 64, 224)
+
+
 def definitely_different(a: DimLike, b: DimLike) -> bool:
     if a == b:
         return False  # the difference is 0 (or `?`)
     diff = dims.sub(a, b)
-    return isinstance(diff, Dim) and bool(diff.terms) and not _has_quotient(diff)
+    if not isinstance(diff, Dim) or not diff.terms:
+        return False
+    return not _has_quotient(diff) or all(_value(diff, p) != 0 for p in _points(diff))
+
+
+def _points(d: Dim) -> list[dict[str, int]]:
+    """Where to evaluate ``d``: every combination of ``SAMPLES`` for up to two symbols, the
+    diagonal and its shifts beyond (so the number of points stays small)."""
+    names = sorted(dims.symbols(d))
+    if len(names) == 1:
+        return [{names[0]: v} for v in SAMPLES]
+    if len(names) == 2:
+        return [{names[0]: v, names[1]: w} for v in SAMPLES for w in SAMPLES]
+    n = len(SAMPLES)
+    return [
+        {name: SAMPLES[(i + k * j) % n] for k, name in enumerate(names)}
+        for i in range(n)
+        for j in range(n)
+    ]
+
+
+def _value(d: Dim, point: dict[str, int]) -> int | None:
+    """``d`` at ``point``; None where a divisor is zero."""
+    total = 0
+    for monomial, coeff in d.terms:
+        term = coeff
+        for atom in monomial:
+            if isinstance(atom, str):
+                term *= point[atom]
+                continue
+            num, den = _value(atom.num, point), _value(atom.den, point)
+            if num is None or not den:
+                return None
+            term *= num // den if atom.op == "//" else num % den
+        total += term
+    return total
 
 
 class Unifier:
