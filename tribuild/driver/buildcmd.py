@@ -92,22 +92,27 @@ def _say(text: str) -> None:
 
 def _print_failures(result, keep_going: bool) -> None:
     failed = result.failed
+    shown: set = set()  # a diagnostic of a file several targets share is printed once
     for target in failed if keep_going else failed[:1]:
-        show_target(target, result.sources)
+        show_target(target, result.sources, shown)
     if not keep_going and len(failed) > 1:
         others = ", ".join(t.name for t in failed[1:])
         _say(f"also failed: {others} (--keep-going shows every failure)")
 
 
-def show_target(target, sources) -> None:
-    """A target's diagnostics (with source excerpts), or the traceback of a bug, on stderr."""
+def show_target(target, sources, shown: set | None = None) -> None:
+    """A target's diagnostics (with source excerpts), or the traceback of a bug, on stderr;
+    those in ``shown`` (printed for an earlier target) are skipped, and added to it."""
     from tribuild.diagnostics_render import render_text
 
+    shown = set() if shown is None else shown
     if target.error is not None:
         _say(f"error: internal error while building `{target.name}` (a bug in tribuild):")
         _say(target.error.rstrip())
     for diag in target.diagnostics:
-        _say(render_text(diag, sources, color=terminal.color(sys.stderr)))
+        if diag not in shown:
+            shown.add(diag)
+            _say(render_text(diag, sources, color=terminal.color(sys.stderr)))
 
 
 def summary(result) -> str:

@@ -170,7 +170,7 @@ class Watcher:
             seconds,
             phases,
             tuple(t.name for t in failed),
-            tuple(d for t in failed for d in t.diagnostics),
+            tuple(dict.fromkeys(d for t in failed for d in t.diagnostics)),  # each once
             tuple((t.name, t.error) for t in failed if t.error),
             result.sources,
         )
