@@ -192,7 +192,7 @@ def test_remembered_calls_change_no_finding() -> None:
         ["E0401", "conv (TernaryConv2d): expected input channels (dim 1) 4, found 5"],
         [
             "E0402",
-            "argument `x` of id4: expected Tensor<float32, [N'3, 4]>, found Tensor<float32, [5]>: "
+            "argument `x` of id4: expected Tensor<float32, [N, 4]>, found Tensor<float32, [5]>: "
             "rank is 1, expected 2",
         ],
     ]

@@ -356,10 +356,18 @@ def linear_coefficient(d: Dim, name: str) -> int | None:
     return None if name in symbols(rest) else coeff
 
 
+def _shown(atom: Atom) -> str:
+    """A symbol as the user wrote it: the checker renames a callee's dims apart (``N'3``, a
+    spelling no identifier has); messages show the name of the declaration (``N``)."""
+    if isinstance(atom, str):
+        return atom.split("'", 1)[0]
+    return f"({atom})"
+
+
 def _format_monomial(m: Monomial) -> str:
     if len(m) == 1:
-        return str(m[0])
-    return "*".join(a if isinstance(a, str) else f"({a})" for a in m)
+        return _shown(m[0]) if isinstance(m[0], str) else str(m[0])
+    return "*".join(_shown(a) for a in m)
 
 
 def format_dim(d: DimLike) -> str:
