@@ -145,7 +145,9 @@ def test_graph_and_explain(mini, cli):
     blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return fc(x)"))
     cli(["build", "-q"], mini)
     code, out, _ = cli(["explain", "out/wide.py"], mini)
-    assert code == 0 and "source_text('models/lib/blocks.tri')" in out.splitlines()[-1]
+    assert code == 0 and "the text of models/lib/blocks.tri [source_text]" in out.splitlines()[-1]
+    assert "the class generated for `Dense(64, 48)` in models/lib/blocks.tri" in out
+    assert "InstanceKey" not in out
     code, _, err = cli(["explain", "out/nothing.py"], mini)
     assert code == 1 and "out/nothing.py is not an output of this project" in err
     assert f"written under out{os.sep}" in err

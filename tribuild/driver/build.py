@@ -571,7 +571,7 @@ def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, l
                 f"{where} (the file on disk was missing or held other bytes)"
             ]
         elif (query.name, args) in ran:
-            lines = db.explain(query, *args).splitlines()
+            lines = db.explain(query, *args, label=explain.step_label).splitlines()
             why = [f"target {target.name}:"] + ["  " + line for line in lines]
             if lines[-1].endswith(NEVER_RAN):
                 why.append(

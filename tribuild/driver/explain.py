@@ -67,6 +67,62 @@ def why(cache_dir: str, root: str, output: str) -> list[str] | None:
     return load(cache_dir).get(os.path.relpath(os.path.abspath(output), root))
 
 
+_PHRASES = {
+    "target_build": "the files of target",
+    "module_source": "the module of target",
+    "class_source": "the class generated for",
+    "optimized_ir": "the optimized IR of",
+    "ir": "the IR of",
+    "instance_fns": "the fns called by",
+    "checked_instance": "the check of",
+    "instance_members": "the members of",
+    "instance_children": "the layers built by",
+    "instance_diagnostics": "the diagnostics of",
+    "item_ast": "the syntax tree of",
+    "item_tokens": "the tokens of",
+    "item_diagnostics": "the diagnostics of",
+    "signature": "the signature of",
+    "generic_members": "the members of",
+    "const_value": "the value of",
+    "source_text": "the text of",
+    "chunks": "the lexed chunks of",
+    "item_places": "where the items are in",
+    "item_index": "the items of",
+    "imports": "the imports of",
+    "scope": "the names visible in",
+    "kernel_source": "the kernel",
+}
+
+
+def step_label(query: str, args: tuple) -> str:
+    """A key of the why-chain in the user's words: ``the class generated for `Dense(64, 48)`
+    in models/lib/blocks.tri``, not ``class_source(InstanceKey(...), ...)``; the query's
+    name follows in brackets for who wants to look further (``--queries`` graphs)."""
+    from tribuild.codegen.kernels import KernelSpec
+    from tribuild.lang import InstanceKey
+    from tribuild.lang.check.values import format_value
+
+    def arg(a) -> str | None:
+        if isinstance(a, InstanceKey):
+            shown = ", ".join(format_value(v) for _, v in a.args)
+            return f"`{a.name}({shown})` in {a.path}"
+        if isinstance(a, KernelSpec):
+            return f"`{a.key}`"
+        return None
+
+    shown = [x for x in map(arg, args) if x is not None]
+    if query in ("target_build", "module_source"):
+        shown = [f"`{args[0]}`"]
+    elif not shown and len(args) == 2 and all(isinstance(a, str) for a in args):
+        shown = [f"`{args[1]}` in {args[0]}"]  # (path, item id)
+    elif not shown and len(args) == 1 and isinstance(args[0], str):
+        shown = [args[0]]  # a file
+    if not shown:
+        return f"{query}({', '.join(map(repr, args))})"
+    phrase = _PHRASES.get(query, f"{query} of")
+    return f"{phrase} {' '.join(shown)} [{query}]"
+
+
 def unknown(root: str, out_dir: str, output: str) -> str:
     """Why ``explain`` has nothing to say about ``output`` (a path as the user typed it):
     it is no output of this project, or no build recorded since the cache was made has

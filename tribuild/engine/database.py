@@ -146,8 +146,10 @@ class Database:
     def why(self, query, *args) -> list[explain.Step]:
         return explain.why(self, query, args)
 
-    def explain(self, query, *args) -> str:
-        return explain.explain(self, query, args)
+    def explain(self, query, *args, label=None) -> str:
+        if label is None:
+            return explain.explain(self, query, args)
+        return explain.explain(self, query, args, label)
 
     def graph(self):
         return explain.graph(self)

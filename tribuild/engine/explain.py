@@ -16,6 +16,7 @@ from tribuild.engine.memo import FIRST_RUN, key_label
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from tribuild.engine.database import Database
@@ -51,16 +52,23 @@ def _chain(db: Database, memo: Memo | None) -> list[Step]:
     return chain
 
 
-def explain(db: Database, query: Query, args: tuple[Any, ...]) -> str:
-    """``why`` as sentences, one step a line."""
+def explain(
+    db: Database,
+    query: Query,
+    args: tuple[Any, ...],
+    label: Callable[[str, tuple[Any, ...]], str] = key_label,
+) -> str:
+    """``why`` as sentences, one step a line; ``label(query_name, args)`` names a key (the
+    engine's default is the call, ``ir(InstanceKey(...))``; a client may say it in its own
+    words)."""
     chain = why(db, query, args)
     if not chain:
-        return f"{key_label(query.name, args)} has not run in this database"
+        return f"{label(query.name, args)} has not run in this database"
     head, *rest = chain
-    lines = [f"{key_label(head.query, head.args)} ran at revision {head.revision}"]
+    lines = [f"{label(head.query, head.args)} ran at revision {head.revision}"]
     for step in rest:
         lines.append(
-            f"  because {key_label(step.query, step.args)} changed at revision {step.revision}"
+            f"  because {label(step.query, step.args)} changed at revision {step.revision}"
         )
     if not rest:
         memo = db.find_memo(query, args)
