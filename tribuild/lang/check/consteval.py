@@ -208,10 +208,27 @@ def evaluate(e: ast.Expr, scope: dict[str, Value], ctx: Ctx) -> Value:
         value = evaluate(node.value, scope, ctx)
         if not is_poison(value):
             ctx.sink.error(
-                CONST_TYPE, node.span, f"{kind_of(value)} has no attribute `{node.name}`"
+                CONST_TYPE,
+                node.span,
+                f"{kind_of(value)} has no attribute `{node.name}`",
+                help=_shape_help(value, node.name),
             )
         return POISON
     return POISON  # ErrorExpr: the parser reported it
+
+
+def _shape_help(value: Value, attr: str) -> str | None:
+    """`x.shape[0]`, a PyTorch habit: a tensor's dims are values under the names its type
+    gives them."""
+    if attr not in ("shape", "size") or not isinstance(value, TensorV):
+        return None
+    shape = value.type.dims
+    if not shape:
+        return (
+            "a tensor's dims are named in its type: `x: Tensor<float32, [N, C]>` makes `N` a value"
+        )
+    names = ", ".join(f"dim {i} is `{dims.format_dim(d)}`" for i, d in enumerate(shape))
+    return f"a tensor's dims are values under the names its type gives them: {names}"
 
 
 def type_error(ctx: Ctx, span: ast.Span, message: str, *operands: Value) -> Value:

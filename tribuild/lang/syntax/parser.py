@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tribuild.diagnostics import Diagnostic, register
 from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.cursor import ParserState, describe
+from tribuild.lang.syntax.cursor import E_UNEXPECTED, ParserState, describe
 from tribuild.lang.syntax.expressions import expr, unescape
 from tribuild.lang.syntax.statements import block, entries, let, statement
 from tribuild.lang.syntax.tokens import BREAKS
@@ -53,7 +53,7 @@ def _run(toks: Toks, path: str, item_id: str, parse: Callable[[ParserState], obj
 
 
 def _item(p: ParserState) -> ast.Item:
-    read = _ITEMS.get(p.kinds[0], _error_item)
+    read = _fn if _python_def(p) else _ITEMS.get(p.kinds[0], _error_item)
     node = read(p)
     if node is None or isinstance(node, ast.ErrorItem):  # reported; the rest is unreadable
         p.pos = p.n
@@ -66,6 +66,24 @@ def _const(p: ParserState) -> ast.Const | None:
     if node is None:
         return None
     return ast.Const(node.name, node.type, node.value, node.span, node.name_span)
+
+
+def _python_def(p: ParserState) -> bool:
+    """At `def NAME`, Python's keyword for `fn`: report that alone (the one root cause, not the
+    errors that reading on would give) and let the caller read the rest as an `fn`."""
+    if not (
+        p.kinds[p.pos] == "ident" and p.texts[p.pos] == "def" and p.kinds[p.pos + 1] == "ident"
+    ):
+        return False
+    p.report(
+        E_UNEXPECTED,
+        "use `fn` to define a function: `def` is Python's keyword",
+        (p.pos, p.pos + 1),
+        label="write `fn` here",
+        help=f"`fn {p.texts[p.pos + 1]}(x: Tensor<...>) -> Tensor<...> {{ ... }}`",
+        hard=False,
+    )
+    return True
 
 
 def _error_item(p: ParserState) -> ast.ErrorItem:
@@ -173,7 +191,7 @@ def _member(p: ParserState, members: list[ast.Let], methods: list[ast.Fn]) -> No
         node = let(p)
         if node is not None:
             members.append(node)
-    elif kind == "fn":
+    elif kind == "fn" or _python_def(p):
         method = _fn(p)
         if method is not None:
             methods.append(method)
