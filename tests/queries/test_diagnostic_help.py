@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.queries.test_fuzz_frontend import write_project
 from tribuild.driver.sources import load_sources
 from tribuild.engine import Database
+from tribuild.queries.names import with_import_help
 from tribuild.queries.report import file_diagnostics
 
 NET = """layer Net(c: int = 4) {{
@@ -48,3 +49,90 @@ def test_shape_of_a_tensor_hints_that_dims_are_named_values(tmp_path):
     assert diags[0].help == (
         "a tensor's dims are values under the names its type gives them: dim 0 is `N`, dim 1 is `c`"
     )
+
+
+BLOCKS = """layer ConvBlock(c: int) {
+    let conv = Conv2d(c, c, kernel=3, padding=1)
+    fn forward(x: Tensor<float32, [N, c, H, W]>) -> Tensor<float32, [N, c, H, W]> {
+        return conv(x)
+    }
+}
+layer TransformerBlock(d: int) {
+    let fc = Linear(d, d)
+    fn forward(x: Tensor<float32, [N, T, d]>) -> Tensor<float32, [N, T, d]> {
+        return fc(x)
+    }
+}
+"""
+
+MODEL = """layer Transform(d: int = 4) {
+    let fc = Linear(d, d)
+    fn forward(x: Tensor<float32, [N, T, d]>) -> Tensor<float32, [N, T, d]> {
+        return fc(x)
+    }
+}
+layer Model(d: int = 4) {
+    let t = TransformerBlock(d)
+    fn forward(x: Tensor<float32, [N, T, d]>) -> Tensor<float32, [N, T, d]> {
+        return t(x)
+    }
+}
+fn typed(b: ConvBlock) -> ConvBlock { return b }
+"""
+
+TYPO = """from "../blocks.tri" import ConvBlok
+
+layer Net(c: int = 4, n: int = 2) {
+    let a = ConvBlok(c)
+    let seq = Sequential([ConvBlok(c) for i in 0..n])
+    fn forward(x: Tensor<float32, [N, c, H, W]>) -> Tensor<float32, [N, c, H, W]> {
+        let y = ConvBlok(c)
+        return seq(a(x))
+    }
+}
+fn typed(b: ConvBlok) -> ConvBlok { return b }
+"""
+
+
+def test_a_name_another_file_defines_suggests_its_import(tmp_path):
+    files = {"blocks.tri": BLOCKS, "models/model.tri": MODEL}
+    diags = with_import_help(Database(), [], ())  # nothing to improve: nothing read
+    assert diags == []
+    entries = write_project(tmp_path, files)
+    db = Database()
+    closure = load_sources(db, str(tmp_path), entries)
+    raw = [d for path in closure for d in file_diagnostics(db, path)]
+    helped = with_import_help(db, raw, closure)
+    assert [(d.code, d.message, d.help) for d in helped] == [
+        (
+            "E0307",
+            "unknown name `TransformerBlock`",
+            'import it: from "../blocks.tri" import TransformerBlock',
+        ),
+        ("E0301", "unknown type `ConvBlock`", 'import it: from "../blocks.tri" import ConvBlock'),
+        ("E0301", "unknown type `ConvBlock`", 'import it: from "../blocks.tri" import ConvBlock'),
+    ]
+
+
+def test_a_typo_in_an_import_list_is_its_only_error(tmp_path):
+    diags = checked(tmp_path, {"blocks.tri": BLOCKS, "models/net.tri": TYPO})
+    assert [(d.code, d.help) for d in diags] == [("E0203", "did you mean `ConvBlock`?")]
+
+
+def test_build_and_check_print_the_import_help(tmp_path, monkeypatch):
+    from tribuild.cli import main
+
+    write_project(tmp_path, {"models/blocks.tri": BLOCKS, "models/model.tri": MODEL})
+    (tmp_path / "Tribuild.toml").write_text(
+        '[project]\nname = "p"\nsources = ["models"]\nout = "out"\n'
+        '[targets.m]\nentry = "models/model.tri:Model"\ninput = [1, 2, 4]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    for command in ("check", "build"):
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            assert main([command]) == 1
+        assert 'help: import it: from "blocks.tri" import TransformerBlock' in err.getvalue()

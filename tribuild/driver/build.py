@@ -48,7 +48,7 @@ from tribuild.driver.sources import load_sources, scan
 from tribuild.engine.explain import NEVER_RAN
 from tribuild.project import CONFIG_FILE, job_count
 from tribuild.queries.inputs import source_text
-from tribuild.queries.names import imports
+from tribuild.queries.names import UNKNOWN_CODES, imports, with_import_help
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
@@ -496,6 +496,9 @@ def _collect(
             mine = hit.files | depfile_file(db, project, t, result.out_dir)
         else:
             target, value = target_result(db, t, outcomes, request.stop_after)
+            if any(d.code in UNKNOWN_CODES for d in target.diagnostics):
+                sources = scan(project.root, project.config.sources)
+                target.diagnostics = tuple(with_import_help(db, target.diagnostics, sources))
             result.targets.append(target)
             if value is not None and value.problem is not None:
                 target.problem = target_problem(project, t, value.problem)

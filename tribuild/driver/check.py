@@ -20,6 +20,7 @@ from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
 from tribuild.lang import CANNOT_INSTANTIATE
 from tribuild.queries.lower import lowering_report
+from tribuild.queries.names import with_import_help
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, read_error
 from tribuild.queries.targets import TargetReport, target_report
@@ -63,6 +64,7 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         if problems:  # every target that cannot be instantiated, at its line
             raise ConfigError(problems)
         diags += [d for _, r in reports for d in target_diagnostics(db, r)]
+        diags = with_import_help(db, diags, closure)
     sources = QuerySources(db)
     result = CheckResult(
         sort_diagnostics(diags, db),

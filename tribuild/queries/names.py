@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import posixpath
 
-from tribuild.base.record import record
+from tribuild.base.record import record, replace
 from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
 from tribuild.engine import derived
 from tribuild.lang import ItemRef, ast
@@ -239,3 +239,34 @@ def _cycle(path: str, cycle: tuple[str, ...], imps: tuple[ResolvedImport, ...]) 
         Label(Loc(path, first.item_id, first.span), f"imports `{cycle[1]}`"),
         help="move what both files need into a third file that both import",
     )
+
+
+_UNKNOWN = {"E0307": "unknown name `", "E0301": "unknown type `"}
+UNKNOWN_CODES = frozenset(_UNKNOWN)  # the codes ``with_import_help`` may give a better help
+
+
+def with_import_help(db, diags, files) -> list[Diagnostic]:
+    """``diags`` with the help of each unknown name (E0307) or type (E0301) that another of
+    ``files`` (project paths) defines as a public item replaced by the import that brings it
+    in: ``import it: from "blocks.tri" import TransformerBlock``, rather than a similar local
+    name. Done where diagnostics are printed, which knows the project's files; the files are
+    read only when such a diagnostic exists."""
+    defined: dict[str, str] | None = None
+    out = []
+    for d in diags:
+        prefix = _UNKNOWN.get(d.code)
+        if prefix is not None and d.message.startswith(prefix) and d.message.endswith("`"):
+            if defined is None:
+                defined = {}
+                for path in sorted(files):
+                    if read_error(db, path) is None:
+                        for name, _ in exports(db, path):
+                            defined.setdefault(name, path)
+            name = d.message[len(prefix) : -1]
+            source = defined.get(name)
+            here = d.primary.loc.path
+            if source is not None and source != here:
+                spec = posixpath.relpath(source, posixpath.dirname(here) or ".")
+                d = replace(d, help=f'import it: from "{spec}" import {name}')
+        out.append(d)
+    return out

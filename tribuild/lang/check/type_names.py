@@ -7,9 +7,10 @@ Terms:
   a user layer (stateful or functional) visible in the item's file.
 - A name a failing import promised (``unresolved``) is not reported again: that import's own
   error explains it. The parser's stand-in for a type it could not read is skipped likewise.
-- *unknown type*: a semantic type that is, or is a list of, a name that names no type. It was
-  reported here (E0301), so the checker neither checks values against it nor checks a value
-  declared with it (a parameter of that type is POISON): one mistake, one diagnostic.
+- *unknown type*: a semantic type that is, or is a list of, a name that names no type (or a
+  name a failing import promised). It was reported here (E0301) or at the import (E0203),
+  so the checker neither checks values against it nor checks a value declared with it (a
+  parameter of that type is POISON): one mistake, one diagnostic.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def unknown_type(t: Type | None, env: Env) -> bool:
     """Whether ``t`` is an unknown type (see the module docstring)."""
     while isinstance(t, ListT):
         t = t.elem
-    return isinstance(t, NamedT) and not names_type(t.name, env)
+    if not isinstance(t, NamedT):
+        return False
+    ref = env.lookup(t.name)  # a failed import's name: unknown too, but reported there
+    return not names_type(t.name, env) or (ref is not None and ref.kind == "unresolved")
 
 
 def _named_types(item: ast.Item) -> list[ast.NamedType]:
