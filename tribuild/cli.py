@@ -633,7 +633,7 @@ def _run(command, args) -> int:
     try:
         return command(args)
     except ConfigError as err:
-        print(err, file=sys.stderr)
+        print(err.excerpted(), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         raise  # standard output closed by its reader (``entry``)

@@ -73,12 +73,13 @@ def test_comment_edit_writes_nothing_body_edit_rewrites_its_users(mini, cli):
     assert {"net.py", "wide.py", "twin.py"} <= changed
     assert not {"mlp.py", "mlp.d", "net.d"} & changed
     assert not [f for f in changed if f.startswith("kernels/linear_16x784_")]
-    assert "net.py: written\n  target net:\n    target_build(" in err and "source_text" in err
+    assert "net.py: written\n  target net:\n    the files of target `net` [target_build]" in err
+    assert "[source_text]" in err
     assert "no build this cache remembers" not in err
     toml = mini / "Tribuild.toml"
     toml.write_text(toml.read_text().replace("args = { width = 48 }", "args = { width = 40 }"))
     code, _, err = cli(["build", "--explain"], mini)
-    assert code == 0 and "wide.py: written\n  target wide:\n    target_build('wide'" in err
+    assert code == 0 and "wide.py: written\n  target wide:\n    the files of target `wide`" in err
     assert (
         "because it had never run\n    (no build this cache remembers made this target "
         "with this entry, args, input shape and -O level" in err
@@ -140,7 +141,7 @@ def test_only_the_first_failure_is_shown_unless_keep_going(mini, cli):
     assert code == 1 and "also failed: wide, mlp, twin (--keep-going" in err
     assert err.count("error[") == 1
     code, _, err = cli(["build", "-q", "--keep-going"], mini)
-    assert code == 1 and err.count("error[") == 4
+    assert code == 1 and err.count("error[") == 2  # each once: net.tri's serves 3 targets
 
 
 def test_selected_targets_and_usage_errors(mini, cli):
@@ -336,7 +337,7 @@ def test_a_target_prints_its_diagnostics_in_the_order_check_does(tmp_path, cli):
 def test_an_output_or_cache_folder_that_is_a_file_is_named_with_what_to_do(mini, cli):
     (mini / "out").write_text("not a folder")
     code, _, err = cli(["build", "-q"], mini)
-    assert code == 2 and f"{mini / 'out'}: error: the output folder is a file" in err
+    assert code == 2 and "out: error: the output folder is a file" in err  # relative
     (mini / "out").unlink()
     shutil.rmtree(mini / ".tribuild-cache")
     (mini / ".tribuild-cache").write_text("not a folder")

@@ -45,6 +45,22 @@ class Problem:
         text = printable(f"{where}: error: {self.message}")
         return text if self.help is None else f"{text}\n  help: {printable(self.help)}"
 
+    def excerpted(self) -> str:
+        """As ``.tri`` diagnostics print: the path relative to the current folder, then the
+        offending line of the file under a gutter, with carets under the key or value."""
+        path = _shown(self.path)
+        where = path if self.line is None else f"{path}:{self.line}:{self.column}"
+        out = [f"{where}: error: {self.message}"]
+        text = _line(self.path, self.line)
+        if text is not None and self.column:
+            gutter = " " * len(str(self.line))
+            start = min(self.column - 1, len(text))
+            carets = "^" * token_width(text[start:])
+            out += [f"{gutter} |", f"{self.line} | {text}", f"{gutter} | {' ' * start}{carets}"]
+        if self.help is not None:
+            out.append(f"{' ' * len(str(self.line or ''))} = help: {self.help}")
+        return "\n".join(out) + ("\n" if len(out) > 2 else "")  # an excerpt: a blank line after
+
 
 class ConfigError(Exception):
     """Every problem found in one configuration file; ``str()`` renders them all."""
@@ -52,6 +68,63 @@ class ConfigError(Exception):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
         super().__init__("\n".join(p.render() for p in self.problems))
+
+    def excerpted(self) -> str:
+        """Every problem with its source line and carets (what the command line prints)."""
+        return "\n".join(p.excerpted() for p in self.problems).rstrip("\n")
+
+
+def _shown(path: str) -> str:
+    """As `.tri` paths print, relative to the project root: the configuration file by its
+    name (the root is its folder); another path relative to the current folder when inside."""
+    import os
+
+    from tribuild.project import CONFIG_FILE
+
+    if os.path.basename(path) == CONFIG_FILE:
+        return CONFIG_FILE
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _line(path: str, line: int | None) -> str | None:
+    """Line ``line`` (1-based) of the file, without its end; None when it cannot be read."""
+    if line is None:
+        return None
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            for number, text in enumerate(f, 1):
+                if number == line:
+                    return text.rstrip("\r\n").expandtabs(1)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def token_width(text: str) -> int:
+    """The width of the TOML key or value that starts ``text``: a string to its closing
+    quote, an array or inline table to its closing bracket, else up to a space, `=` or `,`."""
+    if not text:
+        return 1
+    if text[0] in "\"'":
+        end = 1
+        while end < len(text) and text[end] != text[0]:
+            end += 2 if text[end] == "\\" and text[0] == '"' else 1
+        return min(end + 1, len(text))
+    if text[0] in "[{":
+        depth = 0
+        for i, c in enumerate(text):
+            depth += (c in "[{") - (c in "]}")
+            if depth == 0:
+                return i + 1
+        return len(text)
+    end = 0
+    while end < len(text) and text[end] not in " \t=,]}#":
+        end += 1
+    return max(end, 1)
 
 
 def render_key(path: Path) -> str:

@@ -38,7 +38,7 @@ from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, explain, outputs, timing
 from tribuild.driver import progress as progress_mod
 from tribuild.driver import remote as remote_cache
-from tribuild.driver.check import sort_diagnostics, target_problem
+from tribuild.driver.check import input_at_config, sort_diagnostics, target_problem
 from tribuild.driver.lock import project_lock
 from tribuild.driver.noop import manifest
 from tribuild.driver.pool.scheduler import run_units
@@ -496,6 +496,7 @@ def _collect(
             mine = hit.files | depfile_file(db, project, t, result.out_dir)
         else:
             target, value = target_result(db, t, outcomes, request.stop_after)
+            target.diagnostics = input_at_config(project, t, target.diagnostics, result.sources)
             if any(d.code in UNKNOWN_CODES for d in target.diagnostics):
                 sources = scan(project.root, project.config.sources)
                 target.diagnostics = tuple(with_import_help(db, target.diagnostics, sources))

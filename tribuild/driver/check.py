@@ -11,19 +11,20 @@ from __future__ import annotations
 import os
 
 from tribuild.base.files import read_text
-from tribuild.base.record import record
+from tribuild.base.record import record, replace
 from tribuild.config.load import Target
 from tribuild.config.locate import Locator
-from tribuild.config.problems import ConfigError, Problem
-from tribuild.diagnostics import Diagnostic
+from tribuild.config.problems import ConfigError, Problem, token_width
+from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
 from tribuild.lang import CANNOT_INSTANTIATE
+from tribuild.lang.check.codes import EXAMPLE_INPUT
 from tribuild.queries.lower import lowering_report
 from tribuild.queries.names import with_import_help
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, read_error
-from tribuild.queries.targets import TargetReport, target_report
+from tribuild.queries.targets import HELP, TargetReport, target_report
 
 
 @record
@@ -63,9 +64,13 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
         ]
         if problems:  # every target that cannot be instantiated, at its line
             raise ConfigError(problems)
-        diags += [d for _, r in reports for d in target_diagnostics(db, r)]
+        sources = QuerySources(db)
+        diags += [
+            d
+            for t, r in reports
+            for d in input_at_config(project, t, target_diagnostics(db, r), sources)
+        ]
         diags = with_import_help(db, diags, closure)
-    sources = QuerySources(db)
     result = CheckResult(
         sort_diagnostics(diags, db),
         closure,
@@ -88,6 +93,33 @@ def target_diagnostics(db, report: TargetReport) -> tuple[Diagnostic, ...]:
     return report.diagnostics + lowering_report(db, report.root)
 
 
+def input_at_config(
+    project: Project, target: Target, diags, sources: QuerySources
+) -> tuple[Diagnostic, ...]:
+    """``diags`` with each E0410 (the example input does not fit) located at the target's
+    ``input`` in Tribuild.toml, where the fix is, the entry layer as its second label; the
+    configuration's text goes into ``sources`` so the renderer can show the line."""
+    if not any(d.code == EXAMPLE_INPUT for d in diags):
+        return tuple(diags)
+    text = read_text(project.config.path)
+    rel = os.path.relpath(project.config.path, project.root).replace(os.sep, "/")
+    sources.plain[rel] = text
+    line, col = Locator(text).value(("targets", target.name, "input"))
+    start = sum(len(x) for x in text.splitlines(keepends=True)[: line - 1]) + col - 1
+    end = start + token_width(text[start:].split("\n", 1)[0])
+    at = Label(Loc(rel, None, (start, end)), f"the example input of target `{target.name}`")
+    return tuple(
+        replace(
+            d,
+            primary=at,
+            secondary=(Label(d.primary.loc, d.primary.message), *d.secondary),
+        )
+        if d.code == EXAMPLE_INPUT
+        else d
+        for d in diags
+    )
+
+
 def target_problem(project: Project, target: Target, problem: str) -> ConfigError:
     """The configuration error for a target that cannot be instantiated: at its ``args`` when
     the layer was found but they do not fit it, else at its ``entry``."""
@@ -101,6 +133,7 @@ def target_problem(project: Project, target: Target, problem: str) -> ConfigErro
         if field == "args"
         else "a layer of that file whose construction arguments fit `args`"
     )
+    problem, _, help = problem.partition(HELP)
     return ConfigError(
         [
             Problem(
@@ -110,6 +143,7 @@ def target_problem(project: Project, target: Target, problem: str) -> ConfigErro
                 f"targets.{target.name}.{field}",
                 f"target `{target.name}` cannot be built: {problem}",
                 expected,
+                help or None,
             )
         ]
     )
@@ -148,9 +182,12 @@ def sort_diagnostics(diags: list[Diagnostic], db) -> list[Diagnostic]:
 
     def key(d: Diagnostic):
         loc = d.primary.loc
-        if loc.path not in starts:
-            starts[loc.path] = {e.id: e.start for e in item_index(db, loc.path)}
-        base = 0 if loc.item is None else starts[loc.path].get(loc.item, 0)
+        if loc.item is None:
+            base = 0  # also where a file is not `.tri` (Tribuild.toml): never lexed as one
+        else:
+            if loc.path not in starts:
+                starts[loc.path] = {e.id: e.start for e in item_index(db, loc.path)}
+            base = starts[loc.path].get(loc.item, 0)
         return (loc.path, base + max(loc.span[0], 0), d.code, d.message)
 
     return sorted(dict.fromkeys(diags), key=key)

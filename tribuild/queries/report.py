@@ -20,13 +20,20 @@ __all__ = ["QuerySources", "file_diagnostics"]
 
 
 class QuerySources:
-    """A ``Source`` for ``tribuild.diagnostics_render`` that reads through the database."""
+    """A ``Source`` for ``tribuild.diagnostics_render`` that reads through the database.
+    ``plain`` holds files that are not `.tri` (Tribuild.toml, where a target's example input
+    is written): path -> text; a Loc in one of them spans characters, not tokens."""
 
     def __init__(self, db):
         self.db = db
+        self.plain: dict[str, str] = {}
 
     def text(self, path: str) -> str:
+        if path in self.plain:
+            return self.plain[path]
         return source_text(self.db, path).text or ""
 
     def char_range(self, loc: Loc) -> tuple[int, int]:
+        if loc.path in self.plain:
+            return loc.span
         return char_range(lexed(self.db, loc.path), item_index(self.db, loc.path), loc)

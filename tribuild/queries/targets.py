@@ -27,7 +27,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.base.record import record
-from tribuild.diagnostics import Diagnostic, Label, Loc, register
+from tribuild.diagnostics import Diagnostic, Label, Loc, closest, register
 from tribuild.engine import derived
 from tribuild.lang import InstanceKey, ast, check_target_input, describe_instance
 from tribuild.queries.names import import_targets, scope
@@ -166,7 +166,7 @@ def target_report(
         return TargetReport(None, f"cannot read the entry file `{entry_path}`: {unread}", ())
     ref = scope(db, entry_path).lookup(layer)
     if ref is None or ref.kind not in ("layer", "functional"):
-        return TargetReport(None, f"`{entry_path}` defines no layer `{layer}`", ())
+        return TargetReport(None, _no_layer(db, entry_path, layer), ())
     root = layer_instance(db, ref.path, ref.item_id, args)
     if isinstance(root, str):
         return TargetReport(None, root, ())
@@ -181,6 +181,18 @@ def target_report(
         sig = signature(db, ref.path, ref.item_id).signature
         diags += check_target_input(sig, root, input_shape)
     return TargetReport(root, None, tuple(dict.fromkeys(diags)))
+
+
+HELP = "\nhelp: "  # in a problem, what follows this is its help line
+
+
+def _no_layer(db, entry_path: str, layer: str) -> str:
+    """The problem of an entry naming no layer, with a did-you-mean and the file's layers."""
+    layers = sorted(n for n, r in scope(db, entry_path).names if r.kind in ("layer", "functional"))
+    close = closest(layer, layers)
+    listed = f"its layers: {', '.join(layers)}" if layers else "it defines no layer"
+    guess = f"did you mean `{close}`? " if close else ""
+    return f"`{entry_path}` defines no layer `{layer}`{HELP}{guess}{listed}"
 
 
 def import_closure(db, entry_path: str) -> tuple[str, ...]:
