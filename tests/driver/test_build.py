@@ -313,8 +313,10 @@ def test_the_record_is_written_with_the_outputs_and_renamed_last(tmp_path, monke
 
 
 def test_a_target_prints_its_diagnostics_in_the_order_check_does(tmp_path, cli):
-    """By position: the instance's errors (line 2, found with args c = 3) come before the
-    file's generic one (line 11), as `check` prints them."""
+    """By position, as `check` prints them. The target (A with c = 3) fails on its own
+    instance's error only (line 2, column 24: 6 / 0); `check` also reports the default
+    instance A(c = 2) (line 2, column 14) and B's generic error (line 11), which are no part
+    of the target, so they do not fail it."""
     shutil.copy(FIXTURES / "order.tri", tmp_path / "m.tri")
     (tmp_path / "Tribuild.toml").write_text(
         '[project]\nname = "o"\nsources = ["."]\n\n'
@@ -325,13 +327,13 @@ def test_a_target_prints_its_diagnostics_in_the_order_check_does(tmp_path, cli):
         for line in cli(["build", "-q"], tmp_path)[2].splitlines()
         if line.startswith("m.tri:")
     ]
-    assert firsts == ["m.tri:2:14", "m.tri:2:24", "m.tri:11:16"]
+    assert firsts == ["m.tri:2:24"]
     checked = [
         line.split(": error")[0]
         for line in cli(["check"], tmp_path)[2].splitlines()
         if line.startswith("m.tri:")
     ]
-    assert checked == firsts
+    assert checked == ["m.tri:2:14", "m.tri:2:24", "m.tri:11:16"]
 
 
 def test_an_output_or_cache_folder_that_is_a_file_is_named_with_what_to_do(mini, cli):
@@ -447,3 +449,22 @@ def test_a_parallel_build_killed_before_its_record_leaves_nothing_for_good(mini,
     assert outputs.EARLY not in files
     code, _, err = cli(["clean"], mini)
     assert code == 0 and not (mini / "out").exists()
+
+
+def test_an_error_in_a_layer_no_target_reaches_fails_check_not_the_build(mini, cli):
+    """A target fails only when an item it reaches has an error: a broken layer beside the
+    ones it uses, in the same file, is `check`'s to report."""
+    blocks = mini / "models" / "lib" / "blocks.tri"
+    blocks.write_text(
+        blocks.read_text() + "\nlayer Unused(c: int) {\n    let fc = Linear(c, c)\n"
+        "    fn forward(x: Tensor<float32, [N, c]>) -> Tensor<float32, [N, c]> {\n"
+        "        return rleu(fc(x))\n    }\n}\n"
+    )
+    code, _, err = cli(["build"], mini)
+    assert code == 0 and "error[" not in err, err
+    code, _, err = cli(["check"], mini)
+    assert code == 1 and err.count("error[E0307]") == 1, err
+    blocks.write_text(blocks.read_text().replace("return relu(fc(x))", "return relu(fc(y))"))
+    code, _, err = cli(["build", "--keep-going"], mini)  # Dense is reached by 3 targets
+    assert code == 1 and "3 of 4 targets failed (net, wide, twin)" in err, err
+    assert err.count("error[E0307]: unknown name `y`") == 1 and "rleu" not in err, err

@@ -49,7 +49,7 @@ from tribuild.engine.explain import NEVER_RAN
 from tribuild.project import CONFIG_FILE, job_count
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import UNKNOWN_CODES, imports, with_import_help
-from tribuild.queries.report import QuerySources, file_diagnostics
+from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
 
@@ -446,14 +446,9 @@ def _unit_query(request: Request):
 
 
 def _file_checks(entry_path: str, db) -> list[tuple]:
-    """The keys of what `tribuild check` reports for each file of the import closure of
-    ``entry_path`` (``file_diagnostics``), and of its ``imports``: the driver reads both
-    after the units, so they come with a worker's results."""
-    return [
-        (query, (p,))
-        for p in depfile.import_closure(db, entry_path)
-        for query in (imports, file_diagnostics)
-    ]
+    """The keys of the ``imports`` of each file of the import closure of ``entry_path``:
+    the driver reads them after the units, so they come with a worker's results."""
+    return [(imports, (p,)) for p in depfile.import_closure(db, entry_path)]
 
 
 def run(db, targets, request: Request, opt: str, show, clock, emit=None) -> tuple[list[Unit], dict]:
@@ -525,12 +520,10 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
 
 
 def judged(db, t: Target, value) -> TargetResult:
-    """The TargetResult of target ``t`` whose unit gave ``value``: the diagnostics of the
-    files of its import closure and its own, in the order `check` prints them."""
-    files_diags = [
-        d for p in depfile.import_closure(db, t.entry_path) for d in file_diagnostics(db, p)
-    ]
-    diags = files_diags + list(value.diagnostics)
+    """The TargetResult of target ``t`` whose unit gave ``value``: its diagnostics (those of
+    the items it reaches, ``target_report``), in the order `check` prints them. An error
+    elsewhere in the same files is `check`'s to report; it does not fail this target."""
+    diags = list(value.diagnostics)
     if len(diags) > 1:
         diags = sort_diagnostics(diags, db)
     return TargetResult(t.name, diagnostics=tuple(diags))

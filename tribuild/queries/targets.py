@@ -17,16 +17,19 @@ Terms:
   then the instance reports of the file's layers that can be instantiated with their
   defaults. In item order; the driver sorts by position when printing.
 - *import closure*: a file and every file it imports, transitively, sorted.
-- *target report*: the item diagnostics of every readable file of the target's import
-  closure (an unreadable one is reported where it is imported), then its root's instance
-  report and the check of its example input; each diagnostic once. So a target builds
-  exactly when its sources have no error, whoever asks. (Default instances of other layers
+- *reached items*: the items a target's entry needs: itself and, transitively, the items
+  its names resolve to, and the imports of each file on the way.
+- *target report*: the item diagnostics of the reached items (and the file-level ones: an
+  unreadable file is reported where it is imported), then its root's instance report and
+  the check of its example input; each diagnostic once. So a target builds exactly when
+  what it is made of has no error, whoever asks: an error in another layer of the same
+  file fails `check`, not this target. (Default instances of other layers
   of those files are `tribuild check`'s and the driver's business, not the target's.)
 """
 
 from __future__ import annotations
 
-from tribuild.base.record import record
+from tribuild.base.record import fields, is_record, record
 from tribuild.diagnostics import Diagnostic, Label, Loc, closest, register
 from tribuild.engine import derived
 from tribuild.lang import InstanceKey, ast, check_target_input, describe_instance
@@ -170,17 +173,56 @@ def target_report(
     root = layer_instance(db, ref.path, ref.item_id, args)
     if isinstance(root, str):
         return TargetReport(None, root, ())
+    reached = reached_items(db, ref.path, ref.item_id)
     diags = [
         d
         for path in import_closure(db, entry_path)
         if read_error(db, path) is None
         for d in file_item_diagnostics(db, path)
+        if d.primary.loc.item is None or (d.primary.loc.path, d.primary.loc.item) in reached
     ]
     diags += instance_report(db, root)
     if input_shape is not None:
         sig = signature(db, ref.path, ref.item_id).signature
         diags += check_target_input(sig, root, input_shape)
     return TargetReport(root, None, tuple(dict.fromkeys(diags)))
+
+
+def _names_in(node, out: set[str]) -> None:
+    """Every name an item's syntax mentions (values and type names, bound locally or not:
+    a local that shadows an item only adds that item, which errs on the side of failing)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tuple):
+            stack.extend(node)
+        elif isinstance(node, (ast.Name, ast.NamedType)):
+            out.add(node.id if isinstance(node, ast.Name) else node.name)
+        elif is_record(node):
+            stack.extend(getattr(node, f) for f in fields(node) if not f.endswith("span"))
+
+
+@derived
+def reached_items(db, path: str, item_id: str) -> frozenset[tuple[str, str]]:
+    """The items (path, id) an entry item needs: itself, the items its names resolve to,
+    transitively, and the imports of every file on the way (a failed import's name is in
+    scope as unresolved: its error belongs to whoever uses the file)."""
+    seen = {(path, item_id)}
+    pending = [(path, item_id)]
+    while pending:
+        here, item = pending.pop()
+        names: set[str] = set()
+        _names_in(item_ast(db, here, item).item, names)
+        found = {(here, e.id) for e in item_index(db, here) if e.kind == "import"}
+        visible = scope(db, here)
+        for name in names:
+            ref = visible.lookup(name)
+            if ref is not None and ref.kind != "unresolved":
+                found.add((ref.path, ref.item_id))
+        for key in found - seen:
+            seen.add(key)
+            pending.append(key)
+    return frozenset(seen)
 
 
 HELP = "\nhelp: "  # in a problem, what follows this is its help line
