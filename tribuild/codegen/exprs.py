@@ -175,4 +175,6 @@ def _call(n: Node, args: list[Expr], symbols: dict[str, str], kernels: tuple[str
             )
         case "ternary_matmul":
             return f"torch.matmul({arg('x')}, {arg('w')})"
+        case "cast":
+            return f"{x}.to(torch.{a['dtype'] if a['dtype'] != 'int' else 'int64'})"
     raise ValueError(f"no Python for built-in function {fn}")

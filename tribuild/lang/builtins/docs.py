@@ -56,4 +56,5 @@ SUMMARIES: dict[str, str] = {
     "rope": "rotary position embeddings of [..., T, D] (rotate-half, D even); same shape",
     "attention": "softmax(q k^T / sqrt(D)) v; grouped-query heads, `causal` masks the future: "
     "q [N, H, T, D], k [N, Hkv, S, D], v [N, Hkv, S, Dv] -> [N, H, T, Dv]",
+    "cast": 'the tensor in another dtype (cast(x, "float32")): same shape',
 }

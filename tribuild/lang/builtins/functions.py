@@ -25,6 +25,7 @@ from tribuild.lang.builtins.shapes import (
     window,
 )
 from tribuild.lang.check.codes import (
+    BAD_TYPE,
     CONCAT_MISMATCH,
     CONST_TYPE,
     DIM_MISMATCH,
@@ -51,7 +52,7 @@ from tribuild.lang.check.values import (
 )
 from tribuild.lang.dims import ANY
 from tribuild.lang.syntax import ast
-from tribuild.lang.types import FLOATS, ScalarT, TensorT
+from tribuild.lang.types import DTYPES, FLOATS, ScalarT, TensorT, canonical_dtype
 
 Args = dict[str, Value]
 
@@ -390,6 +391,25 @@ def _trit(args: Args, site: Site) -> Value:
     return POISON
 
 
+def _cast(args: Args, site: Site) -> Value:
+    """`cast(x, "float16")`: the same tensor in another dtype (arguments must match declared
+    dtypes exactly, so this is how a float16 tensor meets a float32 parameter)."""
+    t, dtype = tensor_of(args["x"], site), args["dtype"]
+    if t is None or is_poison(dtype):
+        return POISON
+    if t.ternary:
+        return site.error(TYPE_MISMATCH, f"cannot cast {t}: ternary weights stay trit")
+    if type(dtype) is not str:
+        return site.error(
+            TYPE_MISMATCH, f"expected a dtype name such as \"float16\", found {kind_of(dtype)}"
+        )
+    target = canonical_dtype(dtype)
+    if target is None or target == "trit":
+        names = ", ".join(d for d in DTYPES if d != "trit")
+        return site.error(BAD_TYPE, f"cannot cast to \"{dtype}\": expected one of {names}")
+    return args["x"] if target == t.dtype else TensorV(TensorT(target, t.dims))
+
+
 _X = (("x", REQUIRED),)
 _POOL = _X + (("kernel", REQUIRED), ("stride", None), ("padding", 0))
 _REDUCE = FnSpec(_X + (("dims", None), ("keepdim", False)), _reduce)
@@ -429,4 +449,5 @@ FUNCTIONS: dict[str, FnSpec] = {
     "attention": FnSpec(
         (("q", REQUIRED), ("k", REQUIRED), ("v", REQUIRED), ("causal", False)), _attention
     ),
+    "cast": FnSpec(_X + (("dtype", REQUIRED),), _cast),
 }

@@ -15,7 +15,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.lang import dims
-from tribuild.lang.check.calls import conform, mismatch, subst_type
+from tribuild.lang.check.calls import cast_help, conform, mismatch, subst_type
 from tribuild.lang.check.codes import BAD_ASSIGN, DATA_DEPENDENT, RETURN_MISMATCH
 from tribuild.lang.check.consteval import POISON, Ctx, condition, elements, evaluate
 from tribuild.lang.check.type_names import unknown_type
@@ -120,6 +120,7 @@ def check_declared(
             span,
             f"{what}: {message}" if what else message,
             label=f"expected {shown}",
+            help=cast_help(declared, value),
         )
         return POISON
     return converted

@@ -288,6 +288,19 @@ def mismatch(formal: Type, shown: str, value: Value, problem: str) -> str:
     return problem
 
 
+def cast_help(formal: Type | None, value: Value) -> str | None:
+    """The fix for a tensor of the right shape in another dtype: the `cast` built-in."""
+    if (
+        isinstance(formal, TensorT)
+        and isinstance(value, TensorV)
+        and not formal.ternary
+        and not value.type.ternary
+        and formal.dtype != value.type.dtype
+    ):
+        return f'convert it: cast(..., "{formal.dtype}")'
+    return None
+
+
 def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None:
     if isinstance(t, TensorT) and t.dims is not None:
         return TensorT(
@@ -491,6 +504,7 @@ def _apply_signature(
                 vspan,
                 f"argument `{p.name}` of {what}: {mismatch(formal, shown, value, problem)}",
                 label=f"expected {shown}",
+                help=cast_help(formal, value),
             )
             return POISON
     out = subst_type(ret, mapping)
