@@ -42,7 +42,7 @@ from tribuild.queries.semantic import (
     layer_instance,
     signature,
 )
-from tribuild.queries.syntax import item_ast, item_index, read_error
+from tribuild.queries.syntax import item_ast, item_index, item_names, read_error
 
 Chain = tuple[tuple[str, InstanceKey], ...]
 MAX_NESTING = 64
@@ -206,14 +206,18 @@ def _names_in(node, out: set[str]) -> None:
 def reached_items(db, path: str, item_id: str) -> frozenset[tuple[str, str]]:
     """The items (path, id) an entry item needs: itself, the items its names resolve to,
     transitively, and the imports of every file on the way (a failed import's name is in
-    scope as unresolved: its error belongs to whoever uses the file)."""
+    scope as unresolved: its error belongs to whoever uses the file), and the text of those
+    files and the files they import that reads as no item (it could define anything)."""
     seen = {(path, item_id)}
     pending = [(path, item_id)]
     while pending:
         here, item = pending.pop()
         names: set[str] = set()
         _names_in(item_ast(db, here, item).item, names)
-        found = {(here, e.id) for e in item_index(db, here) if e.kind == "import"}
+        found = {(here, i) for i, kind, _ in item_names(db, here) if kind in ("import", "error")}
+        for imported in import_targets(db, here):  # what it may bring in, unread as items
+            if read_error(db, imported) is None:
+                found |= {(imported, i) for i, k, _ in item_names(db, imported) if k == "error"}
         visible = scope(db, here)
         for name in names:
             ref = visible.lookup(name)
