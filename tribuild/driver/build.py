@@ -491,6 +491,7 @@ def _collect(
             mine = hit.files | depfile_file(db, project, t, result.out_dir)
         else:
             target, value = target_result(db, t, outcomes, request.stop_after)
+            assert result.sources is not None and project.config is not None  # set by compute
             target.diagnostics = input_at_config(project, t, target.diagnostics, result.sources)
             if any(d.code in UNKNOWN_CODES for d in target.diagnostics):
                 sources = scan(project.root, project.config.sources)

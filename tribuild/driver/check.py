@@ -99,8 +99,8 @@ def input_at_config(
     """``diags`` with each E0410 (the example input does not fit) located at the target's
     ``input`` in Tribuild.toml, where the fix is, the entry layer as its second label; the
     configuration's text goes into ``sources`` so the renderer can show the line."""
-    if not any(d.code == EXAMPLE_INPUT for d in diags):
-        return tuple(diags)
+    if not any(d.code == EXAMPLE_INPUT for d in diags) or project.config is None:
+        return tuple(diags)  # (a target comes from a Tribuild.toml: there is one)
     text = read_text(project.config.path)
     rel = os.path.relpath(project.config.path, project.root).replace(os.sep, "/")
     sources.plain[rel] = text
