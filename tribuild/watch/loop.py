@@ -151,7 +151,8 @@ class Watcher:
             driver.select(project, self.options.targets)
         except ConfigError as err:
             self.screen.problem(
-                f"{err}\n(keeping the previous configuration until it is fixed)", failing=False
+                f"{err.excerpted()}\n(keeping the previous configuration until it is fixed)",
+                failing=False,
             )
             return
         project.cache_dir = self.project.cache_dir
