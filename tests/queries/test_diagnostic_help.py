@@ -128,11 +128,12 @@ def test_build_and_check_print_the_import_help(tmp_path, monkeypatch):
         '[targets.m]\nentry = "models/model.tri:Model"\ninput = [1, 2, 4]\n'
     )
     monkeypatch.chdir(tmp_path)
-    for command in ("check", "build"):
+    # `check PATHS` reads the named file alone, but looks for the name in the whole project
+    for args in (["check"], ["build"], ["check", "models/model.tri"]):
         import contextlib
         import io
 
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            assert main([command]) == 1
-        assert 'help: import it: from "blocks.tri" import TransformerBlock' in err.getvalue()
+            assert main(args) == 1
+        assert 'help: import it: from "blocks.tri" import TransformerBlock' in err.getvalue(), args

@@ -21,7 +21,7 @@ from tribuild.driver.sources import load_sources, scan
 from tribuild.lang import CANNOT_INSTANTIATE
 from tribuild.lang.check.codes import EXAMPLE_INPUT
 from tribuild.queries.lower import lowering_report
-from tribuild.queries.names import with_import_help
+from tribuild.queries.names import UNKNOWN_CODES, with_import_help
 from tribuild.queries.report import QuerySources, file_diagnostics
 from tribuild.queries.syntax import item_index, read_error
 from tribuild.queries.targets import HELP, TargetReport, target_report
@@ -70,7 +70,10 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
             for t, r in reports
             for d in input_at_config(project, t, target_diagnostics(db, r), sources)
         ]
-        diags = with_import_help(db, diags, closure)
+        defining = closure  # where an unknown name may be defined: with PATHS, the project too
+        if paths and project.config and any(d.code in UNKNOWN_CODES for d in diags):
+            defining = load_sources(db, project.root, scan(project.root, project.config.sources))
+        diags = with_import_help(db, diags, defining)
     result = CheckResult(
         sort_diagnostics(diags, db),
         closure,
