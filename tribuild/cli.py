@@ -583,37 +583,36 @@ def _global_options(argv: list[str]) -> tuple[list[str], int | None]:
     ``--version``) and act on them; the rest of ``argv``, and an exit code if the process is
     done (the version printed, or a usage error)."""
     rest = list(argv)
-    while rest and rest[0].startswith("-") and rest[0] not in ("-h", "--help"):
-        arg = rest.pop(0)
-        name, eq, value = arg.partition("=")
+    while rest and rest[0].startswith("-"):
+        arg = rest[0]
         if arg == "--version":
             print(f"tribuild {_version()}")
-            return rest, EXIT_OK
-        if name in ("-C", "--directory", "--color") or arg.startswith("-C"):
-            if arg.startswith("-C") and len(arg) > 2:
-                name, value, eq = "-C", arg[2:], "="
-            if not eq:
-                if not rest:
-                    print(f"tribuild: {name} needs a value", file=sys.stderr)
-                    return rest, EXIT_USAGE
-                value = rest.pop(0)
-            if name == "--color":
-                if value not in terminal.CHOICES:
-                    print(
-                        f"tribuild: --color must be auto, always or never, not {value!r}",
-                        file=sys.stderr,
-                    )
-                    return rest, EXIT_USAGE
-                terminal.choice = value
-            else:
-                try:
-                    os.chdir(value)
-                except OSError as err:
-                    print(f"tribuild: -C {value}: {err.strerror}", file=sys.stderr)
-                    return rest, EXIT_USAGE
+            return rest[1:], EXIT_OK
+        name, eq, value = arg.partition("=")
+        if arg.startswith("-C") and len(arg) > 2:  # -CDIR, as make takes it
+            name, eq, value = "-C", "=", arg[2:]
+        if name not in ("-C", "--directory", "--color"):
+            break  # not a global option (-h among them): argparse takes it
+        del rest[0]
+        if not eq:
+            if not rest:
+                print(f"tribuild: {name} needs a value", file=sys.stderr)
+                return rest, EXIT_USAGE
+            value = rest.pop(0)
+        if name == "--color":
+            if value not in terminal.CHOICES:
+                print(
+                    f"tribuild: --color must be auto, always or never, not {value!r}",
+                    file=sys.stderr,
+                )
+                return rest, EXIT_USAGE
+            terminal.choice = value
             continue
-        rest.insert(0, arg)  # not a global option: argparse reports it
-        break
+        try:
+            os.chdir(value)
+        except OSError as err:
+            print(f"tribuild: -C {value}: {err.strerror}", file=sys.stderr)
+            return rest, EXIT_USAGE
     return rest, None
 
 

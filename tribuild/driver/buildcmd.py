@@ -71,11 +71,7 @@ def run(project, args) -> int:
 
 def unique_diagnostics(result) -> list:
     """The diagnostics of every target, each once (targets that share a file share its)."""
-    seen: dict = {}
-    for target in result.targets:
-        for diag in target.diagnostics:
-            seen.setdefault(diag, None)
-    return list(seen)
+    return list(dict.fromkeys(d for target in result.targets for d in target.diagnostics))
 
 
 def _stop_after(args) -> str | None:

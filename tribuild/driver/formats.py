@@ -80,12 +80,11 @@ def sarif(diagnostics, sources, version: str) -> dict:
     for diag in diagnostics:
         data = to_json(diag, sources)
         rules.setdefault(diag.code, {"id": diag.code, "name": diag.code})
-        message = data["message"] + (f"\nhelp: {data['help']}" if data["help"] else "")
         results.append(
             {
                 "ruleId": diag.code,
                 "level": "error" if diag.severity == "error" else "warning",
-                "message": {"text": message},
+                "message": {"text": _message(data)},
                 "locations": [_sarif_location(data)],
                 "relatedLocations": [
                     _sarif_location(label, i) | {"message": {"text": label["label"] or "here"}}
@@ -144,9 +143,14 @@ def github(diagnostics, sources) -> str:
             "title": f"{diag.code}",
         }
         text = ",".join(f"{k}={_escape(str(v), True)}" for k, v in props.items())
-        message = data["message"] + (f"\nhelp: {data['help']}" if data["help"] else "")
-        lines.append(f"::{command} {text}::{_escape(message, False)}")
+        lines.append(f"::{command} {text}::{_escape(_message(data), False)}")
     return "".join(line + "\n" for line in lines)
+
+
+def _message(data: dict) -> str:
+    """A diagnostic's message, with its help on a line of its own (SARIF and annotations have
+    one text field)."""
+    return data["message"] + (f"\nhelp: {data['help']}" if data["help"] else "")
 
 
 def _escape(text: str, property_value: bool) -> str:
