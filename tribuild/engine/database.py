@@ -70,6 +70,19 @@ class Database:
             self.tables[query][args] = memo
         return memo
 
+    def fresh(self, query, *args) -> bool:
+        """Whether asking ``query(*args)`` now would be a plain hit: its memo was verified in
+        this revision, holds its value and is not being computed. A hint that lets a walk skip
+        work it would redo; a query's value must never depend on it (see
+        ``queries.walks``). Lock-free, as the hit path of ``fetch`` is."""
+        memo = self.tables.get(query, {}).get(args)
+        return (
+            memo is not None
+            and memo.verified_at >= self.revision
+            and memo.value is not NO_VALUE
+            and not memo.busy
+        )
+
     def memo_at(self, key_id: int) -> Memo:
         """The memo of a key id, materialised from a loaded store if need be."""
         memo = self.memos[key_id]

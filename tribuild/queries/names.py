@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import bisect
 import posixpath
+from functools import partial
 
 from tribuild.base.record import record, replace
 from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
 from tribuild.engine import derived
 from tribuild.lang import ItemRef, ast
 from tribuild.queries.syntax import item_ast, item_names, read_error
+from tribuild.queries.walks import acyclic_and_settled, settle_deepest_first, shortest_cycle
 
 E_DUPLICATE = register("E0201", "a name is defined twice")
 E_IMPORT_CONFLICT = register("E0202", "an imported name is already taken")
@@ -124,22 +126,16 @@ def exports(db, path: str) -> tuple[tuple[str, ItemRef], ...]:
 @derived
 def import_cycle(db, path: str) -> tuple[str, ...] | None:
     """The shortest chain of imports from ``path`` back to itself, or None."""
-    parent: dict[str, str] = {}
-    frontier = [path]
-    while frontier:
-        nxt = []
-        for here in frontier:
-            for target in import_targets(db, here):
-                if target == path:
-                    chain = [here]
-                    while chain[-1] != path:
-                        chain.append(parent[chain[-1]])
-                    return (path, *reversed(chain[:-1]), path) if len(chain) > 1 else (path, path)
-                if target not in parent and _readable(db, target):
-                    parent[target] = here
-                    nxt.append(target)
-        frontier = nxt
-    return None
+    start = (path,)
+    imported = partial(_imported, db)
+    settle_deepest_first(db, import_cycle, start, imported, acyclic_and_settled(db, import_cycle))
+    cycle = shortest_cycle(db, import_cycle, start, imported)
+    return tuple(p for (p,) in cycle) if cycle else None
+
+
+def _imported(db, node: tuple[str]) -> list[tuple[str]]:
+    """The readable files a file imports, as nodes of ``walks``."""
+    return [(target,) for target in import_targets(db, node[0]) if _readable(db, target)]
 
 
 def _readable(db, path: str) -> bool:

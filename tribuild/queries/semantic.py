@@ -21,6 +21,8 @@ Terms:
 
 from __future__ import annotations
 
+from functools import partial
+
 from tribuild.base.record import record
 from tribuild.diagnostics import Diagnostic, Label, Loc, register
 from tribuild.engine import derived
@@ -44,6 +46,7 @@ from tribuild.lang import (
 )
 from tribuild.queries.names import scope
 from tribuild.queries.syntax import indexed, item_ast, item_construction
+from tribuild.queries.walks import acyclic_and_settled, settle_deepest_first, shortest_cycle
 
 E_CONST_CYCLE = register("E0207", "a constant depends on itself")
 
@@ -111,58 +114,23 @@ def item_refs(db, path: str, item_id: str) -> tuple[ItemRef, ...]:
 def const_cycle(db, path: str, item_id: str) -> tuple[str, ...] | None:
     """The shortest chain of items by which a constant's value depends on itself, or None."""
     start = (path, item_id)
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-    frontier = [start]
-    while frontier:
-        nxt = []
-        for here in frontier:
-            for ref in item_refs(db, *here):
-                there = (ref.path, ref.item_id)
-                if there == start:
-                    chain = [here]
-                    while chain[-1] != start:
-                        chain.append(parent[chain[-1]])
-                    return tuple(i for _, i in reversed(chain)) + (item_id,)
-                if there not in parent:
-                    parent[there] = here
-                    nxt.append(there)
-        frontier = nxt
-    return None
+    named = partial(_named_items, db)
+    settle_deepest_first(db, const_cycle, start, named, acyclic_and_settled(db, const_cycle))
+    cycle = shortest_cycle(db, const_cycle, start, named)
+    return tuple(i for _, i in cycle) if cycle else None
 
 
-_DEEPEST_FIRST = [False]  # a walk of ``_evaluate_deepest_first`` is under way in this process
+def _named_items(db, node: tuple[str, str]) -> list[tuple[str, str]]:
+    return [(r.path, r.item_id) for r in item_refs(db, *node)]
 
 
-def _evaluate_deepest_first(db, path: str, item_id: str) -> None:
-    """Evaluate the constants that this one's value names, transitively, deepest first (a
-    walk with an explicit stack), so each evaluation finds the values it reads computed and
-    nests one query deep: evaluating a chain of constants ``let c0 = c1 + 1``, ``let c1 =
-    c2 + 1``, ... by plain recursion of queries ran out of Python's stack at about 90
-    constants. The evaluations that this walk starts do not walk again. Values do not depend
-    on the order; only the depth of the stack does."""
-    if _DEEPEST_FIRST[0]:
-        return
-    _DEEPEST_FIRST[0] = True
-    try:
-        start = (path, item_id)
-        seen = {start}
-        stack = [(start, iter(_const_refs(db, start)))]
-        while stack:
-            here, refs = stack[-1]
-            there = next(refs, None)
-            if there is None:
-                stack.pop()
-                if here != start:
-                    const_value(db, *here)
-            elif there not in seen:
-                seen.add(there)
-                stack.append((there, iter(_const_refs(db, there))))
-    finally:
-        _DEEPEST_FIRST[0] = False
+def _valued(db, node: tuple[str, str]) -> bool:
+    """A constant whose value is settled: so are those it names, or it is POISON (a cycle)."""
+    return db.fresh(const_value, *node)
 
 
-def _const_refs(db, item: tuple[str, str]) -> list[tuple[str, str]]:
-    return [(r.path, r.item_id) for r in item_refs(db, *item) if r.kind == "const"]
+def _named_constants(db, node: tuple[str, str]) -> list[tuple[str, str]]:
+    return [(r.path, r.item_id) for r in item_refs(db, *node) if r.kind == "const"]
 
 
 @derived
@@ -170,7 +138,11 @@ def const_value(db, path: str, item_id: str) -> Value:
     """A constant's value; POISON (already reported) when it depends on itself."""
     if const_cycle(db, path, item_id):
         return POISON
-    _evaluate_deepest_first(db, path, item_id)
+    # Deepest first: evaluating a chain ``let c0 = c1 + 1``, ``let c1 = c2 + 1``, ... by plain
+    # recursion of queries ran out of Python's stack at about 90 constants.
+    settle_deepest_first(
+        db, const_value, (path, item_id), partial(_named_constants, db), partial(_valued, db)
+    )
     item = item_ast(db, path, item_id).item
     assert isinstance(item, ast.Const)  # only constants are asked for their value
     return const_value_of(
