@@ -16,6 +16,9 @@ from test_check_support import load_program, run_program
 
 from tribuild.diagnostics import CODES
 from tribuild.lang.check import codes as check_codes
+from tribuild.lang.check.checker import check_item
+from tribuild.lang.check.values import format_value
+from tribuild.lang.signature import signature_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "check"
 CASES = sorted(FIXTURES.glob("*.tri"))
@@ -63,3 +66,34 @@ def test_every_code_is_documented_with_an_example() -> None:
     }
     assert sorted(c for c in CODES if c not in rows) == []
     assert sorted(c for c, example in rows.items() if not example.strip()) == []
+
+
+def test_a_loop_over_alike_blocks_checks_each_distinct_step_once() -> None:
+    """The trace (what an editor's hover reads) records each step the checker ran: over 40
+    alike blocks, a first block that changes the width and the step after it, which meets
+    the state it leaves; the other 38 repeat that step and are skipped
+    (``body._loop_state``). tests/fixtures/check/loops.tri shows the findings unchanged."""
+    text = """layer Stage() {
+    let blocks = [Linear(i == 0 ? 8 : 4, 4) for i in 0..40]
+
+    fn forward(x: Tensor<float32, [N, 8]>) -> Tensor<float32, [N, 4]> {
+        for b in blocks {
+            x = b(x)
+        }
+        return x
+    }
+}
+"""
+    program = load_program({"stage.tri": text})
+    (path, item_id, item), *_ = program.order
+    sig, _ = signature_of(item, path, item_id)
+    trace: list = []
+    assert check_item(item, sig, path, item_id, program.env, None, trace) == ()
+    steps = [format_value(value) for _, name, value in trace if name == "b"]
+    assert len(steps) == 2 and steps[0] != steps[1], steps
+    widths = [format_value(value) for _, name, value in trace if name == "x"]
+    assert widths == [
+        "Tensor<float32, [N, 8]>",
+        "Tensor<float32, [N, 4]>",
+        "Tensor<float32, [N, 4]>",
+    ]
