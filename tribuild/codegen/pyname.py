@@ -67,6 +67,7 @@ buffers call_super_init children compile cpu cuda double dump_patches eval extra
 float_module forward freeze from_float generate get_buffer get_extra_state get_parameter
 get_submodule half ipu load_state_dict modules mtia named_buffers named_children named_modules
 named_parameters parameters qat register_backward_hook register_trits trits trit_shapes
+_pack_trits _trit_names
 register_buffer register_forward_hook
 register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
 register_load_state_dict_post_hook register_load_state_dict_pre_hook register_module

@@ -26,7 +26,7 @@ from tribuild.gpu.epilogue import ACTIVATIONS, activation_name
 from tribuild.gpu.kernel_files import class_file, generated_class
 from tribuild.gpu.launch import unpacked_codes
 from tribuild.gpu.nn import MultiHeadAttention, TernaryConv2d, TernaryLayer, TernaryLinear
-from tribuild.gpu.ternarize import ternarize_ste
+from tribuild.gpu.ternarize import nearest_trits_ste, ternarize_ste
 
 
 class _Fused:
@@ -90,18 +90,6 @@ class FloatMultiHeadAttention(nn.Module):
         return self.out_proj(o.transpose(1, 2).reshape(n, t, d))
 
 
-class _TritSTE(torch.autograd.Function):
-    """Forward: the nearest trit of each value. Backward: the gradient, unchanged."""
-
-    @staticmethod
-    def forward(ctx: Any, w: torch.Tensor) -> torch.Tensor:
-        return torch.clamp(torch.round(w), -1, 1)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        return grad
-
-
 def _rebuild_twin(module_name: str, path: str, qualname: str) -> nn.Module:
     cls = float_class(generated_class(module_name, path, qualname))
     return cls.__new__(cls)
@@ -113,7 +101,7 @@ class FloatModule(nn.Module):
     GENERATED: type = nn.Module  # the generated class this one is the twin of
 
     def trits(self, name: str) -> torch.Tensor:
-        return _TritSTE.apply(getattr(self, name))
+        return nearest_trits_ste(getattr(self, name))
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
         cls = self.GENERATED
@@ -177,9 +165,12 @@ def float_twin(model: nn.Module) -> nn.Module:
                 module._modules[child_name] = _float_layer(child)
         if isinstance(module, Module):
             for name, shape in module.__dict__.get("trit_shapes", {}).items():
-                codes = unpacked_codes(module.get_buffer(name), shape)
+                latent = module._parameters.pop(f"latent_{name}", None)
+                weight = (
+                    latent if latent is not None else unpacked_codes(module.get_buffer(name), shape)
+                )
                 del module._buffers[name]
-                module.register_parameter(name, nn.Parameter(codes.clone()))
+                module.register_parameter(name, nn.Parameter(weight.detach().clone()))
             module.__dict__.pop("trit_shapes", None)
             module.__class__ = float_class(type(module))
     return model

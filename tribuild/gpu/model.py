@@ -13,8 +13,10 @@ Terms:
   (``register_trits(name, shape)``): a packed uint8 buffer ``name`` of codes in {-1, 0, 1},
   no scale; ``trits(name)`` is the float32 codes, decoded once and cached. ``from_float``
   rounds the float values to the nearest trit (a trit tensor's float form is its values).
-- *latent weights*: the float ``latent_<name>`` parameters the ternary layers train
-  (``tribuild.gpu.nn``). A new module has them (PyTorch's initialization); ``from_float`` and
+- *latent weights*: the float ``latent_<name>`` parameters the ternary layers and trit
+  weights train (``tribuild.gpu.nn``; ``trits(name)`` is then the latent's nearest trits, with
+  a straight-through gradient). A new module has them (PyTorch's initialization; for a trit
+  weight, uniform on [-1.5, 1.5]); ``from_float`` and
   ``freeze()`` give a module without them, and ``qat(state_dict=None)`` gives them back (from
   the float ``state_dict`` when given, else ``scale · codes``, whose packing is kept until
   training changes it).
@@ -39,7 +41,6 @@ Terms:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -48,8 +49,9 @@ from torch import nn
 
 from tribuild.gpu.kernel_files import class_file, generated_class, load_kernels, register_class
 from tribuild.gpu.launch import backend_for, unpacked_codes
-from tribuild.gpu.nn import TernaryLayer
-from tribuild.gpu.packing import pack, pack_ternary, packed_cols
+from tribuild.gpu.nn import TernaryLayer, warn_frozen_training
+from tribuild.gpu.packing import pack, pack_ternary
+from tribuild.gpu.ternarize import nearest_trits, nearest_trits_ste
 
 __all__ = ["Module", "ModuleList", "channels_last", "load_kernels", "nchw", "wrong_input"]
 
@@ -77,7 +79,10 @@ def float_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
         ternary[key] = dict(layer.TERNARY)[name]
         base = key[: len(key) - len(name)]
         packed_only |= {f"{key}_scale", f"{base}latent_{name}"}
-    ternary.update(_trit_entries(model))
+    for key, shape in _trit_entries(model):
+        ternary[key] = shape
+        owner, _, name = key.rpartition(".")
+        packed_only.add(f"{owner}.latent_{name}" if owner else f"latent_{name}")
     return {
         key: ternary.get(key, tuple(value.shape))
         for key, value in model.state_dict().items()
@@ -183,13 +188,50 @@ class Module(nn.Module):
         return generate(self, ids, max_new_tokens, temperature, top_k, generator)
 
     def register_trits(self, name: str, shape: tuple[int, ...]) -> None:
-        self.register_buffer(
-            name, torch.zeros(shape[0], packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
-        )
+        """A trit weight: its latent weight drawn uniformly from [-1.5, 1.5], so that each
+        trit is equally likely (a trit tensor has no scale to fit an initialization to), and
+        its packed codes."""
+        latent = torch.empty(shape).uniform_(-1.5, 1.5)
+        self.register_buffer(name, pack(nearest_trits(latent).to(torch.int8)))
+        self.register_parameter(f"latent_{name}", nn.Parameter(latent))
         self.trit_shapes = {**getattr(self, "trit_shapes", {}), name: tuple(shape)}
 
     def trits(self, name: str) -> torch.Tensor:
+        """The trit weight ``name`` as float codes: the nearest trits of its latent weight
+        (straight-through gradient) while it has one, else its packed codes."""
+        latent = self._parameters.get(f"latent_{name}")
+        if latent is not None:
+            return nearest_trits_ste(latent)
+        if self.training and torch.is_grad_enabled():
+            warn_frozen_training(self)
         return unpacked_codes(getattr(self, name), self.trit_shapes[name])
+
+    def _trit_names(self) -> Iterator[str]:
+        return iter(self.__dict__.get("trit_shapes", {}))
+
+    def _pack_trits(self) -> None:
+        """Pack the nearest trits of each latent trit weight into its buffer."""
+        with torch.no_grad():
+            for name in self._trit_names():
+                latent = self._parameters.get(f"latent_{name}")
+                if latent is not None:
+                    self._buffers[name] = pack(nearest_trits(latent).to(torch.int8))
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:  # type: ignore[no-untyped-def]
+        if not torch.compiler.is_compiling():
+            self._pack_trits()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        # As a ternary layer's: the latent trit weights follow the state_dict.
+        for name in self._trit_names():
+            latent = f"latent_{name}"
+            if prefix + name in state_dict and prefix + latent not in state_dict:
+                self._parameters.pop(latent, None)
+            elif prefix + latent in state_dict and self._parameters.get(latent) is None:
+                shape = self.trit_shapes[name]
+                self.register_parameter(latent, nn.Parameter(torch.empty(shape)))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def qat(
         self, state_dict: Mapping[str, torch.Tensor] | None = None, prefix: str = ""
@@ -197,10 +239,11 @@ class Module(nn.Module):
         """Make the ternary weights trainable (quantization-aware training): each gets a float
         latent weight, from the float ``state_dict`` when given (keys as ``from_float`` reads
         them, after ``prefix``), else the one it has, else ``scale · codes`` of its packed
-        form. Returns ``self``; train, then ``freeze()``."""
+        form (a trit weight's: its codes). Returns ``self``; train, then ``freeze()``."""
         entries = list(_ternary_entries(self))
         if state_dict is not None:
-            missing = [prefix + key for key, _, _ in entries if prefix + key not in state_dict]
+            keys = [key for key, _, _ in entries] + [key for key, _ in _trit_entries(self)]
+            missing = [prefix + key for key in keys if prefix + key not in state_dict]
             if missing:
                 raise ValueError(
                     f"{type(self).__name__}.qat: the state_dict has no float weight for "
@@ -208,6 +251,18 @@ class Module(nn.Module):
                 )
         for key, layer, name in entries:
             layer.add_latent(name, None if state_dict is None else state_dict[prefix + key])
+        for key, shape in _trit_entries(self):
+            owner_name, _, name = key.rpartition(".")
+            owner = self.get_submodule(owner_name)
+            packed, latent = owner.get_buffer(name), f"latent_{name}"
+            if state_dict is not None:
+                value = state_dict[prefix + key]
+            elif owner._parameters.get(latent) is None:
+                value = unpacked_codes(packed, shape)
+            else:
+                continue
+            value = value.detach().to(device=packed.device, dtype=torch.float32).clone()
+            owner.register_parameter(latent, nn.Parameter(value))
         return self
 
     def freeze(self) -> "Module":
@@ -217,6 +272,10 @@ class Module(nn.Module):
         for module in self.modules():
             if isinstance(module, TernaryLayer):
                 module.drop_latents()
+            elif isinstance(module, Module):
+                module._pack_trits()
+                for name in module._trit_names():
+                    module._parameters.pop(f"latent_{name}", None)
         return self
 
     def summary(self) -> str:

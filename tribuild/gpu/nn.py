@@ -73,7 +73,7 @@ Kernel = Callable[..., torch.Tensor]
 _warned_frozen_training = False  # the no-latent-weights warning is given once per process
 
 
-def _warn_frozen_training(layer: nn.Module) -> None:
+def warn_frozen_training(layer: nn.Module) -> None:
     global _warned_frozen_training
     if not _warned_frozen_training:
         _warned_frozen_training = True
@@ -284,7 +284,7 @@ class TernaryLayer(nn.Module):
         if not self.training:
             return None
         if latent is None:
-            _warn_frozen_training(self)
+            warn_frozen_training(self)
             return None
         return ternarize_ste(latent, self.scale_mode)
 

@@ -68,6 +68,28 @@ def ternarize_ste(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
     return _TernarySTE.apply(w, scale)
 
 
+def nearest_trits(w: torch.Tensor) -> torch.Tensor:
+    """Each value rounded to the nearest of -1, 0 and 1 (a trit tensor has no scale)."""
+    return torch.clamp(torch.round(w), -1, 1)
+
+
+class _TritSTE(torch.autograd.Function):
+    """Forward: ``nearest_trits``. Backward: the gradient, unchanged."""
+
+    @staticmethod
+    def forward(ctx, w: torch.Tensor) -> torch.Tensor:
+        return nearest_trits(w)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+def nearest_trits_ste(w: torch.Tensor) -> torch.Tensor:
+    """``nearest_trits`` for quantization-aware training (STE gradient)."""
+    return _TritSTE.apply(w)
+
+
 def _quantize_activations(x: torch.Tensor) -> torch.Tensor:
     xf = x if x.dtype == torch.float32 else x.float()  # no conversion calls on the common path
     amax = xf.abs().amax(dim=-1, keepdim=True).clamp_min(EPS)
