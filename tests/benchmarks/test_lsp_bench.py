@@ -21,7 +21,7 @@ def test_every_case_is_reported(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "lsp.json").read_text())
-    assert set(result["edit"]) == {"resnet18", "resnet152"}
+    assert set(result["edit"]) == set(result["recheck"]) == {"resnet18", "resnet152"}
     assert len(result["requests"]) == 4 and set(result["start"]) == {"in-process", "subprocess"}
     assert result["memory"]["edits"] == 100
     assert (tmp_path / "lsp.md").read_text().count("| ") > 10
