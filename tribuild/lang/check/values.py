@@ -137,7 +137,7 @@ def is_number(v: Value) -> bool:
 
 
 def is_concrete(v: Value) -> bool:
-    if isinstance(v, (bool, int, float, str, Trit)):
+    if v is None or isinstance(v, (bool, int, float, str, Trit)):
         return True
     if isinstance(v, tuple):
         return all(is_concrete(x) for x in v)
