@@ -44,6 +44,7 @@ from tribuild.lang.check.values import (
     Unk,
     Value,
     as_dim,
+    from_dim,
     is_bool,
     is_int,
     is_number,
@@ -281,9 +282,8 @@ def _conv2d(args: Args, site: Site) -> Value:
     if x.dims is None or w.dims is None:
         return TensorV(TensorT(dtype, None))
     groups = args["groups"]
-    if not expect_dim(
-        x.dims[1], dims.mul(w.dims[1], as_dim(groups)), site, "input channels (w dim 1 * groups)"
-    ):
+    channels = from_dim(dims.mul(w.dims[1], as_dim(groups)))
+    if not expect_dim(x.dims[1], channels, site, "input channels (w dim 1 * groups)"):
         return POISON
     rest = dims.mod(w.dims[0], as_dim(groups))
     if rest is None or (dims.as_int(rest) or 0) != 0:
@@ -293,7 +293,7 @@ def _conv2d(args: Args, site: Site) -> Value:
             f"groups = {dims.format_dim(as_dim(groups))}",
         )
     h, wd = (
-        window(d, k, args["stride"], args["padding"], site)
+        window(d, from_dim(k), args["stride"], args["padding"], site)
         for d, k in zip(x.dims[2:], w.dims[2:], strict=True)
     )
     return TensorV(TensorT(dtype, (x.dims[0], w.dims[0], h, wd)))
