@@ -234,3 +234,40 @@ layer A(n: int = 2) {
     assert [(d.code, d.message, d.help) for d in diags] == [
         ("E0306", "keyword `biass` is not a parameter of `Linear`", "did you mean `bias`?")
     ]
+
+
+HOLDS_A_POOL = """
+layer Wrap(pool: MaxPool2d) {
+    let p = pool
+    let fc = TernaryLinear(8, 8)
+    fn forward(x: Tensor<float32, [N, 8]>) -> Tensor<float32, [N, 8]> {
+        return fc(x)
+    }
+}
+
+layer Net() {
+    let w = Wrap(MaxPool2d(2))
+    fn forward(x: Tensor<float32, [N, 8]>) -> Tensor<float32, [N, 8]> {
+        return w(x)
+    }
+}
+"""
+
+
+def test_an_argument_left_to_its_default_is_concrete() -> None:
+    """A pool's `stride` left out is None (the kernel size, as in PyTorch). A layer holding such
+    a pool is still an instance: it was dropped from its parent's children (and generating the
+    parent failed with a KeyError), and `instance_key` refused it as "not concrete"."""
+    program = load_program({"a.tri": HOLDS_A_POOL})
+    net, wrap = ref(program, "a.tri", "Net"), ref(program, "a.tri", "Wrap")
+    env = program.env.scope_of(net)
+    key = instance_key("a.tri", net.item_id, program.env.signatures[net], {}, env)
+    checked = check_instance(program.items[net], program.env.signatures[net], key, env)
+    assert checked.diagnostics == ()
+    pool = LayerV("MaxPool2d", (("kernel", 2), ("stride", None), ("padding", 0)))
+    assert checked.children == (
+        ("w", InstanceKey("a.tri", wrap.item_id, "Wrap", (("pool", pool),))),
+    )
+    assert instance_key(
+        "a.tri", wrap.item_id, program.env.signatures[wrap], {"pool": pool}, env
+    ) == InstanceKey("a.tri", wrap.item_id, "Wrap", (("pool", pool),))

@@ -28,7 +28,7 @@ from tribuild.lang.check.env import ItemRef
 from tribuild.lang.syntax import ast
 from tribuild.lang.syntax.items import ItemEntry
 from tribuild.lang.syntax.tokens import Token
-from tribuild.queries.names import imports, item_head, resolve_path, scope
+from tribuild.queries.names import Scope, imports, item_head, resolve_path, scope
 from tribuild.queries.syntax import item_ast, item_index, lexed
 
 Span = tuple[int, int]
@@ -178,7 +178,7 @@ class Resolver:
     def __init__(self, db, path: str) -> None:
         self.db, self.path = db, path
         self._occurrences: dict[str, list[Occurrence]] = {}
-        self._scope = None
+        self._scope: Scope | None = None
 
     def occurrences(self, item_id: str) -> list[Occurrence]:
         found = self._occurrences.get(item_id)

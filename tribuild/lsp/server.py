@@ -122,7 +122,7 @@ class TriServer:
                 self._published.pop(uri, None)
 
     def _check(self) -> tuple[dict[str, list[lsp.Diagnostic]], list[str]]:
-        state = self.state
+        state = self.editor
         found = state.check()
         out = {
             state.uri_of(path): [self.to_lsp(d, found) for d in diags]
@@ -133,6 +133,13 @@ class TriServer:
             problems.insert(0, state.config_problem)
         return out, problems
 
+    @property
+    def editor(self) -> EditorState:
+        """``state``, which ``initialize`` made: what reads it runs after (a handler of a request
+        that may come before tests ``state`` itself)."""
+        assert self.state is not None
+        return self.state
+
     # --- conversions --------------------------------------------------------------------
 
     @property
@@ -141,7 +148,7 @@ class TriServer:
         return known_encoding(getattr(kind, "value", kind))
 
     def range_of(self, loc: Loc) -> lsp.Range:
-        sources = QuerySources(self.state.db)
+        sources = QuerySources(self.editor.db)
         text = sources.text(loc.path)
         start, end = sources.char_range(loc)
         return lsp.Range(self.position(text, start), self.position(text, end))
@@ -151,7 +158,7 @@ class TriServer:
         return lsp.Position(line=line, character=character)
 
     def location(self, loc: Loc) -> lsp.Location:
-        return lsp.Location(uri=self.state.uri_of(loc.path), range=self.range_of(loc))
+        return lsp.Location(uri=self.editor.uri_of(loc.path), range=self.range_of(loc))
 
     def to_lsp(self, diag: Diagnostic, found: Found) -> lsp.Diagnostic:
         message = diag.message
@@ -179,7 +186,7 @@ class TriServer:
         )
 
     def offset(self, path: str, position: lsp.Position) -> int:
-        return to_offset(self.state.text(path), position.line, position.character, self.encoding)
+        return to_offset(self.editor.text(path), position.line, position.character, self.encoding)
 
     # --- logging ------------------------------------------------------------------------
 
@@ -195,8 +202,8 @@ class TriServer:
         """The instances the project builds of an item: for each, the targets reaching it
         and, for a target's own instance, its example input."""
         found: dict[object, hovering.Built] = {}
-        for target, root in self.state.roots():
-            for key, _ in reached_instances(self.state.db, root).instances:
+        for target, root in self.editor.roots():
+            for key, _ in reached_instances(self.editor.db, root).instances:
                 if key.path == path and key.item_id == item_id:
                     built = found.setdefault(key, hovering.Built(key, [], None))
                     if target is not None and target.name not in built.targets:
@@ -209,14 +216,14 @@ class TriServer:
         path = self.state.path_of(uri) if self.state else None
         if path is None:
             return None
-        self.state.load([path])
-        return navigate.site_at(self.state.db, path, self.offset(path, position))
+        self.editor.load([path])
+        return navigate.site_at(self.editor.db, path, self.offset(path, position))
 
     def _hover(self, uri: str, position: lsp.Position) -> lsp.Hover | None:
         site = self._site(uri, position)
         if site is None or site.symbol is None:
             return None
-        text = hovering.hover_text(self.state.db, site, self.instances)
+        text = hovering.hover_text(self.editor.db, site, self.instances)
         if not text:
             return None
         loc = Loc(site.path, site.entry.id, site.occurrence.span)
@@ -229,18 +236,18 @@ class TriServer:
         site = self._site(uri, position)
         if site is None or site.symbol is None:
             return []
-        where = navigate.definition_span(self.state.db, site.symbol)
+        where = navigate.definition_span(self.editor.db, site.symbol)
         if where is None:
             return []
-        self.state.load([where[0]])
+        self.editor.load([where[0]])
         return [self.location(Loc(*where))]
 
     def _references(self, uri: str, position: lsp.Position, declaration: bool) -> list:
         site = self._site(uri, position)
         if site is None or site.symbol is None:
             return []
-        db = self.state.db
-        refs = navigate.references(db, site.symbol, self.state.reported())
+        db = self.editor.db
+        refs = navigate.references(db, site.symbol, self.editor.reported())
         where = navigate.definition_span(db, site.symbol)
         return [
             self.location(Loc(*ref))
@@ -252,25 +259,25 @@ class TriServer:
         path = self.state.path_of(uri) if self.state else None
         if path is None:
             return []
-        self.state.load([path])
-        return symbols.document_symbols(self.state.db, path, self.range_of)
+        self.editor.load([path])
+        return symbols.document_symbols(self.editor.db, path, self.range_of)
 
     def _semantic_tokens(self, uri: str) -> lsp.SemanticTokens:
         path = self.state.path_of(uri) if self.state else None
         if path is None:
             return lsp.SemanticTokens(data=[])
-        self.state.load([path])
-        data = symbols.semantic_tokens(self.state.db, path, self.encoding)
+        self.editor.load([path])
+        data = symbols.semantic_tokens(self.editor.db, path, self.encoding)
         return lsp.SemanticTokens(data=data)
 
     def _completion(self, uri: str, position: lsp.Position) -> list[lsp.CompletionItem]:
         path = self.state.path_of(uri) if self.state else None
         if path is None:
             return []
-        files = self.state.reported()
-        text = self.state.text(path)
+        files = self.editor.reported()
+        text = self.editor.text(path)
         return complete.completions(
-            self.state.db,
+            self.editor.db,
             path,
             self.offset(path, position),
             files,
@@ -281,8 +288,8 @@ class TriServer:
         path = self.state.path_of(uri) if self.state else None
         if path is None:
             return None
-        self.state.load([path])
-        return complete.signature_help(self.state.db, path, self.offset(path, position))
+        self.editor.load([path])
+        return complete.signature_help(self.editor.db, path, self.offset(path, position))
 
     def _prepare_rename(self, uri: str, position: lsp.Position):
         site = self._site(uri, position)
@@ -298,12 +305,12 @@ class TriServer:
         if site is None or site.symbol is None:
             return None
         found = renaming.rename_edits(
-            self.state.db, site.symbol, site.occurrence.name, new, self.state.reported()
+            self.editor.db, site.symbol, site.occurrence.name, new, self.editor.reported()
         )
         changes: dict[str, list[lsp.TextEdit]] = {}
         for path, item_id, span in found:
             edit = lsp.TextEdit(range=self.range_of(Loc(path, item_id, span)), new_text=new)
-            changes.setdefault(self.state.uri_of(path), []).append(edit)
+            changes.setdefault(self.editor.uri_of(path), []).append(edit)
         return lsp.WorkspaceEdit(changes=changes)
 
     def _formatting(self, uri: str) -> list[lsp.TextEdit]:
@@ -312,7 +319,7 @@ class TriServer:
         path = self.state.path_of(uri) if self.state else None
         if path is None:
             return []
-        text = self.state.text(path)
+        text = self.editor.text(path)
         laid = format_text(text)
         if laid is None or laid == text:
             return []
@@ -353,21 +360,21 @@ class TriServer:
         @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
         @guard("closing a document")
         def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
-            path = self.state.path_of(params.text_document.uri)
+            path = self.editor.path_of(params.text_document.uri)
             if path is not None:
-                self.state.close_document(path)
+                self.editor.close_document(path)
                 self._schedule()
 
         @ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
         @guard("reading changed files")
         def watched(params: lsp.DidChangeWatchedFilesParams) -> None:
-            paths = [self.state.path_of(c.uri) for c in params.changes]
-            paths = [p for p in paths if p is not None]
+            found = [self.editor.path_of(c.uri) for c in params.changes]
+            paths = [p for p in found if p is not None]
             if "Tribuild.toml" in paths:
-                self.state.reload_config()
+                self.editor.reload_config()
             elif any(c.type != lsp.FileChangeType.Changed for c in params.changes):
-                self.state.rescan()
-            self.state.disk_changed(paths)
+                self.editor.rescan()
+            self.editor.disk_changed(paths)
             self._schedule()
 
         @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
@@ -475,11 +482,11 @@ class TriServer:
     def _edited(self, uri: str) -> None:
         """An open document's text changed (or it was opened): set it, which cancels the
         running check, and check again after the debounce."""
-        path = self.state.path_of(uri)
+        path = self.editor.path_of(uri)
         if path is None:
             return
         text = self.ls.workspace.get_text_document(uri).source
-        self.state.open_document(path, text)
+        self.editor.open_document(path, text)
         self._schedule()
 
     def guard(self, what: str):

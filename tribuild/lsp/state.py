@@ -225,19 +225,20 @@ class EditorState:
             for diag in report.diagnostics:
                 if not diag.notes:  # instance diagnostics come with their chains below
                     add(diag)
+            assert report.root is not None  # a target without a problem has its instance
             roots.append(report.root)
         for root in dict.fromkeys(roots):
             # ``instance_report``: the cut diagnostics, then each reached instance's own, in
             # the order of ``reached_instances``; so each is matched with its chain
             reach = reached_instances(self.db, root)
-            report = instance_report(self.db, root)
+            diags = instance_report(self.db, root)
             cuts = len(reach.cut)
             chains = [
                 chain for key, chain in reach.instances for _ in instance_diagnostics(self.db, key)
             ]
-            for diag in report[:cuts]:
+            for diag in diags[:cuts]:
                 add(diag)
-            for diag, chain in zip(report[cuts:], chains, strict=True):
+            for diag, chain in zip(diags[cuts:], chains, strict=True):
                 add(diag, self._chain_locations(root, chain))
         return found
 

@@ -180,6 +180,6 @@ def _class_of(symbol, role: str) -> tuple[str, int] | None:
 
         return ("class" if symbol.name in LAYERS else "function", _bits("defaultLibrary"))
     if isinstance(symbol, Local):
-        kind = {"param": "parameter", "member": "property", "method": "function"}
-        return (kind.get(symbol.binds, "variable"), declaration)
+        kinds = {"param": "parameter", "member": "property", "method": "function"}
+        return (kinds.get(symbol.binds, "variable"), declaration)
     return None

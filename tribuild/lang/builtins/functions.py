@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 
 from tribuild.lang import dims
-from tribuild.lang.builtins.layers import REQUIRED
+from tribuild.lang.builtins.layers import REQUIRED, Required
 from tribuild.lang.builtins.shapes import (
     Site,
     axis,
@@ -44,6 +44,7 @@ from tribuild.lang.check.values import (
     Unk,
     Value,
     as_dim,
+    from_dim,
     is_bool,
     is_int,
     is_number,
@@ -58,16 +59,18 @@ Args = dict[str, Value]
 
 
 class FnSpec:
-    """``names``: the parameter names, in order; ``required``: those without a default."""
+    """``names``: the parameter names, in order; ``required``: those without a default;
+    ``defaults``: the defaults of the others."""
 
-    __slots__ = ("params", "rule", "names", "required")
+    __slots__ = ("params", "rule", "names", "required", "defaults")
 
     def __init__(
-        self, params: tuple[tuple[str, object], ...], rule: Callable[[Args, Site], Value]
+        self, params: tuple[tuple[str, Value | Required], ...], rule: Callable[[Args, Site], Value]
     ) -> None:
         self.params, self.rule = params, rule
         self.names = tuple(p for p, _ in params)
         self.required = frozenset(p for p, d in params if d is REQUIRED)
+        self.defaults = {p: d for p, d in params if not isinstance(d, Required)}
 
 
 def _elementwise(args: Args, site: Site) -> Value:
@@ -159,11 +162,8 @@ def _reshape(args: Args, site: Site) -> Value:
     )
     if inferred:
         quotient = dims.floordiv(total, known)
-        if quotient is None or (
-            dims.as_int(total) is not None
-            and dims.as_int(known) is not None
-            and dims.as_int(total) % dims.as_int(known)
-        ):
+        n_total, n_known = dims.as_int(total), dims.as_int(known)
+        if quotient is None or (n_total is not None and n_known is not None and n_total % n_known):
             return site.error(
                 RESHAPE,
                 f"cannot reshape {t} to {args['shape']!r}: "
@@ -197,8 +197,9 @@ def _permute(args: Args, site: Site) -> Value:
     order = _int_list(args["dims"], site, "a permutation")
     if t is None or order is None or t.dims is None:
         return POISON if t is None or order is None else TensorV(t)
-    axes = [axis(a, len(t.dims), site) for a in order]
-    if None in axes:
+    found = [axis(a, len(t.dims), site) for a in order]
+    axes = [a for a in found if a is not None]
+    if len(axes) != len(found):
         return POISON
     if sorted(axes) != list(range(len(t.dims))):
         return site.error(
@@ -214,30 +215,33 @@ def _concat(args: Args, site: Site) -> Value:
             TYPE_MISMATCH, f"expected a non-empty list of tensors, found {kind_of(xs)}"
         )
     types = [tensor_of(x, site) for x in xs]
-    if None in types:
+    tensors = [t for t in types if t is not None]
+    if len(tensors) != len(types):
         return POISON
-    first = types[0]
-    if any(t.dims is None for t in types):
-        return TensorV(TensorT(first.dtype, None))
-    d = axis(args["dim"], len(first.dims), site)
+    dtype = tensors[0].dtype
+    shapes = [t.dims for t in tensors if t.dims is not None]
+    if len(shapes) != len(tensors):
+        return TensorV(TensorT(dtype, None))
+    first = shapes[0]
+    d = axis(args["dim"], len(first), site)
     if d is None:
         return POISON
-    out = list(first.dims)
-    for k, t in enumerate(types[1:], 1):
-        if len(t.dims) != len(first.dims):
+    out = list(first)
+    for k, shape in enumerate(shapes[1:], 1):
+        if len(shape) != len(first):
             return site.error(
                 CONCAT_MISMATCH,
-                f"tensor {k} has rank {len(t.dims)}, expected rank {len(first.dims)}",
+                f"tensor {k} has rank {len(shape)}, expected rank {len(first)}",
             )
-        for i, (x, y) in enumerate(zip(first.dims, t.dims, strict=True)):
+        for i, (x, y) in enumerate(zip(first, shape, strict=True)):
             if i != d and definitely_different(x, y):
                 return site.error(
                     CONCAT_MISMATCH,
                     f"tensor {k} has {dims.format_dim(y)} at dim {i}, "
                     f"expected {dims.format_dim(x)} (only dim {d} may differ)",
                 )
-        out[d] = dims.add(out[d], t.dims[d])
-    return TensorV(TensorT(first.dtype, tuple(out)))
+        out[d] = dims.add(out[d], shape[d])
+    return TensorV(TensorT(dtype, tuple(out)))
 
 
 def _reduce(args: Args, site: Site) -> Value:
@@ -281,9 +285,8 @@ def _conv2d(args: Args, site: Site) -> Value:
     if x.dims is None or w.dims is None:
         return TensorV(TensorT(dtype, None))
     groups = args["groups"]
-    if not expect_dim(
-        x.dims[1], dims.mul(w.dims[1], as_dim(groups)), site, "input channels (w dim 1 * groups)"
-    ):
+    channels = from_dim(dims.mul(w.dims[1], as_dim(groups)))
+    if not expect_dim(x.dims[1], channels, site, "input channels (w dim 1 * groups)"):
         return POISON
     rest = dims.mod(w.dims[0], as_dim(groups))
     if rest is None or (dims.as_int(rest) or 0) != 0:
@@ -293,7 +296,7 @@ def _conv2d(args: Args, site: Site) -> Value:
             f"groups = {dims.format_dim(as_dim(groups))}",
         )
     h, wd = (
-        window(d, k, args["stride"], args["padding"], site)
+        window(d, from_dim(k), args["stride"], args["padding"], site)
         for d, k in zip(x.dims[2:], w.dims[2:], strict=True)
     )
     return TensorV(TensorT(dtype, (x.dims[0], w.dims[0], h, wd)))
@@ -308,7 +311,7 @@ def _rope(args: Args, site: Site) -> Value:
         return POISON
     if not is_number(theta) or is_bool(theta):
         return site.error(TYPE_MISMATCH, f"expected a number for theta, found {kind_of(theta)}")
-    if type(theta) in (int, float) and theta <= 0:
+    if (type(theta) is int or type(theta) is float) and theta <= 0:
         return site.error(
             OUT_OF_RANGE, f"theta = {theta!r} must be greater than 0", label="argument out of range"
         )

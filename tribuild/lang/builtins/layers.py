@@ -21,26 +21,36 @@ from tribuild.lang.check.codes import DIVISIBILITY, OUT_OF_RANGE, TYPE_MISMATCH
 from tribuild.lang.check.values import POISON, TensorV, Value, as_dim
 from tribuild.lang.types import INTEGERS, TensorT
 
-REQUIRED = object()
+
+class Required:
+    """The class of ``REQUIRED``, the default of a parameter that has none (``bind`` reports the
+    argument missing, so this default is never read)."""
+
+    __slots__ = ()
+
+
+REQUIRED = Required()
 Args = dict[str, Value]
 
 
 class LayerSpec:
     """``names``: the parameter names, in order; ``required``: those without a default;
-    ``pure``: whether ``apply`` depends on its arguments and input type alone (the site only
-    places its errors): true unless the layer holds layers, which it applies in turn."""
+    ``defaults``: the defaults of the others; ``pure``: whether ``apply`` depends on its
+    arguments and input type alone (the site only places its errors): true unless the layer
+    holds layers, which it applies in turn."""
 
-    __slots__ = ("params", "apply", "check", "names", "required", "pure")
+    __slots__ = ("params", "apply", "check", "names", "required", "defaults", "pure")
 
     def __init__(
         self,
-        params: tuple[tuple[str, str, object], ...],
+        params: tuple[tuple[str, str, Value | Required], ...],
         apply: Callable[[Args, Value, Site], Value],
         check: Callable[[Args, Site], object] | None = None,
     ) -> None:
         self.params, self.apply, self.check = params, apply, check or _in_range
         self.names = tuple(p for p, _, _ in params)
         self.required = frozenset(p for p, _, d in params if d is REQUIRED)
+        self.defaults = {p: d for p, _, d in params if not isinstance(d, Required)}
         self.pure = all(kind != "layers" for _, kind, _ in params)
 
 
@@ -115,7 +125,7 @@ def _range_problem(name: str, value: Value) -> str | None:
         return (
             f"must be at least {_AT_LEAST[name]}" if n is not None and n < _AT_LEAST[name] else None
         )
-    if type(value) not in (int, float):
+    if type(value) is not int and type(value) is not float:
         return None
     if name == "eps" and value <= 0:
         return "must be greater than 0"

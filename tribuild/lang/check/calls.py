@@ -54,6 +54,10 @@ from tribuild.lang.signature import ParamSig, Signature
 from tribuild.lang.syntax import ast
 from tribuild.lang.types import ListT, NamedT, ScalarT, TensorT, Type, type_symbols
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import overload
+
 Span = ast.Span
 
 
@@ -80,7 +84,7 @@ def call_expr(node: ast.Call, scope: dict[str, Value], ctx: Ctx) -> Value:
         what, origin = node.func.id, ctx.origins.get(node.func.id)
     else:
         what, origin = "call", None
-    if func.__class__ is LayerV and what != func.name:
+    if type(func) is LayerV and what != func.name:
         what = f"{what} ({func.name})"
     return call(func, args, node.span, ctx, what, origin)
 
@@ -93,10 +97,9 @@ def call(
     for v, _ in args.positional:
         if is_poison(v):
             return POISON
-    kind = func.__class__
-    if kind is LayerV:
+    if type(func) is LayerV:
         return apply_layer(func, args, span, ctx, what, origin)
-    if kind is Callee:
+    if type(func) is Callee:
         name, ref = func.name, func.ref
         if ref is None:
             return (
@@ -109,7 +112,7 @@ def call(
         if ref.kind in ("fn", "functional"):
             sig = ctx.env.signature(ref)
             return apply_signature(sig.inputs, sig.ret, {}, args, span, ctx, name)
-    elif kind is Choice:
+    elif type(func) is Choice:
         results = [call(o, args, span, ctx, what, origin) for o in func.options]
         if any(is_poison(r) for r in results):
             return POISON
@@ -185,8 +188,8 @@ def construct_builtin(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
     if bound is None:
         return POISON
     values: dict[str, Value] = {}
-    for pname, kind, default in spec.params:
-        value, vspan = bound.get(pname, (default, span))
+    for pname, kind, _ in spec.params:
+        value, vspan = bound[pname] if pname in bound else (spec.defaults[pname], span)
         if is_poison(value):
             return POISON
         if isinstance(value, TensorV):
@@ -219,7 +222,7 @@ def call_function(name: str, args: CallArgs, span: Span, ctx: Ctx) -> Value:
     bound = bind(spec.names, spec.required, args, span, ctx, name)
     if bound is None or any(is_poison(v) for v, _ in bound.values()):
         return POISON
-    values = {p: bound[p][0] if p in bound else d for p, d in spec.params}
+    values = {p: bound[p][0] if p in bound else spec.defaults[p] for p in spec.names}
     arg_span = args.positional[0][1] if args.positional else span
     return spec.rule(values, Site(ctx, span, arg_span, name))
 
@@ -280,7 +283,7 @@ def conform(value: Value, t: Type | None, unifier: Unifier) -> tuple[Value, str 
     return value, None, ""
 
 
-def mismatch(formal: Type, shown: str, value: Value, problem: str) -> str:
+def mismatch(formal: Type | None, shown: str, value: Value, problem: str) -> str:
     """What a failed ``conform`` says: a tensor's unification problem after what was expected
     and found; any other problem says both already."""
     if isinstance(formal, TensorT) and isinstance(value, TensorV):
@@ -299,6 +302,16 @@ def cast_help(formal: Type | None, value: Value) -> str | None:
     ):
         return f'convert it: cast(..., "{formal.dtype}")'
     return None
+
+
+if TYPE_CHECKING:  # a tensor type stays a tensor type, and None stays None
+
+    @overload
+    def subst_type(t: TensorT, mapping: dict[str, dims.DimLike]) -> TensorT: ...
+    @overload
+    def subst_type(t: Type, mapping: dict[str, dims.DimLike]) -> Type: ...
+    @overload
+    def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None: ...
 
 
 def subst_type(t: Type | None, mapping: dict[str, dims.DimLike]) -> Type | None:
@@ -352,6 +365,7 @@ def bind_params(
 def _default(
     sig: Signature, p: ParamSig, earlier: dict[str, Value], ref: ItemRef, span: Span, ctx: Ctx
 ) -> Value:
+    assert p.default is not None  # bind reported the argument missing
     inner = new_ctx(Sink(ref.path, ref.item_id), ctx.env.scope_of(ref), ctx.work)
     value = evaluate(p.default, dict(earlier), inner)
     ctx.work = inner.work

@@ -92,11 +92,12 @@ def _symbolic(p: ParamSig, env: Env) -> Value:
 
 def _inputs_scope(params: tuple[ParamSig, ...], scope: dict[str, Value], ctx: Ctx) -> None:
     """Add a body's inputs to its scope: tensors by their resolved type, others symbolically."""
-    tensors: list[Type | None] = []
+    tensors: list[TensorT | None] = []
     for p in params:
         if isinstance(p.type, TensorT):
-            tensors.append(resolve(p.type, scope, ctx))
-            scope[p.name] = TensorV(tensors[-1])
+            resolved = resolve(p.type, scope, ctx)
+            tensors.append(resolved)
+            scope[p.name] = TensorV(resolved)
         else:
             tensors.append(None)
             scope[p.name] = _symbolic(p, ctx.env)
@@ -229,9 +230,9 @@ def check_item(
                 check_declared(
                     Body(ctx, {}, None, None), sig.ret, value, e.span, "", f"constant `{item.name}`"
                 )
-        case ast.Fn() | ast.Layer(body=tuple()):
+        case ast.Fn(body=body) | ast.Layer(body=tuple() as body):
             _defaults(item.params, sig.inputs, {}, ctx)
-            _check_body(item.body, item, sig.inputs, sig.ret, {}, ctx)
+            _check_body(body, item, sig.inputs, sig.ret, {}, ctx)
         case ast.Layer():
             if members is None:
                 members = evaluate_generic_members(
@@ -401,6 +402,7 @@ def _fit_input(
     expected: ParamSig, scope: dict[str, Value], input_shape: tuple[int, ...]
 ) -> tuple[TensorT, Unifier, tuple | None]:
     """Unify an example input of ``input_shape`` with the input ``expected``."""
+    assert isinstance(expected.type, TensorT)  # the callers pick a tensor input
     formal = subst_type(
         expected.type, {k: dims.const(v) for k, v in scope.items() if type(v) is int}
     )

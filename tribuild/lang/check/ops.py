@@ -96,6 +96,7 @@ def tensor_binary(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Valu
         return _bad(op, a, b, node, ctx)
     if not (isinstance(a, TensorV) and isinstance(b, TensorV)):
         tensor, scalar = (a, b) if isinstance(a, TensorV) else (b, a)
+        assert isinstance(tensor, TensorV)  # the caller's promise: one operand is a tensor
         if not (is_number(scalar) or isinstance(scalar, Trit)):
             return _bad(op, a, b, node, ctx)
         dtype = "bool" if op in _COMPARE else _scalar_result_dtype(op, tensor.type, scalar)

@@ -126,6 +126,7 @@ class Unifier:
         diff = dims.sub(f, e)
         unbound = sorted(dims.symbols(diff) & self.flexible)
         for name in unbound:
+            assert isinstance(diff, Dim)  # it has symbols, so it is not `?`
             coeff = dims.linear_coefficient(diff, name)
             if coeff is None:
                 continue

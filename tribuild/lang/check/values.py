@@ -2,7 +2,8 @@
 
 Terms:
 - *concrete value*: Python ``int``, ``float``, ``bool``, ``str``, a ``tuple`` (a `.tri`
-  list) of concrete values, a ``Trit``, or a ``LayerV`` whose arguments are concrete.
+  list) of concrete values, a ``Trit``, a default (``None``), or a ``LayerV`` whose arguments
+  are concrete.
 - *symbolic value* (generic checking, where construction parameters are not known):
   ``Sym`` (an integer known only as a ``Dim`` over parameter names), ``Unk`` (a value of a
   known type but unknown value), ``UnkList`` (a list of unknown length; ``elem`` is what any
@@ -10,6 +11,8 @@ Terms:
 - *abstract tensor*: ``TensorV``, a tensor known only by its type (dtype and shape).
 - *layer value*: ``LayerV``, a built-in layer (``ref`` None) or a user layer instance, with
   its evaluated construction arguments (defaults applied, in parameter order).
+- *default*: ``None``, an argument of a built-in left to its default that is not a value of
+  its own (a pool's ``stride``: the kernel size, as in PyTorch; a reduction's ``dims``: all).
 - *callee*: ``Callee``, a name that can be called: a built-in function or constructor, or a
   user item (``ref``).
 - *InstanceKey*: the canonical, hashable name of one instantiation of a user layer.
@@ -96,6 +99,7 @@ Value = (
     | TensorV
     | LayerV
     | Callee
+    | None
 )
 
 
@@ -114,30 +118,30 @@ _BOOL, _TRIT = Unk(ScalarT("bool")), Unk(ScalarT("trit"))
 
 def is_poison(v: Value) -> bool:
     """``v == POISON``, without calling ``__eq__`` of values that are not even an ``Unk``."""
-    return v.__class__ is Unk and v.type == POISON.type
+    return type(v) is Unk and v.type == POISON.type
 
 
 def is_int(v: Value) -> bool:
     """An integer at construction time, known or symbolic (``bool`` is not an int here)."""
-    cls = v.__class__
-    return cls is int or cls is Sym or (cls is Unk and v.type in _INTS)
+    return type(v) is int or type(v) is Sym or (type(v) is Unk and v.type in _INTS)
 
 
 def is_bool(v: Value) -> bool:
-    return v.__class__ is bool or (v.__class__ is Unk and v == _BOOL)
+    return type(v) is bool or (type(v) is Unk and v == _BOOL)
 
 
 def is_float(v: Value) -> bool:
-    cls = v.__class__
-    return cls is float or (cls is Unk and isinstance(v.type, ScalarT) and v.type.dtype in FLOATS)
+    return type(v) is float or (
+        type(v) is Unk and isinstance(v.type, ScalarT) and v.type.dtype in FLOATS
+    )
 
 
 def is_number(v: Value) -> bool:
-    return is_int(v) or is_float(v) or v.__class__ is Trit or (v.__class__ is Unk and v == _TRIT)
+    return is_int(v) or is_float(v) or type(v) is Trit or (type(v) is Unk and v == _TRIT)
 
 
 def is_concrete(v: Value) -> bool:
-    if isinstance(v, (bool, int, float, str, Trit)):
+    if v is None or isinstance(v, (bool, int, float, str, Trit)):
         return True
     if isinstance(v, tuple):
         return all(is_concrete(x) for x in v)
