@@ -1,6 +1,7 @@
 """Append-only packs: a save writes only the values not already in a pack it keeps, retires
 packs that are mostly dead, damaged or too many, and deletes the packs it no longer lists."""
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,25 @@ def test_a_new_pack_holds_equal_values_once_and_values_of_one_checksum_apart(tmp
         b[0] for b in blobs
     ]
     assert at[0] == at[2] and len(set(at)) == 3 and len(data) == 10
+
+
+def test_a_new_pack_that_cannot_be_mapped_after_its_write_still_saves(tmp_path, monkeypatch):
+    """Mapping the pack just written may fail (out of memory, out of file descriptors): the
+    save still completes and counts the pack's bytes, and a load maps it later. (The save
+    took ``len`` of the missing mapping and failed with a TypeError; mypy found it.)"""
+    db = Database()
+    values = _build(db, _texts())
+
+    def no_memory(*args, **kwargs):
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(packs.mmap, "mmap", no_memory)
+    report = db.save(tmp_path, SALT)
+    monkeypatch.undo()
+    (new,) = _pack_files(tmp_path)
+    assert _pack_bytes(tmp_path, report) == (tmp_path / new).stat().st_size > 0
+    _check_store(tmp_path)
+    loaded = Database.load(tmp_path, SALT)
+    with loaded.log() as log:
+        assert _build(loaded, _texts()) == values
+    assert log.executed == [] and loaded.store_report.problems == []

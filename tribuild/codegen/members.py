@@ -22,13 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tribuild.codegen.pyname import attr, literal
-from tribuild.ir.graph import Graph
+from tribuild.ir.graph import Graph, MemberPath, sequential_layers
 from tribuild.lang import InstanceKey, LayerV, Value, dims
 
 ClassOf = Callable[[InstanceKey], str]
+Kernels = dict[tuple[object, ...], tuple[str, ...]]
+"""The kernel keys of each ternary member applied on its own, by member path."""
 
 
-def _kernel_kw(path: tuple, kernels: dict[tuple, tuple[str, ...]], name: str = "kernel") -> str:
+def _kernel_kw(path: MemberPath, kernels: Kernels, name: str = "kernel") -> str:
     keys = kernels.get(path)
     if not keys:
         return ""
@@ -37,16 +39,23 @@ def _kernel_kw(path: tuple, kernels: dict[tuple, tuple[str, ...]], name: str = "
     return f", {name}=(" + ", ".join("None" if k is None else f"K.{k}" for k in keys) + ")"
 
 
-def _scale(a: dict) -> str:
+def _scale(a: dict[str, Value]) -> str:
     return "" if a["scale"] == "tensor" else f", scale={literal(a['scale'])}"
 
 
-def _pool(torch_name: str, a: dict) -> str:
+def _float(a: dict[str, Value], name: str) -> float:
+    """A number argument (``eps``, ``p``) as a float."""
+    value = a[name]
+    assert isinstance(value, (int, float)), (name, value)
+    return float(value)
+
+
+def _pool(torch_name: str, a: dict[str, Value]) -> str:
     stride = a["stride"] if a["stride"] is not None else a["kernel"]
     return f"nn.{torch_name}({a['kernel']}, stride={stride}, padding={a['padding']})"
 
 
-def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str:
+def builtin(layer: LayerV, path: MemberPath, kernels: Kernels, class_of: ClassOf) -> str:
     a = dict(layer.args)
     match layer.name:
         case "TernaryLinear":
@@ -70,17 +79,17 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
             tail = _scale(a) + _kernel_kw(path, kernels) if ternary else ""
             return f"{head}({a['in_channels']}, {a['out_channels']}, {a['kernel']}{options}{tail})"
         case "BatchNorm2d" | "LayerNorm" | "RMSNorm":
-            return f"nn.{layer.name}({a['features']}, eps={literal(float(a['eps']))})"
+            return f"nn.{layer.name}({a['features']}, eps={literal(_float(a, 'eps'))})"
         case "Embedding":
             return f"decoding.Embedding({a['vocab']}, {a['dim']})"
         case "Dropout":
-            return f"nn.Dropout({literal(float(a['p']))})"
+            return f"nn.Dropout({literal(_float(a, 'p'))})"
         case "MaxPool2d" | "AvgPool2d":
             return _pool(layer.name, a)
         case "Sequential":
             inner = ", ".join(
                 construct(v, path + (i,), kernels, class_of) or "nn.Identity()"
-                for i, v in enumerate(a["layers"])
+                for i, v in enumerate(sequential_layers(layer))
             )
             return f"nn.Sequential({inner})"
         case "MultiHeadAttention":
@@ -91,7 +100,7 @@ def builtin(layer: LayerV, path: tuple, kernels: dict, class_of: ClassOf) -> str
     raise ValueError(f"no PyTorch module for built-in layer {layer.name}")
 
 
-def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> str | None:
+def construct(value: Value, path: MemberPath, kernels: Kernels, class_of: ClassOf) -> str | None:
     """Python that builds the member at ``path``, or None when it is not a module."""
     if isinstance(value, LayerV) and value.ref is not None:
         return (
@@ -101,13 +110,17 @@ def construct(value: Value, path: tuple, kernels: dict, class_of: ClassOf) -> st
         return builtin(value, path, kernels, class_of)
     if isinstance(value, tuple) and value:
         items = [construct(v, path + (i,), kernels, class_of) for i, v in enumerate(value)]
-        if all(i is not None for i in items):
-            return "model.ModuleList([" + ", ".join(items) + "])"
+        codes = [i for i in items if i is not None]
+        if len(codes) == len(items):
+            return "model.ModuleList([" + ", ".join(codes) + "])"
     return None
 
 
 def init_lines(
-    members: tuple[tuple[str, Value], ...], attrs: dict[str, str], kernels: dict, class_of: ClassOf
+    members: tuple[tuple[str, Value], ...],
+    attrs: dict[str, str],
+    kernels: Kernels,
+    class_of: ClassOf,
 ) -> list[str]:
     """The statements of ``__init__`` after ``super().__init__()``; ``attrs`` is each
     member's attribute name (``pyname.member_names``)."""
@@ -129,12 +142,13 @@ def weight_lines(g: Graph, attrs: dict[str, str]) -> list[str]:
     """The statements of ``__init__`` that create a functional entry's weights."""
     out = []
     for i in g.weights():
-        n = g.nodes[i]
-        shape = tuple(dims.as_int(d) for d in n.type.dims)
-        if n.type.ternary:
+        n, t = g.nodes[i], g.nodes[i].tensor_type
+        assert t.dims is not None  # lowering gives every weight a fixed shape
+        shape = tuple(dims.as_int(d) for d in t.dims)
+        if t.ternary:
             out.append(f"self.register_trits({literal(attrs[n.name])}, {literal(shape)})")
             continue
-        dtype = "" if n.type.dtype == "float32" else f", dtype=torch.{n.type.dtype}"
+        dtype = "" if t.dtype == "float32" else f", dtype=torch.{t.dtype}"
         value = f"nn.Parameter(torch.zeros({literal(shape)}{dtype}))"
         target = attr("self", attrs[n.name])
         out.append(
@@ -149,7 +163,7 @@ def weight_access(g: Graph, attrs: dict[str, str]) -> dict[int, str]:
     """How ``forward`` reads each weight param: the Python expression by node id."""
     return {
         i: f"self.trits({literal(attrs[g.nodes[i].name])})"
-        if g.nodes[i].type.ternary
+        if g.nodes[i].tensor_type.ternary
         else attr("self", attrs[g.nodes[i].name])
         for i in g.weights()
     }

@@ -24,6 +24,15 @@ from tribuild.engine.store import disk as store
 from tribuild.engine.store import merge as merging
 from tribuild.engine.store.loaded import Loaded
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any
+
+    from tribuild.engine.query import Query
+    from tribuild.engine.store.helper import Helper
+
 
 class Database:
     """Callers use the methods below and read ``revision`` and ``store_report``.
@@ -36,11 +45,11 @@ class Database:
     ``counters`` (stats and logs), ``local`` (this thread's active-query stack) and ``lru``.
     """
 
-    def __init__(self):
-        self.tables: dict = {}
+    def __init__(self) -> None:
+        self.tables: dict[Query, dict[tuple[Any, ...], Memo]] = {}
         self.memos: list[Memo | None] = []
         self.loaded: Loaded | None = None
-        self.helper = None
+        self.helper: Helper | None = None
         self.revision = 0  # bumped by each effective change of an input
         self.clock = DurabilityClock()
         self.gate = Gate()
@@ -49,7 +58,7 @@ class Database:
         self.lru = Lru()
         self.store_report = store.LoadReport("new", "created empty")
 
-    def find_memo(self, query, args: tuple) -> Memo | None:
+    def find_memo(self, query: Query, args: tuple[Any, ...]) -> Memo | None:
         """The memo of a key, or None if this database has none (call with the lock held)."""
         table = self.tables.get(query)
         if table is None:
@@ -61,7 +70,7 @@ class Database:
                 table[args] = memo
         return memo
 
-    def memo_of(self, query, args: tuple) -> Memo:
+    def memo_of(self, query: Query, args: tuple[Any, ...]) -> Memo:
         """The memo of a key, created empty on first use (call with the lock held)."""
         memo = self.find_memo(query, args)
         if memo is None:
@@ -70,7 +79,7 @@ class Database:
             self.tables[query][args] = memo
         return memo
 
-    def fresh(self, query, *args) -> bool:
+    def fresh(self, query: Query, *args: Any) -> bool:
         """Whether asking ``query(*args)`` now would be a plain hit: its memo was verified in
         this revision, holds its value and is not being computed. A hint that lets a walk skip
         work it would redo; a query's value must never depend on it (see
@@ -86,21 +95,26 @@ class Database:
     def memo_at(self, key_id: int) -> Memo:
         """The memo of a key id, materialised from a loaded store if need be."""
         memo = self.memos[key_id]
-        return memo if memo is not None else self.loaded.memo(self, key_id)
+        if memo is not None:
+            return memo
+        assert self.loaded is not None  # only a loaded store leaves a key without its memo
+        return self.loaded.memo(self, key_id)
 
     def every_memo(self) -> list[Memo]:
         """``memos`` with every loaded memo materialised."""
         if self.loaded is not None:
             for key_id in range(self.loaded.count):
                 self.loaded.memo(self, key_id)
-        return self.memos
+        return self.memos  # type: ignore[return-value]  # every one materialised above
 
     def restore(self, memo: Memo, admit: bool = True) -> bool:
         return store.restore(self, memo, admit)
 
     # -- inputs -------------------------------------------------------------------------
 
-    def set(self, query, *args_and_value, durability: Durability = Durability.LOW) -> None:
+    def set(
+        self, query: Query, *args_and_value: Any, durability: Durability = Durability.LOW
+    ) -> None:
         """``db.set(q, *args, value)``: set an input; equal values are a no-op."""
         if not query.is_input:
             raise TypeError(f"{query.name} is not an input query")
@@ -116,7 +130,7 @@ class Database:
             elif memo.value is NO_VALUE:
                 memo.value = value  # its blob is the stored encoding of ``value``
 
-    def remove(self, query, *args) -> None:
+    def remove(self, query: Query, *args: Any) -> None:
         """Make an input unset: reading it raises ``MissingInput``."""
         with self._writing():
             memo = self.find_memo(query, args)
@@ -124,13 +138,15 @@ class Database:
                 self._change(memo, NO_VALUE, memo.durability, None)
 
     @contextmanager
-    def _writing(self):
+    def _writing(self) -> Iterator[None]:
         if self.local.stack:
             raise RuntimeError("inputs cannot be set or removed from inside a query")
         with self.gate.writing():
             yield
 
-    def _change(self, memo: Memo, value, durability: Durability, blob) -> None:
+    def _change(
+        self, memo: Memo, value: Any, durability: int, blob: tuple[Any, ...] | None
+    ) -> None:
         """Set the input ``memo`` to ``value`` (with its blob, if known)."""
         revision = self.revision + 1
         self.clock.report_change(memo.durability, revision)
@@ -146,7 +162,7 @@ class Database:
         return self.counters.snapshot()
 
     @contextmanager
-    def log(self, queries=None):
+    def log(self, queries: Iterable[Query] | None = None) -> Iterator[Log]:
         """Record every executed / validated / hit event while the block runs; with
         ``queries`` (declared queries), only their events."""
         log = Log(None if queries is None else frozenset(queries))
@@ -156,27 +172,29 @@ class Database:
         finally:
             self.counters.logs = tuple(other for other in self.counters.logs if other is not log)
 
-    def why(self, query, *args) -> list[explain.Step]:
+    def why(self, query: Query, *args: Any) -> list[explain.Step]:
         return explain.why(self, query, args)
 
-    def explain(self, query, *args, label=None) -> str:
+    def explain(
+        self, query: Query, *args: Any, label: Callable[[str, tuple[Any, ...]], str] | None = None
+    ) -> str:
         if label is None:
             return explain.explain(self, query, args)
         return explain.explain(self, query, args, label)
 
-    def graph(self):
+    def graph(self) -> Any:
         return explain.graph(self)
 
     # -- worker processes ---------------------------------------------------------------
 
-    def export(self, keys) -> list[bytes]:
+    def export(self, keys: Iterable[tuple[Query, tuple[Any, ...]]]) -> list[bytes]:
         """The records of derived keys ``(query, args)`` computed at the current revision and
         of what they read, for ``merge`` into the database this one was forked from: the
         payload's parts, to be joined or written back to back."""
         with self.gate.cond:
             return merging.export(self, keys)
 
-    def encode(self, keys) -> None:
+    def encode(self, keys: Iterable[tuple[Query, tuple[Any, ...]]]) -> None:
         """Encode now, for the next save, the values of the records ``export(keys)`` would
         send."""
         with self.gate.cond:
@@ -192,7 +210,7 @@ class Database:
 
     # -- persistence --------------------------------------------------------------------
 
-    def save_apart(self, on_end) -> None:
+    def save_apart(self, on_end: Callable[[], None]) -> None:
         """Start making the next save's argument table in a forked helper process
         (``apart``); ``on_end`` is called once it has ended. Call ``save`` next: it waits
         for the helper only after doing the rest of its work."""
@@ -206,12 +224,12 @@ class Database:
         if helper is not None:
             helper.end()
 
-    def save(self, path, salt: str) -> store.SaveReport:
+    def save(self, path: str | os.PathLike[str], salt: str) -> store.SaveReport:
         with self.gate.cond:
             return store.save(self, path, salt)
 
     @classmethod
-    def load(cls, path, salt: str) -> "Database":
+    def load(cls, path: str | os.PathLike[str], salt: str) -> Database:
         db = cls()
         store.load(db, path, salt)
         return db

@@ -28,8 +28,17 @@ from tribuild.engine.memo import FIRST_RUN, NO_VALUE, VALUE_LOST
 from tribuild.engine.runtime import DEPS, FAILED, MEMO, POS, cycle_error
 from tribuild.engine.store.packs import encoded
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from typing import Any
 
-def fetch(db, query, args: tuple):
+    from tribuild.engine.database import Database
+    from tribuild.engine.memo import Memo
+    from tribuild.engine.query import Query
+    from tribuild.engine.runtime import ThreadState
+
+
+def fetch(db: Database, query: Query, args: tuple[Any, ...]) -> Any:
     table = db.tables.get(query)
     if table is not None:
         memo = table.get(args)
@@ -51,7 +60,7 @@ def fetch(db, query, args: tuple):
     return _slow_fetch(db, query, args)
 
 
-def _slow_fetch(db, query, args: tuple):
+def _slow_fetch(db: Database, query: Query, args: tuple[Any, ...]) -> Any:
     local = db.local
     stack = local.stack
     with db.gate.cond:
@@ -80,12 +89,12 @@ def _slow_fetch(db, query, args: tuple):
         return memo.value
 
 
-def _hit(db, local, memo) -> None:
+def _hit(db: Database, local: ThreadState, memo: Memo) -> None:
     local.hits[memo.query] += 1
     db.counters.event("hits", memo)
 
 
-def verify(db, local, root) -> None:
+def verify(db: Database, local: ThreadState, root: Memo) -> None:
     """Bring ``root`` (a derived memo that ran before, verified at an older revision) up to
     the current revision: mark it and the stale dependencies on the way green, or re-execute
     each memo whose dependency changed. One loop with everything in locals: it runs once per
@@ -149,7 +158,9 @@ def verify(db, local, root) -> None:
 _DESCEND = object()
 
 
-def _execute_in_verify(db, local, memo, cause, base) -> None:
+def _execute_in_verify(
+    db: Database, local: ThreadState, memo: Memo, cause: Memo, base: int
+) -> None:
     """Re-execute a memo found changed. If a dependency (not the root) fails, its dependent
     re-executes instead: that body asked for it and decides what its failure means."""
     stack = local.stack
@@ -163,12 +174,12 @@ def _execute_in_verify(db, local, memo, cause, base) -> None:
         stack[-1][FAILED] = True
 
 
-def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
+def execute(db: Database, local: ThreadState, memo: Memo, cause: int, cause_rev: int = 0) -> None:
     """Run ``memo``'s query body and store the result. Nothing is stored if it raises."""
     if db.gate.pending:
         raise Cancelled("an input was set from another thread")
     stack = local.stack
-    frame = [memo, [], 0, False]
+    frame: list[Any] = [memo, [], 0, False]
     memo.busy = True
     stack.append(frame)
     outer_nested = local.nested_seconds
@@ -186,11 +197,14 @@ def execute(db, local, memo, cause: int, cause_rev: int = 0) -> None:
     db.counters.executed(memo, own)
 
 
-def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None:
+def _store(
+    db: Database, memo: Memo, value: Any, read: list[int], cause: int, cause_rev: int
+) -> None:
     memos = db.memos
     deps = tuple(dict.fromkeys(read))
     rev = db.revision
-    durability = min((memos[d].durability for d in deps), default=Durability.HIGH)
+    # every key the body read has its memo (fetched or materialised on the way)
+    durability = min((memos[d].durability for d in deps), default=Durability.HIGH)  # type: ignore[union-attr]
     same, blob = (True, None) if cause == VALUE_LOST else same_value(db, memo, value)
     if not same or durability < memo.durability:
         memo.changed_at = rev
@@ -208,7 +222,7 @@ def _store(db, memo, value, read: list[int], cause: int, cause_rev: int) -> None
         db.lru.admit(memo, memos)
 
 
-def same_value(db, memo, value) -> tuple:
+def same_value(db: Database, memo: Memo, value: Any) -> tuple[bool, tuple[Any, ...] | None]:
     """Whether ``value`` equals the memo's value (False if it has none), and ``value``'s blob
     when the comparison encoded it (None otherwise). A lazy value is not decoded: the
     encodings are compared (``codec``: canonical, so equal bytes are equal values; equal
@@ -222,7 +236,7 @@ def same_value(db, memo, value) -> tuple:
     return memo.value is not NO_VALUE and equal(memo.value, value), None
 
 
-def equal(old, new) -> bool:
+def equal(old: object, new: object) -> bool:
     """``old == new`` as a plain bool; a comparison that raises or is not a bool counts as
     a difference."""
     try:

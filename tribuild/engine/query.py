@@ -46,24 +46,27 @@ class Query:
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
-    # Type checkers see a query as the function it wraps: called the same way, it returns
-    # what the function returns.
-    from typing import Any, ParamSpec, TypeVar, overload
+    # Type checkers see a query as a Query called as the function it wraps is: with the same
+    # arguments, it returns what the function returns.
+    from typing import Any, Generic, ParamSpec, TypeVar, overload
 
     _P = ParamSpec("_P")
     _R = TypeVar("_R")
 
-    def input_query(fn: Callable[_P, _R]) -> Callable[_P, _R]: ...
+    class TypedQuery(Query, Generic[_P, _R]):
+        def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+
+    def input_query(fn: Callable[_P, _R]) -> TypedQuery[_P, _R]: ...
 
     @overload
-    def derived(fn: Callable[_P, _R]) -> Callable[_P, _R]: ...
+    def derived(fn: Callable[_P, _R]) -> TypedQuery[_P, _R]: ...
     @overload
     def derived(
         fn: None = None, *, lru: int | None = None
-    ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
+    ) -> Callable[[Callable[_P, _R]], TypedQuery[_P, _R]]: ...
     def derived(
         fn: Callable[_P, _R] | None = None, *, lru: int | None = None
-    ) -> Callable[_P, _R] | Callable[[Callable[_P, _R]], Callable[_P, _R]]: ...
+    ) -> TypedQuery[_P, _R] | Callable[[Callable[_P, _R]], TypedQuery[_P, _R]]: ...
 
 else:
 

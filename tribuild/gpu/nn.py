@@ -95,7 +95,8 @@ def _kernel_state(kernel: Kernel | None) -> Kernel | None | tuple[str, str]:
 
 
 def _kernel_from_state(state: Kernel | None | tuple[str, str]) -> Kernel | None:
-    if isinstance(state, tuple) and state[:1] == ("kernel file",):
+    if isinstance(state, tuple):
+        assert state[0] == "kernel file", state  # as ``_kernel_state`` writes it
         from tribuild.gpu.kernel_files import load_kernel_file
 
         return load_kernel_file(state[1])
@@ -110,6 +111,11 @@ class TernaryLayer(nn.Module):
         False  # dense weights as the [N, K] view of a contiguous [K, N] tensor (matrix products)
     )
     KERNEL_ATTRS: tuple[str, ...] = ("kernel",)  # attributes holding generated kernel functions
+    # torch types a buffer as Optional (``register_buffer(name, None)``); these layers
+    # register tensors only
+    _buffers: dict[str, torch.Tensor]  # type: ignore[assignment]
+    kernel: Kernel | None
+    run: Callable[..., torch.Tensor]  # the subclass's: the product with a scale and epilogue
 
     def _ternary_weights(self, scale: str) -> None:
         """The packed buffers and scales of ``TERNARY``, and a latent weight for each (left
@@ -130,6 +136,7 @@ class TernaryLayer(nn.Module):
     def _init_linear_like(self, name: str, bias: torch.Tensor | None) -> None:
         """``nn.Linear``'s and ``nn.Conv2d``'s ``reset_parameters``, on ``latent_<name>``."""
         latent = self._parameters[f"latent_{name}"]
+        assert latent is not None  # ``_ternary_weights`` made it
         nn.init.kaiming_uniform_(latent, a=math.sqrt(5))
         if bias is not None:
             fan_in = math.prod(latent.shape[1:])
@@ -189,6 +196,7 @@ class TernaryLayer(nn.Module):
         packed, own = self._buffers[name], self._buffers[f"{name}_scale"]
         if torch.compiler.is_compiling():
             return self._traced_weight(name, scale if scale is not None else own).to(dtype)
+        key: str | tuple[str, int]
         if scale is None or scale is own:
             key, scale = name, own
         else:
@@ -313,7 +321,8 @@ class TernaryLayer(nn.Module):
     ) -> torch.Tensor:
         """``act(bn(self(x)) + residual)`` as one kernel call where possible (see the module
         doc)."""
-        if self.training or (bn is not None and bn.training):
+        if self.training or (bn is not None and (bn.training or bn.running_var is None)):
+            # a BatchNorm without running statistics normalises by the batch's: not foldable
             y = self.forward(x)
             y = bn(y) if bn is not None else y
             y = y + residual if residual is not None else y
@@ -322,7 +331,8 @@ class TernaryLayer(nn.Module):
             if torch.compiler.is_compiling():
                 return self._traced_fused(x, bn, act, residual)
             self.sync_latents()
-        scale, bias = self._buffers["weight_scale"], self._parameters.get("bias")
+        scale: torch.Tensor = self._buffers["weight_scale"]
+        bias: torch.Tensor | None = self._parameters.get("bias")
         if bn is not None:
             scale, bias = self.folded(scale, bias, bn)
         return self.run(x, scale, bias, act, residual, kernel or self.kernel)
@@ -339,10 +349,12 @@ def _fold(
     scale: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``bn``'s eval-mode affine map merged into a per-channel float32 ``(scale, bias)``."""
-    inv = torch.rsqrt(bn.running_var.float() + bn.eps)
+    mean, var = bn.running_mean, bn.running_var
+    assert mean is not None and var is not None  # ``fused`` folds only a BatchNorm that has them
+    inv = torch.rsqrt(var.float() + bn.eps)
     if bn.weight is not None:
         inv = inv * bn.weight.float()
-    shift = -bn.running_mean.float() if bias is None else bias.float() - bn.running_mean.float()
+    shift = -mean.float() if bias is None else bias.float() - mean.float()
     new_bias = shift * inv + (bn.bias.float() if bn.bias is not None else 0.0)
     return (scale.float() * inv).contiguous(), new_bias.contiguous()
 
@@ -354,6 +366,7 @@ def _same_dtype(bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | No
 
 class TernaryLinear(TernaryLayer):
     K_MAJOR = True
+    weight: torch.Tensor  # the packed buffer
 
     def __init__(
         self,
@@ -407,6 +420,8 @@ class TernaryLinear(TernaryLayer):
 
 
 class TernaryConv2d(TernaryLayer):
+    weight: torch.Tensor  # the packed buffer
+
     def __init__(
         self,
         in_channels: int,
@@ -492,6 +507,8 @@ class MultiHeadAttention(TernaryLayer):
     ``TernaryLinear(d, d, bias=True)``. Scaled dot-product attention, no mask."""
 
     K_MAJOR = True
+    in_proj_weight: torch.Tensor  # the packed buffer and its scale
+    in_proj_weight_scale: torch.Tensor
 
     def __init__(
         self, d: int, heads: int, kernels: tuple[Kernel | None, Kernel | None] = (None, None)
@@ -508,9 +525,11 @@ class MultiHeadAttention(TernaryLayer):
     def reset_parameters(self) -> None:
         """``nn.MultiheadAttention``'s initialization: Xavier-uniform input projection, zero
         biases (the output projection keeps ``nn.Linear``'s weight)."""
-        nn.init.xavier_uniform_(self._parameters["latent_in_proj_weight"])
+        latent, out_bias = self._parameters["latent_in_proj_weight"], self.out_proj.bias
+        assert latent is not None and out_bias is not None  # both made by ``__init__``
+        nn.init.xavier_uniform_(latent)
         nn.init.zeros_(self.in_proj_bias)
-        nn.init.zeros_(self.out_proj.bias)
+        nn.init.zeros_(out_bias)
         self.sync_latents()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ Terms:
 from __future__ import annotations
 
 from tribuild.base.record import record, replace
-from tribuild.lang import ScalarT, TensorT
+from tribuild.lang import LayerV, ScalarT, TensorT
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 OPS = ("param", "const", "apply", "call", "unary", "binary", "fn_call", "ternary", "layout")
 
 Type = TensorT | ScalarT
+MemberPath = tuple[str | int, ...]
+"""Where a member is in its instance: ``("stages", 3)`` is ``stages[3]``."""
 
 
 @record
@@ -67,6 +69,12 @@ class Node:
             if k == key:
                 return v
         return default
+
+    @property
+    def tensor_type(self) -> TensorT:
+        """``type``, of a node known to yield a tensor (a weight, a layer applied...)."""
+        assert isinstance(self.type, TensorT), self
+        return self.type
 
     def with_attrs(self, **changes: object) -> Node:
         merged = dict(self.attrs)
@@ -100,6 +108,27 @@ class Graph:
                 out[j].append(i)
         out[self.output].append(-1)
         return out
+
+
+def sequential_layers(layer: LayerV) -> tuple[LayerV, ...]:
+    """The layers of a ``Sequential`` (its checked argument ``layers``)."""
+    layers = dict(layer.args)["layers"]
+    assert isinstance(layers, tuple), layers
+    out = tuple(x for x in layers if isinstance(x, LayerV))
+    assert len(out) == len(layers), layers
+    return out
+
+
+def int_args(layer: LayerV, *names: str) -> tuple[int, ...]:
+    """The arguments ``names`` of a built-in layer that the checker holds to ints (a conv's
+    channels, kernel size...): an instance's members are built from known values."""
+    args = dict(layer.args)
+    out = []
+    for name in names:
+        value = args[name]
+        assert isinstance(value, int), (layer.name, name, value)
+        out.append(value)
+    return tuple(out)
 
 
 def is_tensor(n: Node) -> bool:

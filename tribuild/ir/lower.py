@@ -23,12 +23,12 @@ Terms:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tribuild.base.record import fields, is_record, record, replace
 from tribuild.diagnostics import register
 from tribuild.ir.builder import Builder
-from tribuild.ir.graph import Graph, In, InList, node
+from tribuild.ir.graph import Graph, In, InList, MemberPath, node, sequential_layers
 from tribuild.lang import (
     FUNCTIONS,
     REQUIRED,
@@ -86,7 +86,7 @@ class _TooDeep(Unsupported):
 class Lowered:
     value: Value
     ref: int | tuple[int, ...] | None = None
-    path: tuple | None = None
+    path: MemberPath | None = None
 
 
 def lower_instance(
@@ -111,7 +111,7 @@ def lower_instance(
     for p in sig.inputs:
         if not isinstance(p.type, TensorT):
             raise Unsupported(f"`forward` input `{p.name}` is not a tensor", forward.name_span)
-        body.param(p, TensorV(resolve(p.type, body.scope, body.ctx)))
+        body.param(p, TensorV(_resolve_tensor(p.type, body)))
     return body.run_all(forward.body, forward.name_span)
 
 
@@ -127,7 +127,7 @@ def _lower_functional(
                 f"parameter `{p.name}` of the functional layer `{item.name}` is not a tensor",
                 item.name_span,
             )
-        t = resolve(p.type, body.scope, body.ctx)
+        t = _resolve_tensor(p.type, body)
         weight = not data or p is not data[-1]
         if weight and (t.dims is None or any(dims.as_int(d) is None for d in t.dims)):
             raise Unsupported(
@@ -136,6 +136,7 @@ def _lower_functional(
         body.param(p, TensorV(t), weight)
     if not data:
         raise Unsupported(f"the functional layer `{item.name}` takes no data input", item.name_span)
+    assert item.body is not None  # lower_instance's test: the layer is functional
     return body.run_all(item.body, item.name_span)
 
 
@@ -163,6 +164,13 @@ def lower_fn(
     return body.run_all(item.body or (), item.name_span)
 
 
+def _resolve_tensor(t: TensorT, body: _Body) -> TensorT:
+    """``resolve`` of a tensor type in ``body``'s scope: a tensor type too."""
+    resolved = resolve(t, body.scope, body.ctx)
+    assert isinstance(resolved, TensorT), resolved
+    return resolved
+
+
 def _single_symbol(d: dims.DimLike) -> str | None:
     if (
         isinstance(d, dims.Dim)
@@ -183,25 +191,27 @@ class _Body:
         self.b = Builder()
         self.scope: dict[str, Value] = {}
         self.refs: dict[str, int | tuple[int, ...]] = {}
-        self.paths: dict[str, tuple | None] = {}
+        self.paths: dict[str, MemberPath | None] = {}
         self.symbols: dict[str, tuple[int, int]] = {}
         self.output: int | None = None
 
     def param(self, p: ParamSig, value: TensorV, weight: bool = False) -> None:
         index = len(self.b.nodes)
         extra = {"weight": True} if weight else {}
-        self.refs[p.name] = self.b.add(node("param", (), value.type, p.name, index=index, **extra))
+        ref = self.refs[p.name] = self.b.add(
+            node("param", (), value.type, p.name, index=index, **extra)
+        )
         self.scope[p.name] = value
         for axis, d in enumerate(value.type.dims or ()):
             name = _single_symbol(d)
             if name is not None and name not in self.symbols:
-                self.symbols[name] = (self.refs[p.name], axis)
+                self.symbols[name] = (ref, axis)
         declared = resolve(p.type, self.scope, self.ctx)
         bind_dim_names(declared, self.scope)
         for axis, d in enumerate(declared.dims or () if isinstance(declared, TensorT) else ()):
             name = _single_symbol(d)
             if name is not None and name not in self.symbols:
-                self.symbols[name] = (self.refs[p.name], axis)
+                self.symbols[name] = (ref, axis)
 
     def run_all(self, stmts: tuple[ast.Stmt, ...], span: ast.Span) -> Graph:
         self.run(stmts)
@@ -223,8 +233,8 @@ class _Body:
             case ast.Let(name=name, value=e) | ast.Assign(name=name, value=e):
                 self.bind(name, self.expr(e))
             case ast.Return(value=e):
-                out = self.expr(e) if e is not None else Lowered(None)
-                if not isinstance(out.ref, int):
+                out = self.expr(e) if e is not None else None
+                if out is None or not isinstance(out.ref, int):
                     raise Unsupported("`return` of a value that is not a tensor", stmt.span)
                 self.output = out.ref
             case ast.ExprStmt(value=e):
@@ -289,14 +299,15 @@ class _Body:
                 return self.expr(then if self.const_bool(cond) else otherwise)
             case ast.ListLit(elems=elems):
                 items = [self.expr(x) for x in elems]
-                if not all(isinstance(x.ref, int) for x in items):
+                refs = tuple(x.ref for x in items if isinstance(x.ref, int))
+                if len(refs) != len(items):
                     raise Unsupported("a list mixing tensors and other values", e.span)
-                return Lowered(tuple(x.value for x in items), tuple(x.ref for x in items))
+                return Lowered(tuple(x.value for x in items), refs)
             case ast.Call():
                 return self.call(e)
         raise Unsupported(f"{type(e).__name__.lower()} on a tensor", e.span)
 
-    def path_of(self, e: ast.Expr) -> tuple | None:
+    def path_of(self, e: ast.Expr) -> MemberPath | None:
         """The member path of a layer-valued expression: a member, a loop variable, `m[i]`."""
         if isinstance(e, ast.Name):
             return self.paths.get(e.id)
@@ -340,7 +351,7 @@ class _Body:
                 x = lowered[e.args[0].span]
                 if layer.name != "Sequential":
                     return self.emit("apply", (x,), value, path=func.path, layer=layer)
-                steps = self.steps(dict(layer.args)["layers"], x.value, e.span)
+                steps = self.steps(sequential_layers(layer), x.value, e.span)
                 return self.emit("apply", (x,), value, path=func.path, layer=layer, steps=steps)
             case Callee(name=name, ref=None) if name in FUNCTIONS:
                 names = tuple(p for p, _ in FUNCTIONS[name].params)
@@ -350,15 +361,21 @@ class _Body:
                 return self.fn_call(ref, args, lowered, value, e.span)
         raise Unsupported(f"calling `{what}` on tensors", e.span)
 
-    def steps(self, layers: tuple, x: Value, span: ast.Span) -> tuple:
+    def steps(self, layers: tuple[LayerV, ...], x: Value, span: ast.Span) -> tuple[TensorT, ...]:
         """The type after each layer of a Sequential applied to ``x``."""
         out = []
         for layer in layers:
             x = call(layer, CallArgs(((x, span),)), span, self.ctx, layer.name)
+            if not isinstance(x, TensorV):
+                raise Unsupported(
+                    f"`{layer.name}` in a Sequential whose result is not a tensor", span
+                )
             out.append(x.type)
         return tuple(out)
 
-    def bound(self, names: tuple[str, ...], args: CallArgs, span: ast.Span, what: str):
+    def bound(
+        self, names: tuple[str, ...], args: CallArgs, span: ast.Span, what: str
+    ) -> dict[str, tuple[Value, ast.Span]]:
         out = bind(names, frozenset(), args, span, self.ctx, what)
         if out is None:
             raise Unsupported(f"the arguments of `{what}`", span)
@@ -368,9 +385,9 @@ class _Body:
         self,
         name: str,
         names: tuple[str, ...],
-        defaults: dict,
+        defaults: Mapping[str, object],
         args: CallArgs,
-        lowered: dict,
+        lowered: dict[ast.Span, Lowered],
         value: Value,
         span: ast.Span,
     ) -> Lowered:
@@ -398,7 +415,12 @@ class _Body:
         )
 
     def fn_call(
-        self, ref: ItemRef, args: CallArgs, lowered: dict, value: Value, span: ast.Span
+        self,
+        ref: ItemRef,
+        args: CallArgs,
+        lowered: dict[ast.Span, Lowered],
+        value: Value,
+        span: ast.Span,
     ) -> Lowered:
         item, sig = self.fn_item(ref)
         bound = self.bound(tuple(p.name for p in sig.inputs), args, span, sig.name)
@@ -415,12 +437,13 @@ class _Body:
             raise Unsupported(
                 f"{err.message} (the chain starts with this call of `{sig.name}`)", span
             ) from None
-        inputs = tuple(
+        refs = [
             lowered[bound[p.name][1]].ref
             for p in sig.inputs
             if isinstance(values.get(p.name), TensorV)
-        )
-        if not isinstance(value, TensorV) or not all(isinstance(i, int) for i in inputs):
+        ]
+        inputs = tuple(i for i in refs if isinstance(i, int))
+        if not isinstance(value, TensorV) or len(inputs) != len(refs):
             raise Unsupported(f"calling `{sig.name}`", span)
         return Lowered(
             value, self.b.add(node("fn_call", inputs, value.type, fn=sig.name, body=body))

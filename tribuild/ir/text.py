@@ -100,4 +100,5 @@ def _value(value: object, node: Node) -> str:
         ):
             return "{" + ", ".join(f"{k}: {_value(v, node)}" for k, v in value) + "}"
         return "(" + ", ".join(_value(x, node) for x in value) + ")"
-    return format_value(value)
+    # any other attr is a checker value; format_value spells the rest with repr
+    return format_value(value)  # type: ignore[arg-type]

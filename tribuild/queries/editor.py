@@ -16,7 +16,7 @@ language server reads them (hover).
 from __future__ import annotations
 
 from tribuild.engine import derived
-from tribuild.lang import dims
+from tribuild.lang import TensorT, dims
 from tribuild.lang.check.calls import subst_type
 from tribuild.lang.check.checker import Members, check_instance, check_item, example_input_dims
 from tribuild.lang.check.values import InstanceKey, Sym, TensorV, Value, format_value, from_dim
@@ -67,7 +67,9 @@ def instance_bindings(
 
 def _fixed(value: Value, fixed: dict) -> Value:
     if fixed and isinstance(value, TensorV):
-        return TensorV(subst_type(value.type, fixed))
+        t = subst_type(value.type, fixed)
+        assert isinstance(t, TensorT)  # substitution keeps a tensor type one
+        return TensorV(t)
     if fixed and isinstance(value, Sym):
         return from_dim(dims.substitute(value.dim, fixed) or value.dim)
     return value

@@ -14,10 +14,11 @@ from array import array
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 
-def pack(columns: dict[str, list[int]]) -> tuple[list[list[object]], bytes]:
+def pack(columns: Mapping[str, Iterable[int]]) -> tuple[list[list[object]], bytes]:
     layout: list[list[object]] = []
     chunks: list[bytes] = []
     for name, values in columns.items():

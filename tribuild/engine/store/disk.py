@@ -45,6 +45,18 @@ from tribuild.engine.query import REGISTRY
 from tribuild.engine.store import argtable, codec, columns, packs
 from tribuild.engine.store.loaded import Loaded, deps_of, starts, without
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from collections.abc import MutableSequence, Sequence
+    from typing import Any
+
+    from tribuild.engine.database import Database
+    from tribuild.engine.store.helper import Helper, Prefix
+    from tribuild.engine.store.loaded import Body
+    from tribuild.engine.store.packs import Blob, PackFile, Placement
+
+    ArgColumns = dict[str, MutableSequence[int]]  # ``args_len`` and ``args``
+
 FORMAT = 6
 _MAGIC = b"TRIBUILD-ENGINE"
 
@@ -91,11 +103,12 @@ def graph_sid(name: str) -> str | None:
 # -- save --------------------------------------------------------------------------------
 
 
-def save(db, path, salt: str) -> SaveReport:
+def save(db: Database, path: str | os.PathLike[str], salt: str) -> SaveReport:
     helper, db.helper = db.helper, None
     root = os.fspath(path)
     try:
         if helper is None and _as_loaded(db, root, salt) and _touch(root, salt):
+            assert db.loaded is not None  # as ``_as_loaded`` found
             return SaveReport(len(db.memos), db.loaded.entries, 0, {}, 0)
         return _save(db, root, salt, helper)
     finally:
@@ -103,7 +116,7 @@ def save(db, path, salt: str) -> SaveReport:
             helper.end()
 
 
-def _as_loaded(db, root: str, salt: str) -> bool:
+def _as_loaded(db: Database, root: str, salt: str) -> bool:
     """Whether ``db`` holds the store at ``root`` it was loaded from, unchanged (a kept
     store)."""
     loaded = db.loaded
@@ -128,7 +141,7 @@ def _touch(root: str, salt: str) -> bool:
     return True
 
 
-def _save(db, root: str, salt: str, helper) -> SaveReport:
+def _save(db: Database, root: str, salt: str, helper: Helper | None) -> SaveReport:
     """``save``, with the argument table made by ``helper`` (``apart``) or here (None)."""
     os.makedirs(root, exist_ok=True)
     sid = salt_id(salt)
@@ -153,7 +166,7 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
         arg_layout, arg_bytes = columns.pack(args | {"args_start": starts(args["args_len"])})
         text = table.text()
     wrote += _write_pack(placed)
-    meta = json.dumps(
+    meta_json = json.dumps(
         meta
         | {
             "salt": salt,
@@ -162,7 +175,7 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
         },
         separators=(",", ":"),
     ).encode()
-    body = b"".join([len(meta).to_bytes(8, "little"), meta, int_bytes, arg_bytes, text])
+    body = b"".join([len(meta_json).to_bytes(8, "little"), meta_json, int_bytes, arg_bytes, text])
     graph = b"%s %d %s\n" % (_MAGIC, FORMAT, digest(body).encode()) + body
     write_atomic(os.path.join(root, graph_name(sid)), graph)
     names = {p.name for p in placed.packs}
@@ -178,23 +191,24 @@ def _save(db, root: str, salt: str, helper) -> SaveReport:
     )
 
 
-def _write_pack(placed) -> int:
+def _write_pack(placed: Placement) -> int:
     """Write the new pack of ``placed`` if it has one not written yet (made durable by the
     graph file's folder fsync); the bytes written."""
     if placed.new is None or placed.new.data is not None:
         return 0
-    packs.write(placed)
-    return len(placed.new.data)
+    return packs.write(placed)
 
 
-def _unwrite_pack(placed) -> None:
+def _unwrite_pack(placed: Placement) -> None:
     """Delete the new pack ``_write_pack`` wrote (a placement made again copies its values
     out of it)."""
     if placed.new is not None and placed.new.data is not None:
         unlink(placed.new.path)
 
 
-def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: str):
+def _place(
+    db: Database, memos: list[Memo], unencodable: dict[str, int], root: str, sid: str
+) -> Placement:
     return packs.place(
         memos,
         [blob_of(m, unencodable) for m in memos],
@@ -204,7 +218,9 @@ def _place(db, memos: list[Memo], unencodable: dict[str, int], root: str, sid: s
     )
 
 
-def _table(memos: list[Memo], loaded: Loaded | None, prefix) -> tuple:
+def _table(
+    memos: list[Memo], loaded: Loaded | None, prefix: Prefix | None
+) -> tuple[argtable.Writer, ArgColumns, list[Memo], set[int]]:
     """The node table and the argument columns of the memos kept, the memos kept and the
     ids of those dropped (``arguments``; ``prefix``: a helper's, or None)."""
     table, args, seeds = arguments(memos, loaded, prefix)
@@ -215,7 +231,9 @@ def _table(memos: list[Memo], loaded: Loaded | None, prefix) -> tuple:
     return table, args, kept, dropped
 
 
-def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
+def arguments(
+    memos: list[Memo], loaded: Loaded | None, prefix: Prefix | None = None
+) -> tuple[argtable.Writer, ArgColumns, set[int]]:
     """The node table, the ``args_len`` and ``args`` columns of ``memos`` (listed by key id)
     and the *seeds* of the keys to drop: those whose query is not the one declared under its
     ident or whose arguments cannot be encoded (their dependents go too). The keys
@@ -223,6 +241,8 @@ def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
     (``Loaded`` checked that they list each key's ids in key order); the other keys' nodes
     are looked up or added in the table. A helper's ``prefix`` (``apart``) stands for the
     first keys in the same way."""
+    lengths: MutableSequence[int]
+    flat: MutableSequence[int]
     if prefix is not None:
         table = argtable.Writer(prefix.text, prefix.nodes)
         carried, lengths, flat = prefix.keys, prefix.args_len, prefix.args
@@ -230,7 +250,9 @@ def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
     else:
         table = argtable.Writer(loaded.text, len(loaded.elements)) if loaded else argtable.Writer()
         carried = loaded.count if loaded is not None else 0
-        lengths, flat = (loaded.args_len[:], loaded.arg_ids[:]) if carried else ([], [])
+        lengths, flat = (
+            (loaded.args_len[:], loaded.arg_ids[:]) if carried and loaded is not None else ([], [])
+        )
         seeds = set()
     wrong = {q for q in {m.query for m in memos} if REGISTRY.get(q.ident) is not q}
     if wrong:
@@ -239,13 +261,15 @@ def arguments(memos: list[Memo], loaded: Loaded | None, prefix=None) -> tuple:
         ids = None if m.query in wrong else table.ids(m.args)
         if ids is None:
             seeds.add(m.id)
-            ids = ()
+            ids = []
         lengths.append(len(ids))
         flat.extend(ids)
     return table, {"args_len": lengths, "args": flat}, seeds
 
 
-def _graph_columns(db, kept: list[Memo], dropped: set[int], placed) -> tuple[dict, list, bytes]:
+def _graph_columns(
+    db: Database, kept: list[Memo], dropped: set[int], placed: Placement
+) -> tuple[dict[str, Any], list[list[object]], bytes]:
     """The JSON part (revision, clock, query idents) of the graph of the kept memos and its
     integer columns but the arguments, packed (``columns``): layout and bytes."""
     meta, ints = _columns(db, kept, dropped)
@@ -253,7 +277,9 @@ def _graph_columns(db, kept: list[Memo], dropped: set[int], placed) -> tuple[dic
     return meta, *columns.pack(ints | {"value": placed.values} | placed.entries)
 
 
-def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
+def _columns(
+    db: Database, kept: list[Memo], dropped: set[int]
+) -> tuple[dict[str, Any], dict[str, list[int]]]:
     """The graph of the kept memos, with key ids renumbered: the JSON part and the integer
     columns but the values, the arguments and the starts. ``deps`` are flattened:
     ``deps_len`` is -1 for a key without a dependency record (inputs, queries that never
@@ -281,7 +307,7 @@ def _columns(db, kept: list[Memo], dropped: set[int]) -> tuple[dict, dict]:
     return meta, ints
 
 
-def _with_dependents(deps: list, seeds: set[int]) -> set[int]:
+def _with_dependents(deps: Sequence[tuple[int, ...] | None], seeds: set[int]) -> set[int]:
     """``seeds`` and every key that depends on one of them, transitively; ``deps[i]`` is
     the dependency list of key ``i`` (None for inputs)."""
     if not seeds:
@@ -299,7 +325,7 @@ def _with_dependents(deps: list, seeds: set[int]) -> set[int]:
     return out
 
 
-def blob_of(memo: Memo, unencodable: dict[str, int]):
+def blob_of(memo: Memo, unencodable: dict[str, int]) -> Blob | None:
     """The memo's encoded value and its checksum (cached on the memo), or None. Bytes taken
     from a merge payload were checked when merged (``merge``); bytes loaded from a pack are
     checked with their pack (``packs``)."""
@@ -326,7 +352,7 @@ def write_atomic(path: str, data: bytes) -> None:
 # -- load --------------------------------------------------------------------------------
 
 
-def load(db, path, salt: str) -> None:
+def load(db: Database, path: str | os.PathLike[str], salt: str) -> None:
     """Fill the empty ``db`` from the store at ``path``; on any problem leave it empty and
     say why in ``db.store_report``."""
     root = os.fspath(path)
@@ -371,7 +397,7 @@ def load(db, path, salt: str) -> None:
             )
 
 
-def read_graph(raw: bytes) -> dict:
+def read_graph(raw: bytes) -> Body:
     """The graph file's JSON part with its integer columns and its argument table text
     (``"elements"``) merged in; ValueError when damaged."""
     header, _, body = raw.partition(b"\n")
@@ -381,7 +407,7 @@ def read_graph(raw: bytes) -> dict:
     if parts[2].decode() != digest(body):
         raise ValueError("checksum mismatch")
     meta_len = int.from_bytes(body[:8], "little")
-    meta = json.loads(body[8 : 8 + meta_len])
+    meta: dict[str, Any] = json.loads(body[8 : 8 + meta_len])
     start = 8 + meta_len
     end = start + columns.size(meta["layout"])
     if end > len(body):
@@ -390,10 +416,10 @@ def read_graph(raw: bytes) -> dict:
     return meta | ints | {"elements": body[end:]}
 
 
-def pack_list(body: dict, sid: str) -> list:
+def pack_list(body: Body, sid: str) -> list[list[Any]]:
     """The graph file's ``[name, size, mtime_ns]`` per pack, checked: a pack is a file of
     this salt in the store folder (no other path is ever opened)."""
-    listed = body["packs"]
+    listed: list[list[Any]] = body["packs"]
     for row in listed:
         if (
             type(row) is not list
@@ -406,7 +432,7 @@ def pack_list(body: dict, sid: str) -> list:
     return listed
 
 
-def _fill(db, body: dict, files: list, origin: tuple[str, str]) -> int:
+def _fill(db: Database, body: Body, files: list[PackFile], origin: tuple[str, str]) -> int:
     """Point the empty ``db`` at the columns of ``body`` (memos are built on first use);
     returns how many keys were dropped because their query is not declared in this process or
     their arguments do not decode (or because they depend on such a key)."""
@@ -432,7 +458,7 @@ def _fill(db, body: dict, files: list, origin: tuple[str, str]) -> int:
     return len(unknown)
 
 
-def restore(db, memo: Memo, admit: bool) -> bool:
+def restore(db: Database, memo: Memo, admit: bool) -> bool:
     """Decode a lazy value into ``memo.value``; False if there is none or it is corrupt."""
     if memo.blob is None:
         return False

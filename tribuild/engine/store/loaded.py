@@ -27,6 +27,17 @@ from itertools import accumulate
 
 from tribuild.engine.memo import NO_VALUE, Memo
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from tribuild.engine.database import Database
+    from tribuild.engine.query import Query
+    from tribuild.engine.store.packs import PackFile
+
+    Body = dict[str, Any]  # a graph file's JSON part, its columns and argument table merged in
+
 KEY_COLUMNS = (
     "query",
     "changed",
@@ -71,18 +82,19 @@ class Loaded:
 
     def __init__(
         self,
-        queries: list,
-        body: dict,
-        elements: list,
-        packs: list,
+        queries: list[Query | None],
+        body: Body,
+        elements: list[Any],
+        packs: list[PackFile],
         pruned: bool,
         origin: tuple[str, str],
-    ):
-        """``body``: the graph file's JSON part with its columns and argument table text
-        (``"elements"``); ``elements``: the nodes' values (``argtable``); ``packs``:
-        ``PackFile``s; ``pruned``: whether the load dropped keys; ``origin``: the store
-        folder and salt id it was read from. Raises ValueError when the columns are
-        inconsistent."""
+    ) -> None:
+        """``queries``: by index, the queries declared under the store's idents (None: not
+        declared in this process; the load dropped their keys); ``body``: the graph file's
+        JSON part with its columns and argument table text (``"elements"``); ``elements``:
+        the nodes' values (``argtable``); ``packs``: ``PackFile``s; ``pruned``: whether the
+        load dropped keys; ``origin``: the store folder and salt id it was read from. Raises
+        ValueError when the columns are inconsistent."""
         self.queries = queries
         self.text, self.elements, self.pruned = body["elements"], elements, pruned
         self.origin, self.revision = origin, body["revision"]
@@ -104,8 +116,8 @@ class Loaded:
             body[name] for name in ENTRY_COLUMNS
         )
         self.packs = packs
-        self._index: dict = {}
-        self._ids: dict | None = None
+        self._index: dict[Query, dict[tuple[Any, ...], int]] = {}
+        self._ids: dict[int, list[int]] | None = None
         self._check()
 
     @property
@@ -153,7 +165,7 @@ class Loaded:
             if column and (min(column) < (-1 if what == "entry" else 0) or max(column) >= bound):
                 raise ValueError(f"{what} id out of range")
 
-    def args_of(self, key_id: int) -> tuple:
+    def args_of(self, key_id: int) -> tuple[Any, ...]:
         start, n, nodes, ids = (
             self._args_start[key_id],
             self.args_len[key_id],
@@ -166,7 +178,7 @@ class Loaded:
             return nodes[ids[start]], nodes[ids[start + 1]]
         return tuple([nodes[i] for i in ids[start : start + n]])
 
-    def memo(self, db, key_id: int) -> Memo:
+    def memo(self, db: Database, key_id: int) -> Memo:
         """The memo of ``key_id``, materialised if it was not yet (after an edit,
         verification materialises every memo)."""
         memo = db.memos[key_id]
@@ -184,9 +196,11 @@ class Loaded:
                     pack,
                     offset,
                 )
+        query = self.queries[self._query[key_id]]
+        assert query is not None  # the keys of undeclared queries were dropped
         memo = Memo(
             key_id,
-            self.queries[self._query[key_id]],
+            query,
             self.args_of(key_id),
             self._changed[key_id],
             self._verified[key_id],
@@ -220,7 +234,7 @@ class Loaded:
             and blob[3] == self._offset[entry]
         )
 
-    def find(self, db, query, args: tuple) -> Memo | None:
+    def find(self, db: Database, query: Query, args: tuple[Any, ...]) -> Memo | None:
         """The memo of a stored key, or None if the store does not hold it."""
         index = self._index.get(query)
         if index is None:
@@ -228,7 +242,7 @@ class Loaded:
         key_id = index.get(args)
         return None if key_id is None else self.memo(db, key_id)
 
-    def _build_index(self, query) -> dict:
+    def _build_index(self, query: Query) -> dict[tuple[Any, ...], int]:
         if self._ids is None:
             self._ids = {}
             for key_id, qi in enumerate(self._query):
@@ -237,7 +251,7 @@ class Loaded:
         return {self.args_of(i): i for i in ids}
 
 
-def without(body: dict, dropped: set[int]) -> dict:
+def without(body: Body, dropped: set[int]) -> Body:
     """``body`` without the keys in ``dropped`` (none of which a kept key depends on), key ids
     renumbered."""
     kept = [i for i in range(len(body["query"])) if i not in dropped]
@@ -251,19 +265,19 @@ def without(body: dict, dropped: set[int]) -> dict:
     return out
 
 
-def _flatten(body: dict, name: str, keys: list[int]) -> list[int]:
+def _flatten(body: Body, name: str, keys: list[int]) -> list[int]:
     flat, begin, length = body[name], body[f"{name}_start"], body[f"{name}_len"]
     return [x for i in keys for x in flat[begin[i] : begin[i] + max(length[i], 0)]]
 
 
-def starts(lengths) -> list[int]:
+def starts(lengths: Iterable[int]) -> list[int]:
     """Where each key's slice of a flattened column starts (length -1: none)."""
     out = list(accumulate((n if n > 0 else 0 for n in lengths), initial=0))
     out.pop()
     return out
 
 
-def deps_of(body: dict) -> list[tuple[int, ...] | None]:
+def deps_of(body: Body) -> list[tuple[int, ...] | None]:
     """Each key's dependencies (None: no record)."""
     flat, begin = body["deps"], body["deps_start"]
     return [

@@ -30,6 +30,21 @@ from tribuild.engine.query import REGISTRY
 from tribuild.engine.store import codec
 from tribuild.engine.store import disk as store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from tribuild.engine.database import Database
+    from tribuild.engine.memo import Memo
+    from tribuild.engine.query import Query
+    from tribuild.engine.store.codec import Json
+
+    Keys = Iterable[tuple[Query, tuple[Any, ...]]]
+    # key, (value offset, length, checksum), changed_at, durability, cause, cause_rev,
+    # executed_at, dependencies
+    Record = tuple[int, tuple[int, int, int], int, int, int, int, int, list[int]]
+
 FORMAT = 5
 _MAGIC = b"TRIBUILD-MERGE %d\n" % FORMAT
 
@@ -46,16 +61,20 @@ class MergeReport:
 # -- export ------------------------------------------------------------------------------
 
 
-def export(db, keys) -> list[bytes]:
+def export(db: Database, keys: Keys) -> list[bytes]:
     rev = db.revision
     table = _KeyTable()
+    chunks: list[bytes]
+    left: set[int]
     ints, chunks, left, offset, count = array("q"), [], set(), 0, 0
     memo_at = db.memo_at
     ref = table.ref
     for memo in _exported(db, keys):
+        assert memo.deps is not None  # a derived memo that ran (``_computed``, ``_closure``)
         own = ref(memo)
-        deps = [ref(memo_at(d)) for d in memo.deps]
-        if own is None or None in deps or left and any(d in left for d in memo.deps):
+        refs = [ref(memo_at(d)) for d in memo.deps]
+        deps = [d for d in refs if d is not None]
+        if own is None or len(deps) < len(refs) or left and any(d in left for d in memo.deps):
             left.add(memo.id)
             continue
         blob = store.blob_of(memo, {})
@@ -104,7 +123,7 @@ def export(db, keys) -> list[bytes]:
     ]
 
 
-def encode(db, keys) -> None:
+def encode(db: Database, keys: Keys) -> None:
     """Encode the values of the records ``export(keys)`` would write, each once (a memo
     keeps its encoding, which a save writes as it is), without exporting them: for keys
     computed in the process that saves, while it has other work to overlap with."""
@@ -112,14 +131,14 @@ def encode(db, keys) -> None:
         store.blob_of(memo, {})
 
 
-def _exported(db, keys) -> list:
+def _exported(db: Database, keys: Keys) -> list[Memo]:
     """The memos whose records ``export(keys)`` writes, dependencies first."""
     rev = db.revision
     roots = [_computed(db, query, tuple(args), rev) for query, args in keys]
     return _closure(roots, db.memo_at, rev)
 
 
-def _computed(db, query, args: tuple, rev: int):
+def _computed(db: Database, query: Query, args: tuple[Any, ...], rev: int) -> Memo:
     memo = db.find_memo(query, args)
     if query.is_input or memo is None or memo.deps is None or memo.verified_at < rev:
         raise ValueError(
@@ -128,10 +147,11 @@ def _computed(db, query, args: tuple, rev: int):
     return memo
 
 
-def _closure(roots: list, memo_at, rev: int) -> list:
+def _closure(roots: list[Memo], memo_at: Callable[[int], Memo], rev: int) -> list[Memo]:
     """``roots`` and the derived memos they read transitively that are verified at ``rev``,
     dependencies first (an explicit stack: chains may be deeper than Python's recursion)."""
-    order, seen = [], set()
+    order: list[Memo] = []
+    seen: set[int] = set()
     for root in roots:
         if root.id in seen:
             continue
@@ -140,6 +160,7 @@ def _closure(roots: list, memo_at, rev: int) -> list:
         while stack:
             memo, pos = stack.pop()
             deps = memo.deps
+            assert deps is not None  # derived memos that ran, as the roots
             while pos < len(deps):
                 dep = memo_at(deps[pos])
                 pos += 1
@@ -156,18 +177,18 @@ def _closure(roots: list, memo_at, rev: int) -> list:
 class _KeyTable:
     """The payload's keys, by memo id, and their elements; inputs also get a fingerprint."""
 
-    def __init__(self):
-        self.keys: list = []
-        self.inputs: list = []
-        self.elements: list = []
+    def __init__(self) -> None:
+        self.keys: list[list[Any]] = []  # [query index, argument elements]
+        self.inputs: list[list[Any]] = []  # [key index, fingerprint, durability]
+        self.elements: list[Json] = []
         self.queries: list[str] = []
         self._query_index: dict[str, int] = {}
         self._index: dict[int, int | None] = {}
         self._by_id: dict[int, int] = {}  # id of an argument -> its element (the memos
         self._by_text: dict[str, int] = {}  # keep the arguments alive); JSON text -> element
-        self._plain: dict[tuple, int] = {}  # (type, value) of a str, int, bool, None -> element
+        self._plain: dict[tuple[type, Any], int] = {}  # (type, value) of a plain one -> element
 
-    def ref(self, memo) -> int | None:
+    def ref(self, memo: Memo) -> int | None:
         """The key's index in the table, or None if it cannot be encoded."""
         if memo.id in self._index:
             return self._index[memo.id]
@@ -187,7 +208,7 @@ class _KeyTable:
         self._index[memo.id] = index
         return index
 
-    def _args(self, memo) -> list[int] | None:
+    def _args(self, memo: Memo) -> list[int] | None:
         """The elements of the key's arguments; None if its query is not the one declared
         under its ident or an argument cannot be encoded."""
         if REGISTRY.get(memo.query.ident) is not memo.query:
@@ -197,7 +218,7 @@ class _KeyTable:
         except codec.NotEncodable:
             return None
 
-    def _element(self, value) -> int:
+    def _element(self, value: Any) -> int:
         kind = type(value)
         if kind in codec.PLAIN:
             found = self._plain.get((kind, value))
@@ -217,7 +238,7 @@ class _KeyTable:
         return found
 
 
-def fingerprint_of(memo):
+def fingerprint_of(memo: Memo) -> int | str | None:
     """An input's value as a checksum of its encoding; None when unset, ``"unencodable"``
     when the codec does not know it."""
     if memo.value is NO_VALUE and memo.blob is None:
@@ -229,7 +250,7 @@ def fingerprint_of(memo):
 # -- merge -------------------------------------------------------------------------------
 
 
-def merge(db, payload: bytes | memoryview) -> MergeReport:
+def merge(db: Database, payload: bytes | memoryview) -> MergeReport:
     meta, ints, values = _parse(payload)
     count = meta["records"]
     if meta["revision"] != db.revision or meta["clock"] != db.clock.changed:
@@ -248,6 +269,7 @@ def merge(db, payload: bytes | memoryview) -> MergeReport:
         held = None if reason else keys.find(k, is_input=False)
         reason = reason or _conflict(held, changed_at, rev)
         if reason == "already valid":
+            assert held is not None  # as ``_conflict`` found
             reasons[reason] = reasons.get(reason, 0) + 1
             _adopt_blob(held, values, value)
             continue
@@ -276,29 +298,30 @@ def _blocked(bad: dict[int, str], k: int, deps: list[int]) -> str | None:
     return bad.get(k) or next((bad[d] for d in deps if d in bad), None)
 
 
-def _adopt_blob(memo, values: memoryview, value) -> None:
+def _adopt_blob(memo: Memo, values: memoryview, value: tuple[int, int, int]) -> None:
     """An already valid memo without encoded bytes takes the record's (equal keys verified
     at one revision hold equal values), so saving it encodes nothing."""
     if memo.blob is None and value[0] >= 0:
         memo.blob = _blob(values, *value)
 
 
-def _same_input(memo, fingerprint, durability: int) -> bool:
+def _same_input(memo: Memo | None, fingerprint: int | str | None, durability: int) -> bool:
     if memo is None:
         return fingerprint is None
     return fingerprint_of(memo) == fingerprint and memo.durability == durability
 
 
-def _conflict(memo, changed_at: int, rev: int) -> str | None:
-    ran = memo is not None and memo.deps is not None
-    if ran and memo.verified_at >= rev:
+def _conflict(memo: Memo | None, changed_at: int, rev: int) -> str | None:
+    if memo is None or memo.deps is None:  # it never ran here
+        return "other history" if changed_at != rev else None
+    if memo.verified_at >= rev:
         return "already valid"
-    if changed_at != rev and not (ran and changed_at == memo.changed_at):
+    if changed_at != rev and changed_at != memo.changed_at:
         return "other history"
     return None
 
 
-def _parse(payload) -> tuple[dict, list[int], memoryview]:
+def _parse(payload: bytes | memoryview) -> tuple[dict[str, Any], list[int], memoryview]:
     """The JSON part, the record integers and the values of a payload (bytes or a view of
     them; the values are checked against their checksum: merged bytes are trusted from then
     on, a save does not check them)."""
@@ -318,10 +341,11 @@ def _parse(payload) -> tuple[dict, list[int], memoryview]:
     return meta, ints.tolist(), view[ints_end:]
 
 
-def _records(ints: list[int], count: int) -> list[tuple]:
+def _records(ints: list[int], count: int) -> list[Record]:
     """The ``count`` records held in ``ints``: (key, (value offset, length, checksum),
     changed_at, durability, cause, cause_rev, executed_at, dependencies)."""
-    out, at = [], 0
+    out: list[Record] = []
+    at = 0
     try:
         for _ in range(count):
             k, offset, length, check, changed_at, durability, cause, cause_rev, executed_at, n = (
@@ -358,19 +382,22 @@ class _Keys:
     decoded once, each key looked up once); memos are created only for keys that an
     installed record names."""
 
-    def __init__(self, db, queries: list[str], keys: list, elements: list):
+    def __init__(
+        self, db: Database, queries: list[str], keys: list[list[Any]], elements: list[Json]
+    ) -> None:
         self._db = db
         values = [codec.from_json(e) for e in elements]
         found = [REGISTRY.get(ident) for ident in queries]
         self._keys = [(found[query], tuple([values[i] for i in args])) for query, args in keys]
-        self._memos: list = [None] * len(keys)  # the receiver's memo of a key, once known
+        self._memos: list[Memo | None] = [None] * len(keys)  # the receiver's, once known
         self.unknown = {
             k: "unknown query" for k, (query, _) in enumerate(self._keys) if query is None
         }
 
-    def find(self, k: int, is_input: bool):
-        """The receiver's memo of key ``k``, or None if it has none."""
+    def find(self, k: int, is_input: bool) -> Memo | None:
+        """The receiver's memo of key ``k`` (not one of ``unknown``), or None if it has none."""
         query, args = self._keys[k]
+        assert query is not None  # ``merge`` skips the keys of ``unknown``
         if query.is_input != is_input:
             raise ValueError(
                 f"corrupt merge payload: {query.name} is not "
@@ -381,9 +408,11 @@ class _Keys:
             memo = self._memos[k] = self._db.find_memo(query, args)
         return memo
 
-    def memo(self, k: int):
-        """The receiver's memo of key ``k``, created if it has none."""
+    def memo(self, k: int) -> Memo:
+        """The receiver's memo of key ``k`` (not one of ``unknown``), created if it has none."""
         memo = self._memos[k]
         if memo is None:
-            memo = self._memos[k] = self._db.memo_of(*self._keys[k])
+            query, args = self._keys[k]
+            assert query is not None  # ``merge`` skips the keys of ``unknown``
+            memo = self._memos[k] = self._db.memo_of(query, args)
         return memo

@@ -37,6 +37,17 @@ from tribuild.engine.errors import warn
 from tribuild.engine.memo import NO_VALUE
 from tribuild.engine.store import codec
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from tribuild.engine.memo import Memo
+
+    Blob = tuple[Any, ...]  # a memo's: (data, checksum) or (data, checksum, PackFile, offset)
+    Entry = tuple[int, int, int]  # offset, length, checksum
+    Location = tuple["PackFile", int, int]  # pack, offset, entry index
+
 PACK_BYTES = 1 << 36  # a pack is mapped, not read: the bound only refuses absurd sizes
 MAX_PACKS = 8
 
@@ -48,10 +59,17 @@ class PackFile:
 
     __slots__ = ("root", "name", "data", "stamp", "_entries", "_offsets")
 
-    def __init__(self, root: str, name: str, data: bytes | None, stamp: list, entries):
+    def __init__(
+        self,
+        root: str,
+        name: str,
+        data: bytes | memoryview | None,
+        stamp: list[int],
+        entries: list[Entry] | Callable[[], list[Entry]],
+    ) -> None:
         self.root, self.name, self.data, self.stamp = root, name, data, stamp
         self._entries = entries  # a list, or a function that lists them
-        self._offsets: dict | None = None
+        self._offsets: dict[tuple[int, int], int] | None = None
 
     @property
     def path(self) -> str:
@@ -76,8 +94,10 @@ class PackFile:
             and len(self.data) == st.st_size
         )
 
-    def find(self, blob) -> int | None:
-        """The offset of an entry holding ``blob``'s bytes, if any."""
+    def find(self, blob: Blob) -> int | None:
+        """The offset of an entry holding ``blob``'s bytes, if any (asked of a kept pack:
+        its bytes were read)."""
+        assert self.data is not None
         if self._offsets is None:
             self._offsets = {(c, n): o for o, n, c in self.entries}
         offset = self._offsets.get((blob[1], len(blob[0])))
@@ -86,7 +106,7 @@ class PackFile:
         return offset
 
 
-def encoded(value) -> tuple[bytes, int] | None:
+def encoded(value: Any) -> tuple[bytes, int] | None:
     """The blob of ``value`` just encoded: its bytes and their checksum; None if it cannot be
     encoded."""
     try:
@@ -96,7 +116,7 @@ def encoded(value) -> tuple[bytes, int] | None:
     return data, checksum(data)
 
 
-def pack_name(sid: str, name) -> bool:
+def pack_name(sid: str, name: object) -> bool:
     """Whether ``name`` is a pack of salt ``sid`` in the store folder itself."""
     return (
         type(name) is str
@@ -107,13 +127,13 @@ def pack_name(sid: str, name) -> bool:
     )
 
 
-def read(root: str, listed: list, body: dict) -> list[PackFile]:
+def read(root: str, listed: list[list[Any]], body: dict[str, Any]) -> list[PackFile]:
     """The packs a graph file lists (``[name, size, mtime_ns]``), their bytes mapped (None
     when the file is missing); ``body`` holds the entry columns."""
-    groups: dict[int, list] | None = None
+    groups: dict[int, list[Entry]] | None = None
 
-    def lister(index: int):
-        def entries() -> list:
+    def lister(index: int) -> Callable[[], list[Entry]]:
+        def entries() -> list[Entry]:
             nonlocal groups
             if groups is None:
                 groups = {}
@@ -135,7 +155,7 @@ def read(root: str, listed: list, body: dict) -> list[PackFile]:
     ]
 
 
-def _mapped(path: str):
+def _mapped(path: str) -> bytes | memoryview | None:
     """A view of the file's bytes, mapped read-only (pages are read when a value is first
     used, and a slice copies nothing; packs are never changed in place, so the mapping stays
     valid), or None if it is missing or no regular file (a link, a FIFO, a folder: its
@@ -153,7 +173,7 @@ class Placement:
     """Where a save puts the values: ``values`` (entry per memo, -1: none), the entry
     columns, the packs the graph lists and the new pack (None: nothing new)."""
 
-    def __init__(self, root: str, sid: str):
+    def __init__(self, root: str, sid: str) -> None:
         self.root, self.sid = root, sid
         self.values: list[int] = []
         self.entries: dict[str, list[int]] = {
@@ -165,7 +185,7 @@ class Placement:
         self.packs: list[PackFile] = []
         self.new: PackFile | None = None
         self.new_chunks: list[bytes] = []  # the new pack's values, until ``write``
-        self.entry: dict[tuple, int] = {}  # (pack, offset) -> entry index
+        self.entry: dict[tuple[PackFile, int], int] = {}  # (pack, offset) -> entry index
 
     def ours(self, pack: PackFile) -> bool:
         """Whether ``pack`` is a pack of the store being written."""
@@ -191,7 +211,9 @@ class Placement:
         self.packs.append(pack)
 
 
-def place(memos: list, blobs: list, root: str, sid: str, known: list[PackFile]) -> Placement:
+def place(
+    memos: list[Memo], blobs: list[Blob | None], root: str, sid: str, known: list[PackFile]
+) -> Placement:
     """Place the ``blobs`` (one per memo, None: no value) of a save into ``root``, where
     the packs ``known`` (those loaded) may be; gives each memo the location of its value."""
     out = Placement(root, sid)
@@ -215,7 +237,9 @@ def place(memos: list, blobs: list, root: str, sid: str, known: list[PackFile]) 
     return out
 
 
-def _carried(blob, kept: list[PackFile], entry: dict, new: "_NewPack") -> tuple:
+def _carried(
+    blob: Blob, kept: list[PackFile], entry: dict[tuple[PackFile, int], int], new: _NewPack
+) -> Location:
     """``(pack, offset, entry index)`` of an equal entry of a kept pack, else of its entry in
     the new pack."""
     for pack in kept:
@@ -230,16 +254,16 @@ class _NewPack:
     distinct value once; its entries are numbered after the ``first`` entries of the kept
     packs."""
 
-    def __init__(self, root: str, sid: str, first: int):
+    def __init__(self, root: str, sid: str, first: int) -> None:
         self.sid = sid
-        self._entries: list[tuple[int, int, int]] = []
-        self.pack = PackFile(root, "", None, None, self._entries)
+        self._entries: list[Entry] = []
+        self.pack = PackFile(root, "", None, [], self._entries)  # stamped once written
         self.chunks: list[bytes] = []
-        self._found: dict[bytes, tuple] = {}  # bytes -> (pack, offset, entry index)
+        self._found: dict[bytes, Location] = {}  # bytes -> (pack, offset, entry index)
         self._next = first
         self._size = 0
 
-    def add(self, blob) -> tuple:
+    def add(self, blob: Blob) -> Location:
         """``(pack, offset, entry index)`` of the entry holding ``blob``'s bytes, added if
         new."""
         data = blob[0]
@@ -261,23 +285,27 @@ class _NewPack:
         return self.pack
 
 
-def write(placed: Placement) -> None:
+def write(placed: Placement) -> int:
     """Write the new pack of ``placed`` (fsynced; its folder is not), then map it and
-    ``stamp`` it."""
+    ``stamp`` it; the bytes written."""
     pack = placed.new
+    assert pack is not None  # asked only of a placement with a new pack
     replace(pack.path, placed.new_chunks, sync=True)
     pack.data = _mapped(pack.path)
     st = os.stat(pack.path)
     pack.stamp = [st.st_size, st.st_mtime_ns]
     placed.new_chunks = []
+    return st.st_size
 
 
-def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile]) -> list:
+def _kept_packs(
+    memos: list[Memo], blobs: list[Blob | None], out: Placement, known: list[PackFile]
+) -> list[PackFile]:
     """The packs this save keeps (none when it compacts): the known ones and those of
     carried blobs, when their file is as listed. Values to be copied that were never decoded
     are checked against their checksum first; damaged ones are dropped (in ``blobs`` and on
     the memos)."""
-    live: dict[tuple, int] = {}
+    live: dict[tuple[PackFile, int], int] = {}
     ok = {p: p.unchanged() for p in known if out.ours(p)}
     for blob in blobs:
         if blob is not None and len(blob) == 4:
@@ -287,7 +315,8 @@ def _kept_packs(memos: list, blobs: list, out: Placement, known: list[PackFile])
             if ok[pack]:
                 live[pack, blob[3]] = len(blob[0])
     kept = [p for p, good in ok.items() if good]
-    if 2 * sum(live.values()) < sum(len(p.data) for p in kept) or len(kept) >= MAX_PACKS:
+    kept_bytes = sum(len(p.data) for p in kept if p.data is not None)  # each was read
+    if 2 * sum(live.values()) < kept_bytes or len(kept) >= MAX_PACKS:
         kept = []
     keep = set(kept)
     if len(keep) == len(ok):

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 
 from tribuild.ir.builder import Builder, rewrite
-from tribuild.ir.graph import Graph, Node, is_tensor, node
-from tribuild.lang import dims
+from tribuild.ir.graph import Graph, Node, int_args, node, sequential_layers
+from tribuild.lang import LayerV, TensorT, dims
 
 MARGIN = 0.05
 CHANNELS = (8, 16, 32, 64, 128, 256)
@@ -104,7 +104,7 @@ def speedup(op_class: str, channels: int, size: int | None) -> float:
     return row[SIZES.index(_nearest(SIZES, size))]
 
 
-def _conv_layers(n: Node) -> tuple:
+def _conv_layers(n: Node) -> tuple[LayerV, ...]:
     """The conv layers a member node runs (a Sequential's too), () for neutral members."""
     layer = n.attr("layer")
     if layer is None:
@@ -112,20 +112,26 @@ def _conv_layers(n: Node) -> tuple:
     if layer.name in CONVS:
         return (layer,)
     if layer.name == "Sequential":
-        return tuple(x for x in dict(layer.args)["layers"] if x.name in CONVS)
+        return tuple(x for x in sequential_layers(layer) if x.name in CONVS)
     return ()
 
 
-def _chain_layer(layer) -> bool:
+def _chain_layer(layer: LayerV) -> bool:
     if layer.ref is not None:
         return False
     if layer.name == "Sequential":
-        return all(_chain_layer(x) for x in dict(layer.args)["layers"])
+        return all(_chain_layer(x) for x in sequential_layers(layer))
     return layer.name in CONVS or layer.name in NEUTRAL_LAYERS
 
 
+def _four_d_dims(n: Node) -> tuple[dims.DimLike, ...] | None:
+    """The dims of a node that yields a 4-d tensor, else None."""
+    t = n.type
+    return t.dims if isinstance(t, TensorT) and t.dims is not None and len(t.dims) == 4 else None
+
+
 def _four_d(n: Node) -> bool:
-    return is_tensor(n) and n.type.dims is not None and len(n.type.dims) == 4
+    return _four_d_dims(n) is not None
 
 
 def is_member(n: Node) -> bool:
@@ -141,13 +147,13 @@ def is_member(n: Node) -> bool:
 def _cost(g: Graph, n: Node) -> tuple[float, float]:
     """``(NCHW work, estimated channels-last work)`` of a member's convs."""
     x = g.nodes[n.inputs[0]]
-    size = dims.as_int(x.type.dims[2]) if _four_d(x) else None
+    x_dims = _four_d_dims(x)
+    size = dims.as_int(x_dims[2]) if x_dims is not None else None
     work = cl = 0.0
     for layer in _conv_layers(n):
-        a = dict(layer.args)
-        cin, groups, k = a["in_channels"], a["groups"], a["kernel"]
+        cin, groups, k, cout = int_args(layer, "in_channels", "groups", "kernel", "out_channels")
         op_class = "depthwise" if groups == cin > 1 else "pointwise" if k == 1 else "dense"
-        w = cin // groups * a["out_channels"] * k * k
+        w = cin // groups * cout * k * k
         work += w
         cl += w / speedup(op_class, cin, size)
     return work, cl

@@ -18,6 +18,7 @@ from __future__ import annotations
 from tribuild.base.record import replace
 from tribuild.ir.builder import Builder, rewrite
 from tribuild.ir.graph import Graph, In, Node, node
+from tribuild.lang import TensorT
 
 ACTIVATION_LAYERS = {
     "ReLU": "relu",
@@ -52,6 +53,9 @@ def _call(b: Builder, n: Node) -> int | None:
         fn in ("reshape", "flatten")
         and x is not None
         and x.type == n.type
+        and isinstance(x.type, TensorT)
+        and isinstance(n.type, TensorT)
+        and x.type.dims is not None
         and n.type.dims is not None
         and all(d == e for d, e in zip(x.type.dims, n.type.dims, strict=True))
     ):
