@@ -348,6 +348,26 @@ def test_torch_compile_has_no_graph_breaks(gen, state):
         assert m.fc.latent_weight.grad is not None
 
 
+def test_torch_compile_with_inductor(gen):
+    """The default backend, Inductor (C++ code on the CPU), on the frozen model and on the
+    trainable one with its gradients: the ternary layers' torch path compiles as a whole.
+    The Triton backend's launches under torch.compile need a CUDA device (issue 23)."""
+    import torch._dynamo
+
+    m, _ = trained(gen, steps=2)
+    frozen = copy.deepcopy(m).freeze().eval()
+    x, _ = data(4)
+    with torch.no_grad():
+        want = frozen(x)
+        torch._dynamo.reset()
+        compiled = torch.compile(frozen, fullgraph=True)
+        torch.testing.assert_close(compiled(x), want, rtol=1e-5, atol=1e-5)
+    m.train()
+    torch._dynamo.reset()
+    torch.compile(m, fullgraph=True)(x).sum().backward()
+    assert m.fc.latent_weight.grad is not None and m.conv.latent_weight.grad is not None
+
+
 def test_torch_export_and_onnx_agree_with_eager(gen, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")

@@ -17,6 +17,8 @@ Arithmetic runs in float32 whatever the input dtype; results come back in the in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 EPS = 1e-5
@@ -73,21 +75,9 @@ def nearest_trits(w: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.round(w), -1, 1)
 
 
-class _TritSTE(torch.autograd.Function):
-    """Forward: ``nearest_trits``. Backward: the gradient, unchanged."""
-
-    @staticmethod
-    def forward(ctx, w: torch.Tensor) -> torch.Tensor:
-        return nearest_trits(w)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        return grad
-
-
 def nearest_trits_ste(w: torch.Tensor) -> torch.Tensor:
     """``nearest_trits`` for quantization-aware training (STE gradient)."""
-    return _TritSTE.apply(w)
+    return _StraightThrough.apply(w, nearest_trits)
 
 
 def _quantize_activations(x: torch.Tensor) -> torch.Tensor:
@@ -98,23 +88,25 @@ def _quantize_activations(x: torch.Tensor) -> torch.Tensor:
     return y if y.dtype == x.dtype else y.to(x.dtype)
 
 
-class _ActivationSTE(torch.autograd.Function):
-    """Forward: the fake-quantized activations. Backward: the gradient, unchanged (BitNet's
+class _StraightThrough(torch.autograd.Function):
+    """Forward: ``round_off(x)``, a rounding of ``x``. Backward: the gradient, unchanged (the
     straight-through estimator: rounding's own gradient is zero, which would stop training
-    of every layer before a quantized input)."""
+    of everything before it)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        return _quantize_activations(x)
+    def forward(
+        ctx, x: torch.Tensor, round_off: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        return round_off(x)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        return grad
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
 
 
 def quantize_activations(x: torch.Tensor) -> torch.Tensor:
     """Per-token int8 absmax fake quantization over the last dim, in ``x``'s dtype; while
     autograd records, its gradient is the straight-through estimator's."""
     if x.requires_grad and torch.is_grad_enabled():
-        return _ActivationSTE.apply(x)
+        return _StraightThrough.apply(x, _quantize_activations)
     return _quantize_activations(x)
