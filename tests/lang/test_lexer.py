@@ -174,3 +174,16 @@ def test_offsets_point_at_the_token_text():
 def test_describe_error(text, code):
     got, message = describe_error(text)
     assert got == code and code in CODES and message
+
+
+@pytest.mark.parametrize(
+    "tail", ["   ", "\t", "# a comment", "/* a comment */", "  # c", "\n  ", "\n# c"]
+)
+def test_blanks_and_comments_at_the_end_without_a_newline(tail):
+    """The lexer's skip of blanks and comments gave back its last character at the end of a
+    text without a final newline: a trailing space was E0103, a comment's last letter an
+    identifier. They add no token but newlines."""
+    for text in ("let A: int = 1", "let A: int = 1\n"):
+        assert [(t.kind, t.text) for t in lex(text + tail) if t.kind != "newline"] == [
+            (t.kind, t.text) for t in lex(text) if t.kind != "newline"
+        ]

@@ -28,7 +28,8 @@ _END = r"(?![A-Za-z0-9_])"
 _EXP = r"(?:[eE][+-]?[0-9]+)"
 _TOKEN = re.compile(
     r"[ \t\r\f\v]*(?:(?:\#[^\n]*|/\*(?s:.*?)\*/)[ \t\r\f\v]*)*"  # skipped before a token
-    r"(?:(?P<newline>\n)"
+    r"(?:(?P<end>\Z)"  # blanks and comments at the end of a text without a final newline
+    r"|(?P<newline>\n)"
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op>->|\.\.|//|\*\*|==|!=|<=|>=|&&|\|\||\.(?![0-9])|/(?!\*)|[-+*%@<>!?:=,()\[\]{};])"
     rf"|(?P<float>(?:[0-9]+\.(?![.A-Za-z_])[0-9]*{_EXP}?|\.[0-9]+{_EXP}?|[0-9]+{_EXP}){_END})"
@@ -75,6 +76,8 @@ def scan(text: str) -> tuple[list[tuple[str, str]], list[int], bool]:
     for m in _TOKEN.finditer(text):
         kind: str = m.lastgroup  # type: ignore[assignment]  # every alternative is a group
         end = m.end()
+        if kind == "end":
+            break
         if kind == "newline":
             if pending < 0:
                 pending = end - 1
