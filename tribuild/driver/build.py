@@ -255,7 +255,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                         write_result(project, result, request.force)
                 if remote is not None:
                     with clock.stage("remote cache"):
-                        remote.upload(_built_here(result))
+                        remote.upload(db, _built_here(result))
             if result.report is not None:
                 keys = {u.name: (u.query, u.args) for u in units}
                 result.explain = _explain(db, keys, result, log.executed)
@@ -299,9 +299,15 @@ def compute(
     ``remote``: the build's ``RemoteBuild``; the targets it holds are taken from it, not
     built."""
     config = project.configured
+    import_lists = None
+    if remote is not None:  # its import lists are read with the sources
+        import_lists = remote.imports.batch
+        if remote.settings.read and not remote.link.down:
+            with clock.stage("remote cache"):
+                remote.link.open()  # the ``redis`` import, timed as the remote's
     with clock.stage("read sources"):
         entries = tuple(t.entry_path for t in targets)
-        load_sources(db, project.root, scan(project.root, config.sources) + entries)
+        load_sources(db, project.root, scan(project.root, config.sources) + entries, import_lists)
     opt = request.opt_level or config.opt_level
     result = BuildResult([], project.out_dir, QuerySources(db), opt_level=opt)
     result.remote = remote
@@ -480,15 +486,14 @@ def _collect(
     """Fill ``result`` from the outcomes and the remote's ``hits`` (target -> ``Hit``): its
     targets and the files they generate."""
     files: dict[str, bytes] = {}
-    result.inputs = tuple(
-        sorted({p for t in targets for p in depfile.import_closure(db, t.entry_path)})
-    )
+    result.inputs = tuple(sorted({p for t in targets for p in _closure(db, result, t)}))
     for t in targets:
         if hits and t.name in hits:
             hit = hits[t.name]
             target = TargetResult(t.name, diagnostics=hit.diagnostics)
             result.targets.append(target)
-            mine = hit.files | depfile_file(db, project, t, result.out_dir)
+            closure = _closure(db, result, t)
+            mine = hit.files | depfile_file(db, project, t, result.out_dir, closure)
         else:
             target, value = target_result(db, t, outcomes, request.stop_after)
             assert result.sources is not None and project.config is not None  # set by compute
@@ -541,12 +546,26 @@ def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[s
     return generated(value) | depfile_file(db, project, t, out_dir)
 
 
-def depfile_file(db, project: Project, t: Target, out_dir: str) -> dict[str, bytes]:
-    """Target ``t``'s depfile: ``{relative path: bytes}``."""
+def depfile_file(
+    db, project: Project, t: Target, out_dir: str, closure: tuple[str, ...] | None = None
+) -> dict[str, bytes]:
+    """Target ``t``'s depfile: ``{relative path: bytes}`` (``closure``: the import closure of
+    its entry, when it is known already)."""
     module = os.path.relpath(outputs.resolve(out_dir, f"{t.name}.py"), project.root)
     config_name = os.path.relpath(project.configured.path, project.root)
-    text = depfile.render(module, depfile.import_closure(db, t.entry_path) + (config_name,))
+    if closure is None:
+        closure = depfile.import_closure(db, t.entry_path)
+    text = depfile.render(module, closure + (config_name,))
     return {f"{t.name}.d": text.encode()}
+
+
+def _closure(db, result: BuildResult, t: Target) -> tuple[str, ...]:
+    """The import closure of ``t``'s entry: for a target taken from the remote, the one its
+    action key digested (from the remote's import lists: no file lexed); else the queries'."""
+    remote = result.remote
+    if remote is not None and t.name in remote.hits:
+        return remote.closures[t.entry_path]
+    return depfile.import_closure(db, t.entry_path)
 
 
 def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:

@@ -45,6 +45,42 @@ def test_a_second_clone_takes_every_target_from_the_remote(remote_env, clone, cl
     assert (code, err) == (0, "tribuild: no work to do\n")
 
 
+def test_a_build_of_hits_lexes_no_file(remote_env, clone, cli):
+    """The import closures that the action keys digest come from the remote's import lists:
+    a clone whose targets are all hits runs no query but its inputs."""
+    code, _, err = cli(["build", "-q", "--timing"], clone("first"))
+    assert code == 0 and "\n  parse " in err
+    assert len(keys(remote_env, "imp")) > 0
+    second = clone("second")
+    code, _, err = cli(["build", "-q", "--timing"], second)
+    assert code == 0 and stats(second)["hits"] == ZOO_TARGETS
+    stages = err.split("query stages", 1)[1]
+    assert "\n  parse " not in stages and "\n  resolve " not in stages, stages
+
+
+def test_a_wrong_import_list_is_refused_and_replaced(remote_env, clone, cli, zoo_reference):
+    """An import list that leaves out what a file imports (well framed: written by someone
+    without a secret to check) gives its targets action keys that miss those files. The
+    targets are built here, their entries go under the keys of their true closures, and the
+    list is refused and replaced."""
+    cli(["build", "-q"], clone("first"))
+    client = remote_env.client()
+    lists = {k: client.get(k) for k in keys(remote_env, "imp")}
+    victim = next(k for k, v in lists.items() if b"resnet_blocks.tri" in v)
+    true_list = lists[victim]
+    client.set(victim, entries.frame(victim.decode(), b"[]", None))
+    actions = keys(remote_env, "ac")
+    second = clone("second")
+    code, _, err = cli(["build", "-q"], second)
+    assert code == 0 and "does not match the file" in err and err.count("warning") == 1
+    assert 0 < stats(second)["misses"] < ZOO_TARGETS
+    assert snapshot(second) == zoo_reference
+    assert client.get(victim) == true_list and keys(remote_env, "ac") == actions
+    third = clone("third")
+    assert cli(["build", "-q"], third)[0] == 0
+    assert stats(third)["hits"] == ZOO_TARGETS and snapshot(third) == zoo_reference
+
+
 def test_stats_command_and_explain_name_the_remote(remote_env, clone, cli):
     cli(["build", "-q"], clone("first"))
     second = clone("second")
@@ -128,7 +164,9 @@ def test_signed_entries(remote_env, clone, cli, monkeypatch, zoo_reference):
     reader = clone("reader")
     code, _, err = cli(["build", "-q"], reader)
     assert code == 0 and "not signed" in err and err.count("warning") == 1
-    assert stats(reader)["refused"] == ZOO_TARGETS and snapshot(reader) == zoo_reference
+    lists = len(keys(remote_env, "imp"))  # import lists, refused with the action entries
+    assert lists > 0 and stats(reader)["hits"] == 0
+    assert stats(reader)["refused"] == ZOO_TARGETS + lists and snapshot(reader) == zoo_reference
     # that reader wrote signed entries over them: readers with the secret take them
     signed = clone("signed")
     assert cli(["build", "-q"], signed)[0] == 0 and stats(signed)["hits"] == ZOO_TARGETS
@@ -138,7 +176,7 @@ def test_signed_entries(remote_env, clone, cli, monkeypatch, zoo_reference):
     other = clone("other")
     code, _, err = cli(["build", "-q"], other)
     assert code == 0 and "signature does not match" in err
-    assert stats(other)["refused"] == ZOO_TARGETS and snapshot(other) == zoo_reference
+    assert stats(other)["refused"] == ZOO_TARGETS + lists and snapshot(other) == zoo_reference
 
 
 def test_a_forged_entry_never_reaches_an_output(remote_env, clone, cli, monkeypatch, zoo_reference):

@@ -1,32 +1,33 @@
-"""Action keys: per target, a digest of everything its generated files depend on.
+"""Action keys: per target, a digest of everything its generated files depend on; and the
+import lists that give a target's import closure without lexing its files.
 
 The key covers tribuild's version salt (the digest of its own source), the target's name,
 entry file and layer, construction arguments, input shape and ``-O`` level, and the path
 (relative to the project root) and content digest of every ``.tri`` file in the entry's
 import closure. The depfile is not part of the entry: it names this checkout's output
 folder and Tribuild.toml, so each build renders it itself (``build.target_files``).
+
+Terms:
+- *import list*: the files one file imports (``queries.names.import_targets``), a pure
+  function of tribuild's version, the file's path (imports resolve relative to it) and its
+  text. Stored on the remote under ``imports_digest`` of those three, as an entry framed like
+  an action entry, so that a fresh clone finds the import closures of the targets it takes
+  from the remote without lexing a file: on a project of 20,000 lines, lexing was a fifth of
+  such a build.
 """
 
 from __future__ import annotations
 
 from tribuild.config.load import Target
-from tribuild.driver import depfile
 from tribuild.driver.remote.entries import content_digest
 from tribuild.engine.store import codec
-from tribuild.queries.inputs import source_text
 
 VERSION = 1  # of the key's layout and of the action entry's body
 
 
-def action_digest(db, salt: str, target: Target, opt_level: str) -> str | None:
-    """The action key of ``target`` at ``opt_level`` with the sources loaded in ``db``;
-    None when a file of its closure cannot be read (the build reports that)."""
-    files = []
-    for path in depfile.import_closure(db, target.entry_path):
-        text = source_text(db, path).text
-        if text is None:
-            return None
-        files.append((path, content_digest(text.encode("utf-8"))))
+def action_digest(salt: str, target: Target, opt_level: str, files: list[tuple[str, str]]) -> str:
+    """The action key of ``target`` at ``opt_level`` whose import closure is ``files``
+    (path, content digest), sorted by path."""
     what = (
         target.name,
         target.entry_path,
@@ -36,3 +37,8 @@ def action_digest(db, salt: str, target: Target, opt_level: str) -> str | None:
         opt_level,
     )
     return content_digest(codec.encode((VERSION, salt, what, tuple(files))))
+
+
+def imports_digest(salt: str, path: str, text_digest: str) -> str:
+    """Where the import list of the file ``path`` whose text has ``text_digest`` is kept."""
+    return content_digest(codec.encode((VERSION, salt, "imports", path, text_digest)))

@@ -11,7 +11,11 @@ Terms:
   it writes).
 - *upload*: after the outputs are written, the blobs of every target built here without
   errors, then its action entry (a reader never finds an entry whose blobs were not sent
-  before it; a server that evicted some since makes the entry a miss).
+  before it; a server that evicted some since makes the entry a miss), and the import lists
+  the remote lacked (``closures``).
+- *closures*: the import closure of each target's entry, which its action key digests,
+  found from the remote's import lists where it holds them: a build whose targets are all
+  hits lexes no file.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from __future__ import annotations
 import json
 import re
 
+from tribuild.config.load import Target
 from tribuild.config.remote import RemoteSettings
 from tribuild.driver.remote import action, entries
+from tribuild.driver.remote.closures import Closures
 from tribuild.driver.remote.link import Link
 from tribuild.engine.store import codec
+from tribuild.queries.targets import import_closure
 
 _KERNEL = re.compile(r"kernels/[A-Za-z0-9_][A-Za-z0-9_-]*\.py")
 
@@ -42,12 +49,18 @@ class RemoteBuild:
         self.link = Link(settings)
         self.keys: dict[str, str] = {}  # target -> its action digest
         self.hits: dict[str, Hit] = {}
+        self.imports = Closures(self.link, settings.prefix, salt, secret, settings.read)
+        self.closures: dict[str, tuple[str, ...]] = {}  # entry path -> its import closure
+        self.targets: dict[str, Target] = {}
+        self.opt_level = ""
         self._known_blobs: set[str] = set()  # digests read back and checked this build
 
     def lookup(self, db, targets, opt_level: str) -> dict[str, Hit]:
         """The targets of ``targets`` the remote holds (sources loaded in ``db``)."""
+        self.closures = self.imports.of(db, sorted({t.entry_path for t in targets}))
+        self.targets, self.opt_level = {t.name: t for t in targets}, opt_level
         for t in targets:
-            key = action.action_digest(db, self.salt, t, opt_level)
+            key = self._action_digest(db, t, self.closures[t.entry_path])
             if key is not None:
                 self.keys[t.name] = key
         if not self.settings.read:
@@ -89,6 +102,28 @@ class RemoteBuild:
         self.link.stats.misses = len(targets) - len(self.hits)
         return self.hits
 
+    def _action_digest(self, db, t: Target, closure: tuple[str, ...]) -> str | None:
+        """``t``'s action key with ``closure``; None when a file of it cannot be read (the
+        build reports that)."""
+        files = []
+        for path in closure:
+            text_digest = self.imports.text_digest(db, path)
+            if text_digest is None:
+                return None
+            files.append((path, text_digest))
+        return action.action_digest(self.salt, t, self.opt_level, files)
+
+    def _checked_key(self, db, name: str) -> str | None:
+        """The action key of target ``name``, built here, from the closure its build read
+        through the queries. A remote import list that disagrees with them gave a key that
+        misses files: it is refused and replaced, and the entry goes under the right key."""
+        t = self.targets[name]
+        closure = import_closure(db, t.entry_path)
+        if closure == self.closures.get(t.entry_path):
+            return self.keys.get(name)
+        self.imports.correct(db, closure)
+        return self._action_digest(db, t, closure)
+
     def _parse(self, name: str, data: bytes) -> tuple[list[tuple[str, str]], tuple] | None:
         """The files (relative path, digest) and diagnostics of target ``name``'s entry;
         None, counted as refused, when the entry fails a check."""
@@ -116,16 +151,17 @@ class RemoteBuild:
             return None
         return listed, diagnostics
 
-    def upload(self, built: dict[str, tuple[dict[str, bytes], tuple]]) -> None:
+    def upload(self, db, built: dict[str, tuple[dict[str, bytes], tuple]]) -> None:
         """Send ``built`` (target -> its files without the depfile, its diagnostics): each
-        target built here without errors, with an action key."""
+        target built here without errors, with an action key; and the import lists this
+        build computed that the remote lacked."""
         if not self.settings.write or self.link.down:
             return
         prefix = self.settings.prefix
         blobs: dict[str, bytes] = {}
         actions = []
         for name, (files, diagnostics) in sorted(built.items()):
-            key = self.keys.get(name)
+            key = self._checked_key(db, name)
             if key is None:
                 continue
             listed = []
@@ -141,11 +177,10 @@ class RemoteBuild:
             }
             text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             actions.append((entries.action_key(prefix, key), text))
-        if not actions:
-            return
         items = [(entries.blob_key(prefix, d), data) for d, data in sorted(blobs.items())]
         items += [(k, entries.frame(k, text, self.secret)) for k, text in actions]
-        if self.link.set_many(items):
+        items += self.imports.framed()
+        if items and self.link.set_many(items):
             self.link.stats.entries_written += len(actions)
 
 

@@ -42,6 +42,10 @@ def blob_key(prefix: str, digest: str) -> str:
     return f"{prefix}cas:{digest}"
 
 
+def imports_key(prefix: str, digest: str) -> str:
+    return f"{prefix}imp:{digest}"
+
+
 def autotune_key(prefix: str, digest: str) -> str:
     return f"{prefix}autotune:{digest}"
 

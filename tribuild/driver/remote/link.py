@@ -115,6 +115,12 @@ class Link:
         self.stats.bytes_written += sum(len(v) for _, v in items)
         return True
 
+    def open(self) -> None:
+        """Import the client and make it, without a round trip; a failure (no ``redis``
+        package) takes the link down."""
+        if not self.down:
+            self._call(lambda: None)
+
     def ping(self) -> bool:
         return not self.down and self._call(lambda: self.client().ping()) is True
 

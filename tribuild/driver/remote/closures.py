@@ -1,0 +1,151 @@
+"""Import closures for the remote cache: from the import lists the remote holds, else from
+the queries (which lex and parse the file), whose lists are then offered to the remote.
+
+A list read from the remote passes the checks of an action entry (``entries.unframe``:
+digest, and signature when a secret is set) and must name project-relative paths; anything
+else is refused, counted, and the file's list is computed here. A list is trusted as much as
+an action entry is: whoever may write one may write the other.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+
+from tribuild.driver.remote import action, entries
+from tribuild.driver.remote.link import Link
+from tribuild.driver.sources import may_import
+from tribuild.queries.inputs import source_text
+from tribuild.queries.names import import_targets
+
+
+class Closures:
+    """The import lists of one build: ``lists`` (path -> the files it imports), ``digests``
+    (path -> the digest of its text, None when it cannot be read) and ``computed`` (remote
+    key -> a list computed here that the remote lacked: ``framed`` for the upload)."""
+
+    def __init__(
+        self, link: Link, prefix: str, salt: str, secret: bytes | None, read: bool
+    ) -> None:
+        self.link, self.prefix, self.salt, self.secret, self.read = (
+            link,
+            prefix,
+            salt,
+            secret,
+            read,
+        )
+        self.lists: dict[str, tuple[str, ...]] = {}
+        self.digests: dict[str, str | None] = {}
+        self.computed: dict[str, tuple[str, ...]] = {}
+        self.from_remote = 0  # how many lists the remote gave
+
+    def of(self, db, entry_paths: list[str]) -> dict[str, tuple[str, ...]]:
+        """The import closure of each of ``entry_paths``, sorted, as
+        ``queries.targets.import_closure`` gives it (``db`` holds the sources)."""
+        seen = set(entry_paths)
+        frontier = sorted(seen)
+        while frontier:  # one round trip per level of imports (none after ``batch``)
+            self._learn(db, frontier)
+            following = []
+            for path in frontier:
+                for target in self.lists[path]:
+                    if target not in seen:
+                        seen.add(target)
+                        following.append(target)
+            frontier = following
+        return {entry: self._closure(entry) for entry in entry_paths}
+
+    def _closure(self, entry: str) -> tuple[str, ...]:
+        found, pending = {entry}, [entry]
+        while pending:
+            for target in self.lists[pending.pop()]:
+                if target not in found:
+                    found.add(target)
+                    pending.append(target)
+        return tuple(sorted(found))
+
+    def text_digest(self, db, path: str) -> str | None:
+        if path not in self.digests:
+            text = source_text(db, path).text
+            self.digests[path] = None if text is None else entries.content_digest(text.encode())
+        return self.digests[path]
+
+    def batch(self, db, paths: list[str]) -> dict[str, tuple[str, ...]]:
+        """The import list of each of ``paths`` (``driver.sources.load_sources``'s
+        ``import_lists``)."""
+        self._learn(db, list(dict.fromkeys(p for p in paths if p not in self.lists)))
+        return {p: self.lists[p] for p in paths}
+
+    def _learn(self, db, paths: list[str]) -> None:
+        """Fill ``lists`` for ``paths``: from the remote where it holds them, else here (a
+        text without the words of an import imports nothing, as ``load_sources`` knows)."""
+        keys = {}
+        for path in paths:
+            if path in self.lists:
+                continue
+            if not may_import(source_text(db, path).text):
+                self.lists[path] = ()
+                continue
+            text_digest = self.text_digest(db, path)
+            if text_digest is not None:
+                digest = action.imports_digest(self.salt, path, text_digest)
+                keys[path] = entries.imports_key(self.prefix, digest)
+        wanted = [p for p in paths if p in keys] if self.read else []
+        got = self.link.get_many([keys[p] for p in wanted])
+        for path, data in zip(wanted, got, strict=True):
+            if data is not None:
+                listed = self._parse(path, keys[path], data)
+                if listed is not None:
+                    self.lists[path] = listed
+                    self.from_remote += 1
+        for path in paths:
+            if path not in self.lists:
+                self.lists[path] = import_targets(db, path)
+                if path in keys:
+                    self.computed[keys[path]] = self.lists[path]
+
+    def _parse(self, path: str, key: str, data: bytes) -> tuple[str, ...] | None:
+        try:
+            listed = json.loads(entries.unframe(key, data, self.secret))
+            if type(listed) is not list or not all(_relative(p) for p in listed):
+                raise entries.Refused("corrupt", "its body is not a list of project paths")
+        except entries.Refused as refused:
+            self.link.refuse(f"the import list of `{path}`", str(refused))
+            return None
+        except ValueError:
+            self.link.refuse(f"the import list of `{path}`", "its body is not readable")
+            return None
+        return tuple(listed)
+
+    def correct(self, db, closure: tuple[str, ...]) -> None:
+        """Refuse and replace the remote lists of ``closure``'s files that disagree with the
+        queries (which read those files for a build here)."""
+        for path in closure:
+            true = import_targets(db, path)
+            if self.lists.get(path, true) != true:
+                self.link.refuse(f"the import list of `{path}`", "it does not match the file")
+                self.lists[path] = true
+                text_digest = self.text_digest(db, path)
+                if text_digest is not None:
+                    digest = action.imports_digest(self.salt, path, text_digest)
+                    self.computed[entries.imports_key(self.prefix, digest)] = true
+
+    def framed(self) -> list[tuple[str, bytes]]:
+        """The framed import lists computed here, for the remote."""
+        return [
+            (key, entries.frame(key, json.dumps(list(listed)).encode(), self.secret))
+            for key, listed in sorted(self.computed.items())
+        ]
+
+
+def _relative(path: object) -> bool:
+    """A path as ``queries.names.resolve_path`` gives one: relative, normalized, inside."""
+    return (
+        type(path) is str
+        and path != ""
+        and not path.startswith(("/", "../"))
+        and path != ".."
+        and "\\" not in path
+        and ":" not in path
+        and posixpath.normpath(path) == path
+    )
