@@ -62,8 +62,20 @@ def outputs(folder: Path, out: str) -> dict[str, bytes]:
     return {p.relative_to(base).as_posix(): p.read_bytes() for p in base.rglob("*") if p.is_file()}
 
 
+def python(code: str) -> float:
+    """Wall seconds of a Python process that runs ``code``: the floor under a build."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=CHILD_ENV, check=True)
+    return time.perf_counter() - start
+
+
 def zoo_rounds(base: Path, server: RedisServer, repeats: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {"zoo cold local": [], "zoo no-op": [], "zoo warm remote": []}
+    times: dict[str, list[float]] = {
+        "zoo cold local": [],
+        "zoo no-op": [],
+        "zoo warm remote": [],
+        "python -c 'import redis' (the client's import alone)": [],
+    }
     build(copy_zoo(base / "zoo-writer"), server.url)  # warms the remote
     for i in range(repeats):
         cold = copy_zoo(base / f"zoo-cold-{i}")
@@ -71,6 +83,7 @@ def zoo_rounds(base: Path, server: RedisServer, repeats: int) -> dict[str, list[
         times["zoo cold local"].append(build(cold, None))
         times["zoo no-op"].append(build(cold, None))
         times["zoo warm remote"].append(build(warm, server.url))
+        times["python -c 'import redis' (the client's import alone)"].append(python("import redis"))
     return times
 
 
@@ -200,6 +213,9 @@ def main() -> None:
     round_ratios = {
         "zoo cold / warm remote": ratios(times, "zoo cold local", "zoo warm remote"),
         "zoo warm remote / no-op": ratios(times, "zoo warm remote", "zoo no-op"),
+        "import redis alone / zoo no-op": ratios(
+            times, "python -c 'import redis' (the client's import alone)", "zoo no-op"
+        ),
         "synthetic cold / warm remote": ratios(
             times, "synthetic cold --jobs 1", "synthetic warm remote"
         ),
