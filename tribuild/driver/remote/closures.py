@@ -27,17 +27,11 @@ class Closures:
     def __init__(
         self, link: Link, prefix: str, salt: str, secret: bytes | None, read: bool
     ) -> None:
-        self.link, self.prefix, self.salt, self.secret, self.read = (
-            link,
-            prefix,
-            salt,
-            secret,
-            read,
-        )
+        self.link, self.prefix, self.salt = link, prefix, salt
+        self.secret, self.read = secret, read
         self.lists: dict[str, tuple[str, ...]] = {}
         self.digests: dict[str, str | None] = {}
         self.computed: dict[str, tuple[str, ...]] = {}
-        self.from_remote = 0  # how many lists the remote gave
 
     def of(self, db, entry_paths: list[str]) -> dict[str, tuple[str, ...]]:
         """The import closure of each of ``entry_paths``, sorted, as
@@ -97,7 +91,6 @@ class Closures:
                 listed = self._parse(path, keys[path], data)
                 if listed is not None:
                     self.lists[path] = listed
-                    self.from_remote += 1
         for path in paths:
             if path not in self.lists:
                 self.lists[path] = import_targets(db, path)
