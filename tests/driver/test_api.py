@@ -53,6 +53,24 @@ def test_compile_model_reports_errors(mini):
         raise AssertionError("no error")
 
 
+def test_compile_model_takes_list_arguments(tmp_path):
+    """A list argument, as a Python user writes it, is a tuple to the compiler (it was a
+    TypeError, "unhashable type: 'list'", from deep in the engine); a value no .tri
+    argument can hold is a ValueError that names it."""
+    (tmp_path / "stack.tri").write_text(
+        "layer Stack(widths: [int] = [4]) {\n"
+        "    let layers = [Linear(8, w) for w in widths]\n"
+        "    fn forward(x: Tensor<float32, [N, 8]>) -> Tensor<float32, [N, ?]> {\n"
+        "        return layers[0](x)\n"
+        "    }\n"
+        "}\n"
+    )
+    Model = tribuild.compile_model(str(tmp_path / "stack.tri"), "Stack", widths=[3, 5])
+    assert Model.ARGS == {"widths": (3, 5)}
+    with pytest.raises(ValueError, match=r"argument widths\[1\] is None"):
+        tribuild.compile_model(str(tmp_path / "stack.tri"), "Stack", widths=[3, None])
+
+
 def test_build_returns_outputs_diagnostics_and_timing(mini):
     result = tribuild.build(str(mini), jobs=2, timing=True)
     assert not result.failed and result.diagnostics == []

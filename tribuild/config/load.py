@@ -415,6 +415,19 @@ def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
     return item, value
 
 
+def arg_value(name: str, value: Any) -> ArgValue:
+    """A construction argument given in Python (``compile_model(..., blocks=[2, 2])``) as a
+    target's: lists become tuples. Raises ValueError naming what is not allowed."""
+    bad = _bad_arg(value)
+    if bad is not None:
+        where = "".join(f"[{i}]" for i in bad[0])
+        raise ValueError(
+            f"argument {name}{where} is {bad[1]!r}: expected {_ARG_EXPECTED} (as in "
+            "Tribuild.toml's args)"
+        )
+    return _frozen(value)
+
+
 def _frozen(value: Any) -> ArgValue:
     return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 

@@ -72,10 +72,12 @@ def _checked(path: str, recorded) -> bytes | None:
 
 def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record) -> bytes:
     """Compile the module; its bytes, as written and recorded in the model manifest."""
+    from tribuild.config.load import arg_value
     from tribuild.diagnostics_render import render_text
     from tribuild.driver.compile import compile_file
 
-    result = compile_file(source, module_path, layer, tuple(args.items()), None, opt, cwd=root)
+    values = tuple((name, arg_value(name, value)) for name, value in args.items())
+    result = compile_file(source, module_path, layer, values, None, opt, cwd=root)
     if result.target.failed:
         raise BuildError(
             "\n".join(
