@@ -2,8 +2,10 @@
 Triton backend, here under the interpreter: each operator against its fake implementation
 (``torch.library.opcheck``), and a generated module with every kind of ternary call compiled
 whole (``fullgraph=True``, each call one operator node) and exported, equal to its eager
-forward. Then the steady state a CUDA graph captures: after one call, a call prepares nothing
-(no tuning, no device query, no zero-skip plan from the weight's values)."""
+forward, with Inductor too (``mode="reduce-overhead"``: on CUDA, with ``make test-cuda``, it
+captures the model in CUDA graphs; on the CPU there is no graph to capture). Then the steady
+state a CUDA graph captures: after one call, a call prepares nothing (no tuning, no device
+query, no zero-skip plan from the weight's values)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
+from tests.device import DEVICE, MODULE_BACKEND, on_device  # noqa: E402
 from tribuild.driver.sources import load_sources  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
 from tribuild.gpu import autotune, launch, skip  # noqa: E402
@@ -51,19 +54,24 @@ TERNARY_OPS = {
 }
 
 
-@pytest.fixture(scope="module", params=["0", "2"])
-def gen(request, tmp_path_factory):
-    """The module built at -O0 (the plain launcher) and at -O2 (fused epilogues, zero-skip)."""
-    root = tmp_path_factory.mktemp(f"custom_ops_O{request.param}")
+def generate(level: str, root):
+    """``Net`` built at ``level`` in the folder ``root``, imported."""
     (root / "m.tri").write_text(SRC)
     db = Database()
     load_sources(db, str(root), ("m.tri",))
-    return write_and_import(build("m.tri:Net", {}, request.param, db=db), root / "out")
+    return write_and_import(build("m.tri:Net", {}, level, db=db), root / "out")
+
+
+@pytest.fixture(scope="module", params=["0", "2"])
+def gen(request, tmp_path_factory):
+    """The module built at -O0 (the plain launcher) and at -O2 (fused epilogues, zero-skip)."""
+    return generate(request.param, tmp_path_factory.mktemp(f"custom_ops_O{request.param}"))
 
 
 @pytest.fixture(autouse=True)
 def _triton_backend():
-    with force_backend("triton"):
+    """The Triton backend: under the interpreter on the CPU, ``auto`` (the kernels) on CUDA."""
+    with force_backend("triton" if MODULE_BACKEND == "torch" else MODULE_BACKEND):
         yield
 
 
@@ -78,7 +86,11 @@ def frozen(gen):
         m.proj.latent_weight[0] = 0
         m.bn.running_mean.uniform_(-0.5, 0.5)
         m.bn.running_var.uniform_(0.5, 1.5)
-    return m.freeze().eval()
+    return m.freeze().eval().to(DEVICE)
+
+
+def example(n: int = 2, seed: int = 0) -> torch.Tensor:
+    return on_device(torch.randn(n, 8, 6, 6, generator=torch.Generator().manual_seed(seed)))
 
 
 def ternary_nodes(graph: torch.fx.Graph) -> list[str]:
@@ -96,7 +108,7 @@ def test_compiled_whole_with_each_ternary_call_one_operator(gen):
     import torch._dynamo
 
     m = frozen(gen)
-    x = torch.randn(2, 8, 6, 6)
+    x = example()
     graphs: list[torch.fx.GraphModule] = []
 
     def recording(gm, inputs):
@@ -123,7 +135,7 @@ def test_compiled_whole_with_each_ternary_call_one_operator(gen):
 
 def test_exported_with_the_operators_and_equal_to_eager(gen):
     m = frozen(gen)
-    x = torch.randn(2, 8, 6, 6)
+    x = example()
     with torch.no_grad():
         want = m(x)
     exported = torch.export.export(m, (x,))
@@ -136,7 +148,7 @@ def test_exported_with_the_operators_and_equal_to_eager(gen):
 def test_the_torch_backend_traces_no_operator(gen):
     """On the torch backend a trace holds plain PyTorch operations (what ONNX export needs)."""
     m = frozen(gen)
-    x = torch.randn(2, 8, 6, 6)
+    x = example()
     with force_backend("torch"):
         with torch.no_grad():
             want = m(x)
@@ -160,6 +172,9 @@ def _operator_cases():
     cpacked, cscale = pack_ternary(wc, "channel")
     cres = torch.randn(2, 6, 3, 3, generator=g)
     dpacked, dscale = pack_ternary(torch.randn(4, 1, 3, 3, generator=g))
+    x, packed, scale, bias, res, img, cpacked, cscale, cres, dpacked, dscale = on_device(
+        x, packed, scale, bias, res, img, cpacked, cscale, cres, dpacked, dscale
+    )
     ops = torch.ops.tribuild
     return [
         (ops.ternary_linear.default, (x, packed, scale, bias, res, "relu", 2)),
@@ -216,9 +231,10 @@ def test_outputs_need_no_gradient_as_the_kernels_have_none():
     """An eval-mode call with a bias that requires grad, grad mode on: the kernels' outputs,
     through the operator or not, never carried a graph (training runs the torch path)."""
     g = torch.Generator().manual_seed(1)
-    packed, scale = pack_ternary(torch.randn(4, 8, generator=g))
-    bias = torch.randn(4, generator=g, requires_grad=True)
-    x = torch.randn(2, 8, generator=g)
+    packed, scale, x = on_device(
+        *pack_ternary(torch.randn(4, 8, generator=g)), torch.randn(2, 8, generator=g)
+    )
+    bias = on_device(torch.randn(4, generator=g)).requires_grad_()
     assert not torch.ops.tribuild.ternary_linear(x, packed, scale, bias, None, "none", 2).grad_fn
     assert not launch.ternary_linear(x, packed, scale, bias).requires_grad
 
@@ -228,8 +244,8 @@ def test_after_one_call_a_call_prepares_nothing(gen, monkeypatch):
     "reduce-overhead"`` runs before capturing), at -O3 too, no call tunes, asks the device's
     name or reads a weight's values for a zero-skip plan."""
     m = frozen(gen)
-    x = torch.randn(1, 8, 6, 6)
-    packed, scale = pack_ternary(torch.randn(5, 6))
+    x = example(1)
+    packed, scale = on_device(*pack_ternary(torch.randn(5, 6)))
     with torch.no_grad():
         want = m(x)
         want_o3 = launch.ternary_linear(x[0, 0], packed, scale, opt_level=3)
@@ -253,8 +269,7 @@ def test_after_one_call_a_call_prepares_nothing(gen, monkeypatch):
 def test_a_new_tuning_cache_is_asked_again(monkeypatch, tmp_path):
     """A prepared tuned launch is valid for the tuning cache it was chosen with: another cache
     file (another test, another user's) gets the choice written again."""
-    packed, scale = pack_ternary(torch.randn(5, 12))
-    x = torch.randn(2, 12)
+    packed, scale, x = on_device(*pack_ternary(torch.randn(5, 12)), torch.randn(2, 12))
     for name in ("a.json", "b.json"):
         monkeypatch.setenv("TRIBUILD_AUTOTUNE_CACHE", str(tmp_path / name))
         launch.ternary_linear(x, packed, scale, opt_level=3)
@@ -269,9 +284,29 @@ def test_a_deep_copy_compiles_too(gen):
     other = copy.deepcopy(m)
     with torch.no_grad():
         other.fc.bias.add_(1.0)
-        x = torch.randn(1, 8, 6, 6)
+        x = example(1)
         torch._dynamo.reset()
         for model in (m, other):
             want = model(x)
             got = torch.compile(model, backend="aot_eager", fullgraph=True)(x)
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow  # Inductor compiles C++ (or, on CUDA, Triton) code: several seconds
+def test_inductor_with_reduce_overhead(tmp_path):
+    """The default backend over the operators, at -O2; on CUDA every call after the warm-up
+    replays a CUDA graph of the whole model (no part skipped)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    m = frozen(generate("2", tmp_path))
+    x = example(1)
+    with torch.no_grad():
+        want = m(x)
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(m, mode="reduce-overhead", fullgraph=True)
+        for _ in range(3):  # warm-up, capture, replay
+            torch.testing.assert_close(compiled(x), want, rtol=1e-4, atol=1e-4)
+    if DEVICE == "cuda":
+        assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
