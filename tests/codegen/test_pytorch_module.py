@@ -351,7 +351,7 @@ def test_torch_compile_has_no_graph_breaks(gen, state):
 def test_torch_compile_with_inductor(gen):
     """The default backend, Inductor (C++ code on the CPU), on the frozen model and on the
     trainable one with its gradients: the ternary layers' torch path compiles as a whole.
-    The Triton backend's launches under torch.compile need a CUDA device (issue 23)."""
+    The Triton backend's operators: tests/gpu/test_custom_ops.py."""
     import torch._dynamo
 
     m, _ = trained(gen, steps=2)

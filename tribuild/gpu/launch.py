@@ -15,18 +15,26 @@ Terms:
   version counter).
 - *opt_level* picks the config set of ``tribuild.gpu.autotune`` (tuned at -O3); ``configs``
   replaces it. Tuning keys bucket M (tokens or output pixels) to the next power of two.
+- *prepared launch*: the kernel, grid and keyword arguments of a launch, made once per call
+  site (kernel family, shapes, dtype, device, epilogue flags, level) and then reused, so that a
+  call neither rebuilds tuning keys nor asks the autotuner again (a tuned one stays valid for
+  the tuning cache it was chosen with).
+- *operators*: on the Triton backend, a call made while ``torch.compile`` or ``torch.export``
+  traces is the operator ``tribuild::ternary_linear``, ``tribuild::ternary_conv2d`` or
+  ``tribuild::quantize_activations`` (``tribuild.gpu.ops``), whose implementation is the
+  eager launch; the torch backend's arithmetic is traced as it is.
 """
 
 from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from tribuild.gpu import autotune
+from tribuild.gpu import autotune, ops
 from tribuild.gpu.autotune import KernelConfig
 from tribuild.gpu.epilogue import activation_name, apply_epilogue
 from tribuild.gpu.packing import packed_cols, unpack
@@ -66,7 +74,10 @@ def backend_for(x: torch.Tensor) -> str:
 
 
 def unpacked_codes(packed: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """The float32 codes of ``packed`` as a weight of ``shape``, decoded once and cached."""
+    """The float32 codes of ``packed`` as a weight of ``shape``, decoded once and cached (in a
+    traced graph, decoded in the graph: a graph cannot guard on the cache's identities)."""
+    if torch.compiler.is_compiling():
+        return unpack(packed, shape).float()
     key = id(packed)
     hit = _unpacked.get(key)
     if hit and hit[0]() is packed and hit[1] == packed._version and hit[2] == shape:
@@ -101,48 +112,77 @@ def _check_epilogue(
         )
 
 
-def _launch(
-    kernel,
+class Prepared(NamedTuple):
+    """A launch made ready once per call site: the kernel, its grid and its keyword arguments
+    (epilogue flags, block sizes, warps, stages)."""
+
+    kernel: Any
+    grid: tuple[int, ...]
+    kwargs: dict[str, Any]
+
+
+PREPARED_LAUNCHES = 4096  # prepared launches kept (per distinct shape); past it, all are dropped
+_prepared_launches: dict[tuple[object, ...], tuple[autotune.AutotuneCache | None, Prepared]] = {}
+
+
+def _prepared(
+    site: tuple[object, ...],
     family: str,
-    grid,
-    args: tuple,
-    flags: dict,
-    shape_key: str,
-    device: torch.device,
     opt_level: int,
     configs: Sequence[KernelConfig] | None,
-) -> None:
-    """Run ``kernel`` with the chosen config (tuned and cached when there are several)."""
+    prepare: Callable[[], tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]],
+    args: tuple,
+    device: torch.device,
+) -> Prepared:
+    """The launch at ``site`` (a tuple of everything its config and grid depend on), from the
+    prepared-launch cache, else made by ``prepare`` (kernel, grid of a config's block sizes,
+    flags, shape key) with the config ``autotune.choose`` picks, timed on ``args`` when there
+    are several (a prepared tuned launch is valid for the tuning cache it was chosen with)."""
+    if configs is None:
+        hit = _prepared_launches.get(site)
+        if hit is not None and (hit[0] is None or hit[0] is autotune.default_cache()):
+            return hit[1]
+    candidates = tuple(configs or autotune.configs(family, opt_level))
+    tuning = autotune.default_cache() if len(candidates) > 1 else None
+    kernel, grid, flags, shape_key = prepare()
 
     def run(cfg: KernelConfig) -> None:
         kernel[grid(dict(cfg.meta))](*args, **flags, **cfg.launch_kwargs())
 
     flag_key = ",".join(f"{k}={v}" for k, v in sorted(flags.items()))
     key = f"{family}[{flag_key}]|{shape_key}"
-    run(autotune.choose(key, tuple(configs or autotune.configs(family, opt_level)), run, device))
+    cfg = autotune.choose(key, candidates, run, device, tuning)
+    launch = Prepared(kernel, grid(dict(cfg.meta)), {**flags, **cfg.launch_kwargs()})
+    if configs is None:
+        if len(_prepared_launches) >= PREPARED_LAUNCHES:
+            _prepared_launches.clear()
+        _prepared_launches[site] = (tuning, launch)
+    return launch
 
 
-def _epilogue_args(
-    out: torch.Tensor,
-    scale: torch.Tensor,
-    bias: torch.Tensor | None,
-    act: str,
-    residual: torch.Tensor | None,
-) -> tuple[tuple, dict]:
-    """The kernels' ``scale, bias, residual`` pointers (``out`` stands in for absent ones) and
-    flags."""
-    ptrs = (
-        scale,
-        out if bias is None else bias,
-        out if residual is None else residual.contiguous(),
-    )
-    flags = {
+def _epilogue_ptrs(
+    out: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernels' ``bias`` and ``residual`` pointers (``out`` stands in for absent ones)."""
+    return out if bias is None else bias, out if residual is None else residual.contiguous()
+
+
+def _epilogue_flags(
+    scale: torch.Tensor, bias: torch.Tensor | None, act: str, residual: torch.Tensor | None
+) -> dict[str, Any]:
+    return {
         "CHANNEL_SCALE": scale.numel() > 1,
         "HAS_BIAS": bias is not None,
         "ACT": act,
         "HAS_RESIDUAL": residual is not None,
     }
-    return ptrs, flags
+
+
+def _epilogue_site(
+    scale: torch.Tensor, bias: torch.Tensor | None, act: str, residual: torch.Tensor | None
+) -> tuple[bool, bool, str, bool]:
+    """What a prepared launch's epilogue flags depend on."""
+    return scale.numel() > 1, bias is not None, act, residual is not None
 
 
 def _m_bucket(m: int) -> int:
@@ -153,7 +193,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _tile_grid(m: int, n: int, *rest: int):
+def _tile_grid(m: int, n: int, *rest: int) -> Callable[[dict[str, int]], tuple[int, ...]]:
     """The grid of ``[BLOCK_M, BLOCK_N]`` tiles over an ``m × n`` output, then ``rest`` axes."""
     return lambda meta: (_cdiv(m, meta["BLOCK_M"]), _cdiv(n, meta["BLOCK_N"]), *rest)
 
@@ -169,7 +209,9 @@ def ternary_linear(
     opt_level: int = 2,
     configs: Sequence[KernelConfig] | None = None,
 ) -> torch.Tensor:
-    """``act(scale · (x @ codesᵀ) + bias + residual)`` for ``x [..., K]``: shape ``[..., N]``."""
+    """``act(scale · (x @ codesᵀ) + bias + residual)`` for ``x [..., K]``: shape ``[..., N]``.
+    On the Triton backend a traced call is the operator ``tribuild::ternary_linear`` (``configs``,
+    for tests and tuning, is not: it is eager only)."""
     act = activation_name(act)
     n, k = packed.shape[0], x.shape[-1]
     if packed.shape[1] != packed_cols(k):
@@ -178,26 +220,75 @@ def ternary_linear(
     if backend_for(x) == "torch":
         acc = x.float() @ unpacked_codes(packed, (n, k)).T
         return apply_epilogue(acc, scale, bias, act, residual, -1).to(x.dtype)
-    from tribuild.gpu.kernels.ternary_gemm import ternary_gemm_kernel
-    from tribuild.gpu.kernels.ternary_gemv import ternary_gemv_kernel
+    if configs is None and torch.compiler.is_compiling():
+        return TERNARY_LINEAR(x, packed, scale, bias, residual, act, opt_level)
+    return _linear_kernel(x, packed, scale, bias, residual, act, opt_level, configs)
 
-    x2 = x.reshape(-1, k).contiguous()
+
+def _linear_kernel(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    act: str,
+    opt_level: int,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
+    """``ternary_linear`` on the Triton backend, arguments checked."""
+    n, k = packed.shape[0], x.shape[-1]
+    flat = x.dim() == 2  # [M, K] already: no reshapes (a small layer's call notices them)
+    x2 = x.contiguous() if flat else x.reshape(-1, k).contiguous()
     m = x2.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    ptrs, flags = _epilogue_args(out, scale, bias, act, residual)
-    args = (x2, packed, *ptrs, out, m, n, k, packed.shape[1])
+    args = (x2, packed, scale, *_epilogue_ptrs(out, bias, residual), out, m, n, k, packed.shape[1])
     if m <= GEMV_MAX_ROWS:
-        kernel, family, grid = (
-            ternary_gemv_kernel,
-            "gemv",
-            lambda meta: (m, _cdiv(n, meta["BLOCK_N"])),
-        )
+        family = "gemv"
     else:
         family = "gemm_small" if m <= SMALL_GEMM_MAX_ROWS else "gemm"
-        kernel, grid = ternary_gemm_kernel, _tile_grid(m, n)
-    shape_key = f"{x.dtype}|M~{_m_bucket(m)},N={n},K={k}"
-    _launch(kernel, family, grid, args, flags, shape_key, x.device, opt_level, configs)
-    return out.reshape(*x.shape[:-1], n)
+    site = (
+        family,
+        m,
+        n,
+        k,
+        x.dtype,
+        x.device,
+        opt_level,
+        *_epilogue_site(scale, bias, act, residual),
+    )
+
+    def prepare() -> tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]:
+        flags = _epilogue_flags(scale, bias, act, residual)
+        shape_key = f"{x.dtype}|M~{_m_bucket(m)},N={n},K={k}"
+        if family == "gemv":
+            from tribuild.gpu.kernels.ternary_gemv import ternary_gemv_kernel
+
+            return (
+                ternary_gemv_kernel,
+                lambda meta: (m, _cdiv(n, meta["BLOCK_N"])),
+                flags,
+                shape_key,
+            )
+        from tribuild.gpu.kernels.ternary_gemm import ternary_gemm_kernel
+
+        return ternary_gemm_kernel, _tile_grid(m, n), flags, shape_key
+
+    launch = _prepared(site, family, opt_level, configs, prepare, args, x.device)
+    launch.kernel[launch.grid](*args, **launch.kwargs)
+    return out if flat else out.reshape(*x.shape[:-1], n)
+
+
+def linear_shape(x: torch.Tensor, packed: torch.Tensor) -> list:
+    """The shape of a ternary linear layer's output: ``x``'s with ``N`` rows of ``packed`` last."""
+    return [*x.shape[:-1], packed.shape[0]]
+
+
+TERNARY_LINEAR = ops.define(
+    "ternary_linear(Tensor x, Tensor packed, Tensor scale, Tensor? bias, Tensor? residual, "
+    "str act, int opt_level) -> Tensor",
+    _linear_kernel,
+    lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
+)
 
 
 def dense_conv2d(
@@ -221,6 +312,23 @@ def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
+def conv2d_shape(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+) -> list:
+    """The NCHW shape of a ternary convolution's output (``N``: the rows of ``packed``)."""
+    b, _, h, w = x.shape
+    return [
+        b,
+        packed.shape[0],
+        (h + 2 * padding[0] - kernel_size[0]) // stride[0] + 1,
+        (w + 2 * padding[1] - kernel_size[1]) // stride[1] + 1,
+    ]
+
+
 def ternary_conv2d(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -239,44 +347,106 @@ def ternary_conv2d(
     """The fused ternary convolution of NCHW ``x``: shape ``[B, N, OH, OW]``.
 
     ``groups == C > 1`` runs the depthwise kernel, any other ``groups`` the implicit GEMM.
+    On the Triton backend a traced call is the operator ``tribuild::ternary_conv2d``.
     """
     act = activation_name(act)
-    (kh, kw), (sh, sw), (ph, pw) = _pair(kernel_size), _pair(stride), _pair(padding)
+    size, strides, pads = _pair(kernel_size), _pair(stride), _pair(padding)
     b, c, h, w = x.shape
     n = packed.shape[0]
     if c % groups or n % groups:
         raise ValueError(f"groups={groups} must divide the channels (in {c}, out {n})")
-    shape = (n, c // groups, kh, kw)
-    if packed.shape[1] != packed_cols(c // groups * kh * kw):
+    shape = (n, c // groups, *size)
+    if packed.shape[1] != packed_cols(c // groups * size[0] * size[1]):
         raise ValueError(
             f"packed weight {tuple(packed.shape)} does not fit a weight of shape {shape}"
         )
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    _check_epilogue(scale, bias, residual, n, (b, n, oh, ow))
+    _check_epilogue(scale, bias, residual, n, tuple(conv2d_shape(x, packed, size, strides, pads)))
     if backend_for(x) == "torch":
-        acc = dense_conv2d(
-            x.float(), unpacked_codes(packed, shape), None, (sh, sw), (ph, pw), groups
-        )
+        acc = dense_conv2d(x.float(), unpacked_codes(packed, shape), None, strides, pads, groups)
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)
-    x = x.contiguous()
-    out = torch.empty((b, n, oh, ow), dtype=x.dtype, device=x.device)
-    ptrs, flags = _epilogue_args(out, scale, bias, act, residual)
-    m = b * oh * ow
-    args = (x, packed, *ptrs, out, c, h, w, n, oh, ow, m, packed.shape[1], sh, sw, ph, pw)
-    flags.update(KH=kh, KW=kw)
-    if groups == c > 1:
-        from tribuild.gpu.kernels.ternary_depthwise import ternary_depthwise_kernel as kernel
-
-        family, grid = "depthwise", _tile_grid(m, n)
-    else:
-        from tribuild.gpu.kernels.ternary_conv2d import ternary_conv2d_kernel as kernel
-
-        family, grid = "conv2d", _tile_grid(m, n // groups, groups)
-    shape_key = (
-        f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},S={sh}x{sw},P={ph}x{pw}"
+    if configs is None and torch.compiler.is_compiling():
+        return TERNARY_CONV2D(
+            x, packed, scale, bias, residual, size, strides, pads, groups, act, opt_level
+        )
+    return _conv2d_kernel(
+        x, packed, scale, bias, residual, size, strides, pads, groups, act, opt_level, configs
     )
-    _launch(kernel, family, grid, args, flags, shape_key, x.device, opt_level, configs)
+
+
+def _conv2d_kernel(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    groups: int,
+    act: str,
+    opt_level: int,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
+    """``ternary_conv2d`` on the Triton backend, arguments checked."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    x = x.contiguous()
+    b, n = x.shape[0], packed.shape[0]
+    _, c, h, w = x.shape
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    out = torch.empty((b, n, oh, ow), dtype=x.dtype, device=x.device)
+    m = b * oh * ow
+    args = (
+        x,
+        packed,
+        scale,
+        *_epilogue_ptrs(out, bias, residual),
+        out,
+        c,
+        h,
+        w,
+        n,
+        oh,
+        ow,
+        m,
+        packed.shape[1],
+        sh,
+        sw,
+        ph,
+        pw,
+    )
+    family = "depthwise" if groups == c > 1 else "conv2d"
+    site = (
+        *(family, b, c, h, w, n, kh, kw, sh, sw, ph, pw, groups, x.dtype, x.device, opt_level),
+        *_epilogue_site(scale, bias, act, residual),
+    )
+
+    def prepare() -> tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]:
+        flags = {**_epilogue_flags(scale, bias, act, residual), "KH": kh, "KW": kw}
+        shape_key = (
+            f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},S={sh}x{sw},P={ph}x{pw}"
+        )
+        if family == "depthwise":
+            from tribuild.gpu.kernels.ternary_depthwise import ternary_depthwise_kernel
+
+            return ternary_depthwise_kernel, _tile_grid(m, n), flags, shape_key
+        from tribuild.gpu.kernels.ternary_conv2d import ternary_conv2d_kernel
+
+        return ternary_conv2d_kernel, _tile_grid(m, n // groups, groups), flags, shape_key
+
+    launch = _prepared(site, family, opt_level, configs, prepare, args, x.device)
+    launch.kernel[launch.grid](*args, **launch.kwargs)
     return out
+
+
+TERNARY_CONV2D = ops.define(
+    "ternary_conv2d(Tensor x, Tensor packed, Tensor scale, Tensor? bias, Tensor? residual, "
+    "int[2] kernel_size, int[2] stride, int[2] padding, int groups, str act, int opt_level) "
+    "-> Tensor",
+    _conv2d_kernel,
+    lambda x, packed, scale, bias, residual, size, stride, padding, *_: x.new_empty(
+        conv2d_shape(x, packed, size, stride, padding)
+    ),
+)
 
 
 def quantize_activations(
@@ -284,24 +454,38 @@ def quantize_activations(
 ) -> torch.Tensor:
     """Per-token int8 absmax fake quantization (``tribuild.gpu.ternarize.quantize_activations``).
     While autograd records (training), the torch path runs on any device: the kernel has no
-    backward, the torch path the straight-through estimator's."""
+    backward, the torch path the straight-through estimator's. On the Triton backend a traced
+    call is the operator ``tribuild::quantize_activations``."""
     if backend_for(x) == "torch" or (x.requires_grad and torch.is_grad_enabled()):
         return quantize_activations_torch(x)
-    from tribuild.gpu.kernels.act_quant import act_quant_kernel
+    if configs is None and torch.compiler.is_compiling():
+        return QUANTIZE_ACTIVATIONS(x, opt_level)
+    return _quantize_kernel(x, opt_level, configs)
 
+
+def _quantize_kernel(
+    x: torch.Tensor, opt_level: int, configs: Sequence[KernelConfig] | None = None
+) -> torch.Tensor:
+    """``quantize_activations`` on the Triton backend."""
     k = x.shape[-1]
     x2 = x.reshape(-1, k).contiguous()
     out = torch.empty_like(x2)
     m = x2.shape[0]
-    _launch(
-        act_quant_kernel,
-        "act_quant",
-        lambda meta: (m,),
-        (x2, out, k),
-        {},
-        f"{x.dtype}|K={k}",
-        x.device,
-        opt_level,
-        configs,
-    )
+    args = (x2, out, k)
+
+    def prepare() -> tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]:
+        from tribuild.gpu.kernels.act_quant import act_quant_kernel
+
+        return act_quant_kernel, lambda meta: (m,), {}, f"{x.dtype}|K={k}"
+
+    site = ("act_quant", m, k, x.dtype, x.device, opt_level)
+    launch = _prepared(site, "act_quant", opt_level, configs, prepare, args, x.device)
+    launch.kernel[launch.grid](*args, **launch.kwargs)
     return out.reshape(x.shape)
+
+
+QUANTIZE_ACTIVATIONS = ops.define(
+    "quantize_activations(Tensor x, int opt_level) -> Tensor",
+    _quantize_kernel,
+    lambda x, opt_level: x.new_empty(x.shape),
+)

@@ -19,12 +19,15 @@ Terms:
 from __future__ import annotations
 
 import weakref
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
+from tribuild.gpu import ops
+from tribuild.gpu.autotune import KernelConfig
 from tribuild.gpu.epilogue import ACTIVATIONS, activation_name
-from tribuild.gpu.launch import ternary_conv2d, ternary_linear
+from tribuild.gpu.launch import conv2d_shape, linear_shape, ternary_conv2d, ternary_linear
 from tribuild.gpu.packing import CODES_PER_BYTE, zero_skip
 
 BLOCK_K = 32
@@ -90,9 +93,27 @@ def _pick(t: torch.Tensor | None, channels: torch.Tensor, dim: int) -> torch.Ten
     return None if t is None else t.index_select(dim, channels).contiguous()
 
 
-def linear(x, packed, scale, bias=None, act=None, residual=None, **launch_kwargs):
-    """``ternary_linear`` skipping zero channels and zero K blocks."""
+def linear(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+    *,
+    opt_level: int = 2,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
+    """``ternary_linear`` skipping zero channels and zero K blocks; a traced call is the operator
+    ``tribuild::ternary_linear_zero_skip``, on either backend (the plan reads the weight's
+    values, which a trace cannot)."""
     act = activation_name(act)
+    if configs is None and torch.compiler.is_compiling():
+        return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, opt_level)
+    return _linear(x, packed, scale, bias, act, residual, opt_level=opt_level, configs=configs)
+
+
+def _linear(x, packed, scale, bias, act, residual, **launch_kwargs):
     channels, columns, compact = _plan(packed, x.shape[-1])
     if columns is not None:
         x = x.index_select(-1, columns).contiguous()
@@ -114,21 +135,46 @@ def linear(x, packed, scale, bias=None, act=None, residual=None, **launch_kwargs
 
 
 def conv2d(
-    x,
-    packed,
-    scale,
-    bias=None,
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
     *,
-    kernel_size,
-    stride=1,
-    padding=0,
-    groups=1,
-    act=None,
-    residual=None,
-    **launch_kwargs,
-):
-    """``ternary_conv2d`` skipping zero output channels and, ungrouped, all-zero K blocks."""
+    kernel_size: int,
+    stride: int = 1,
+    padding: int = 0,
+    groups: int = 1,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+    opt_level: int = 2,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
+    """``ternary_conv2d`` skipping zero output channels and, ungrouped, all-zero K blocks; a
+    traced call is the operator ``tribuild::ternary_conv2d_zero_skip``."""
     act = activation_name(act)
+    if configs is None and torch.compiler.is_compiling():
+        return TERNARY_CONV2D_ZERO_SKIP(
+            x, packed, scale, bias, residual, kernel_size, stride, padding, groups, act, opt_level
+        )
+    return _conv2d(
+        x,
+        packed,
+        scale,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        groups=groups,
+        act=act,
+        residual=residual,
+        opt_level=opt_level,
+        configs=configs,
+    )
+
+
+def _conv2d(
+    x, packed, scale, bias, *, kernel_size, stride, padding, groups, act, residual, **launch_kwargs
+):
     c = x.shape[1]
     channels, columns, compact = _plan(
         packed, c * kernel_size * kernel_size if groups == 1 else None
@@ -166,3 +212,34 @@ def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, pa
     res = None if residual is None else residual.reshape(b, n, oh * ow).transpose(1, 2)
     y = linear(patches, packed, scale, bias, act, res)
     return y.transpose(1, 2).reshape(b, n, oh, ow)
+
+
+TERNARY_LINEAR_ZERO_SKIP = ops.define(
+    "ternary_linear_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
+    "Tensor? residual, str act, int opt_level) -> Tensor",
+    lambda x, packed, scale, bias, residual, act, opt_level: _linear(
+        x, packed, scale, bias, act, residual, opt_level=opt_level
+    ),
+    lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
+)
+TERNARY_CONV2D_ZERO_SKIP = ops.define(
+    "ternary_conv2d_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
+    "Tensor? residual, int kernel_size, int stride, int padding, int groups, str act, "
+    "int opt_level) -> Tensor",
+    lambda x, packed, scale, bias, residual, size, stride, padding, groups, act, level: _conv2d(
+        x,
+        packed,
+        scale,
+        bias,
+        kernel_size=size,
+        stride=stride,
+        padding=padding,
+        groups=groups,
+        act=act,
+        residual=residual,
+        opt_level=level,
+    ),
+    lambda x, packed, scale, bias, residual, size, stride, padding, *_: x.new_empty(
+        conv2d_shape(x, packed, (size, size), (stride, stride), (padding, padding))
+    ),
+)
