@@ -67,6 +67,8 @@ def test_compile_model_takes_list_arguments(tmp_path):
     )
     Model = tribuild.compile_model(str(tmp_path / "stack.tri"), "Stack", widths=[3, 5])
     assert Model.ARGS == {"widths": (3, 5)}
+    again = tribuild.compile_model(str(tmp_path / "stack.tri"), "Stack", widths=(3, 5))
+    assert again.__module__ == Model.__module__ and again.ARGS == Model.ARGS  # one module
     with pytest.raises(ValueError, match=r"argument widths\[1\] is None"):
         tribuild.compile_model(str(tmp_path / "stack.tri"), "Stack", widths=[3, None])
 

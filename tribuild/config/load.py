@@ -416,8 +416,10 @@ def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
 
 
 def arg_value(name: str, value: Any) -> ArgValue:
-    """A construction argument given in Python (``compile_model(..., blocks=[2, 2])``) as a
-    target's: lists become tuples. Raises ValueError naming what is not allowed."""
+    """A construction argument given in Python (``compile_model(..., blocks=[2, 2])``, or a
+    tuple) as a target's: lists become tuples. Raises ValueError naming what is not
+    allowed."""
+    value = _as_lists(value)
     bad = _bad_arg(value)
     if bad is not None:
         where = "".join(f"[{i}]" for i in bad[0])
@@ -426,6 +428,10 @@ def arg_value(name: str, value: Any) -> ArgValue:
             "Tribuild.toml's args)"
         )
     return _frozen(value)
+
+
+def _as_lists(value: Any) -> Any:
+    return [_as_lists(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def _frozen(value: Any) -> ArgValue:
