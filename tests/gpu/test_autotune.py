@@ -25,12 +25,40 @@ def test_config_sets(family):
     tuned = configs(family, 3)
     assert len(tuned) >= 3 and len(set(tuned)) == len(tuned)
     if family in ("gemm", "gemm_small", "conv2d"):  # tl.dot needs every block at least 16
-        assert all(min(dict(c.meta).values()) >= 16 for c in tuned)
+        assert all(min(dict(c.meta).values()) >= 16 for c in tuned if not c.kernel)
 
 
 def test_config_json_round_trip_and_launch_kwargs():
     assert KernelConfig.from_json(json.loads(json.dumps(B.to_json()))) == B
     assert B.launch_kwargs() == {"BLOCK_K": 16, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2}
+    assert "kernel" not in B.to_json()  # caches written before kernels were named still read
+    named = config(kernel="decode", BLOCK_N=8, BLOCK_W=4, SPLIT_K=2)
+    assert KernelConfig.from_json(json.loads(json.dumps(named.to_json()))) == named
+    assert "kernel" not in named.launch_kwargs()
+
+
+def test_a_failing_candidate_is_skipped_with_a_warning(tmp_path):
+    """A config whose kernel does not compile on the device is left out of the choice."""
+    calls = []
+
+    def run(cfg):
+        calls.append(cfg)
+        if cfg == B:
+            raise RuntimeError("out of resources: shared memory")
+
+    cache = AutotuneCache(tmp_path / "c.json")
+    with pytest.warns(RuntimeWarning, match="skipped .* for k: RuntimeError: out of resources"):
+        assert choose("k", (A, B), run, CPU, cache) == A
+    assert B in calls and cache.get("k|cpu-interpreter") == A
+
+
+def test_every_candidate_failing_raises_the_error(tmp_path):
+    def run(cfg):
+        raise ValueError(f"cannot compile {cfg.num_warps}")
+
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="cannot compile 8"):
+        choose("k", (A, B), run, CPU, AutotuneCache(tmp_path / "c.json"))
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_single_candidate_is_neither_timed_nor_cached(tmp_path):

@@ -2,11 +2,18 @@
 
 Terms:
 - *config*: a ``KernelConfig``: a kernel's ``tl.constexpr`` block sizes (``meta``) with its
-  ``num_warps`` and ``num_stages``.
-- *family*: the kernel a config set belongs to: ``gemm gemm_small gemv conv2d depthwise
-  act_quant`` (``gemm_small``: the GEMM kernel on a few rows).
+  ``num_warps`` and ``num_stages``, and the kernel it is for (``kernel``: ``""`` for the
+  family's own, else a kernel the launcher offers beside it, such as ``decode``).
+- *family*: the kernel a config set belongs to: ``gemm gemm_small gemv decode conv2d
+  depthwise act_quant`` (``gemm_small``: the GEMM kernel on a few rows; ``decode``: the
+  split-K GEMV of ``kernels.ternary_decode``, whose configs name it).
 - *config set*: what is tried for a family at an optimization level: the one default config
-  below -O3, a few at -O3 (``tl.dot`` kernels keep every block at least 16).
+  below -O3, a few at -O3 (``tl.dot`` kernels keep every block at least 16), and at -O3 also
+  the sets of the families it is *joined* with (``JOINED``: the decode kernel competes with
+  the GEMV and the small GEMM), which the launcher keeps where their kernel applies.
+- *failed candidate*: a config whose kernel raises (does not compile on this device, runs out
+  of shared memory) while it is timed; it is skipped with a warning, and the call fails only
+  when every candidate does.
 - *tuning key*: ``"<kernel key>|<shape key>|<device name>"``, what one choice is valid for.
 - *cache*: a JSON file ``{"version": 1, "entries": {tuning key: config}}``, replaced
   atomically (temp file + rename); a file that does not parse, or of another version, is
@@ -29,6 +36,7 @@ import os
 import statistics
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -51,13 +59,15 @@ class KernelConfig:
     meta: tuple[tuple[str, int], ...]
     num_warps: int = 4
     num_stages: int = 2
+    kernel: str = ""
 
     def launch_kwargs(self) -> dict[str, int]:
         """The keyword arguments of a kernel launch: block sizes, ``num_warps``, ``num_stages``."""
         return {**dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
 
     def to_json(self) -> dict:
-        return {"meta": dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
+        data = {"meta": dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
+        return {**data, "kernel": self.kernel} if self.kernel else data
 
     @staticmethod
     def from_json(data: dict) -> KernelConfig:
@@ -65,12 +75,17 @@ class KernelConfig:
             tuple(sorted((str(k), int(v)) for k, v in data["meta"].items())),
             int(data["num_warps"]),
             int(data["num_stages"]),
+            str(data.get("kernel", "")),
         )
 
 
-def config(num_warps: int = 4, num_stages: int = 2, **meta: int) -> KernelConfig:
+def config(num_warps: int = 4, num_stages: int = 2, kernel: str = "", **meta: int) -> KernelConfig:
     """A config from block sizes given as keywords, e.g. ``config(BLOCK_M=64, BLOCK_N=64)``."""
-    return KernelConfig(tuple(sorted(meta.items())), num_warps, num_stages)
+    return KernelConfig(tuple(sorted(meta.items())), num_warps, num_stages, kernel)
+
+
+def _decode(n: int, w: int, split: int, warps: int = 4, stages: int = 3) -> KernelConfig:
+    return config(warps, stages, "decode", BLOCK_N=n, BLOCK_W=w, SPLIT_K=split)
 
 
 def _mnk(m: int, n: int, k: int, warps: int, stages: int) -> KernelConfig:
@@ -112,6 +127,19 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
             config(8, 2, BLOCK_N=64, BLOCK_K=256),
         ),
     ),
+    # unmeasured (written without a GPU): SPLIT_K slices of K per output tile, so that a
+    # 4096-channel layer's decoding step has 512-2048 programs reading packed words
+    "decode": (
+        _decode(32, 8, 4),
+        (
+            _decode(16, 16, 4),
+            _decode(32, 8, 4),
+            _decode(16, 16, 8),
+            _decode(8, 32, 8),
+            _decode(64, 8, 2, 8),
+            _decode(64, 4, 1),
+        ),
+    ),
     "conv2d": (
         _mnk(64, 64, 32, 4, 2),
         (
@@ -136,10 +164,17 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
 }
 
 
+# family -> the families whose -O3 sets join its own at -O3
+JOINED: dict[str, tuple[str, ...]] = {"gemv": ("decode",), "gemm_small": ("decode",)}
+
+
 def configs(family: str, opt_level: int = 2) -> tuple[KernelConfig, ...]:
-    """The configs tried for ``family`` at ``opt_level``: the tuned set at -O3 and above."""
+    """The configs tried for ``family`` at ``opt_level``: the default below -O3; at -O3 and
+    above the tuned set, then the tuned sets of the families ``JOINED`` to it."""
     default, tuned = CONFIG_SETS[family]
-    return tuned if opt_level >= TUNED_LEVEL else (default,)
+    if opt_level < TUNED_LEVEL:
+        return (default,)
+    return tuned + tuple(cfg for other in JOINED.get(family, ()) for cfg in CONFIG_SETS[other][1])
 
 
 def interpreted() -> bool:
@@ -297,11 +332,37 @@ def choose(
     if shared is not None:
         cache.put(full_key, shared)
         return shared
-    best = min(candidates, key=lambda cfg: bench(lambda: run(cfg), device))
+    best = _fastest(key, candidates, run, device)
     cache.put(full_key, best)
     if remote is not None:
         remote.put(full_key, best.to_json())
     return best
+
+
+def _fastest(
+    key: str,
+    candidates: Sequence[KernelConfig],
+    run: Callable[[KernelConfig], None],
+    device: torch.device,
+) -> KernelConfig:
+    """The candidate with the least ``bench`` time, skipping (with a warning) those that raise;
+    the last error is raised when every candidate does."""
+    times: dict[KernelConfig, float] = {}
+    error: Exception | None = None
+    for cfg in candidates:
+        try:
+            times[cfg] = bench(functools.partial(run, cfg), device)
+        except Exception as err:  # a compile or launch failure of this config alone
+            error = err
+            warnings.warn(
+                f"autotune: skipped {cfg} for {key}: {type(err).__name__}: {err}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    if not times:
+        assert error is not None
+        raise error
+    return min(times, key=times.__getitem__)
 
 
 def _remote_tuning():

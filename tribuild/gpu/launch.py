@@ -19,6 +19,15 @@ Terms:
   site (kernel family, shapes, dtype, device, epilogue flags, level) and then reused, so that a
   call neither rebuilds tuning keys nor asks the autotuner again (a tuned one stays valid for
   the tuning cache it was chosen with).
+- *variant*: a kernel a call site can run, named by the configs that are for it
+  (``KernelConfig.kernel``): ``""``, the family's own, and for a linear layer of at most 16
+  rows with packed rows of a multiple of 4 bytes also ``decode`` (``kernels.ternary_decode``,
+  split-K; its configs join the GEMV's and the small GEMM's at -O3 only, so the autotuner's
+  timing decides whether it runs).
+- *quantize*: ``ternary_linear(..., quantize=True)`` is BitLinear,
+  ``quantize_activations(x)`` then the product: the decode kernel does both in one launch
+  (keeping ``q / s`` exact, where ``quantize_activations`` rounds it to ``x``'s dtype); the
+  other kernels run ``act_quant`` first.
 - *operators*: on the Triton backend, a call made while ``torch.compile`` or ``torch.export``
   traces is the operator ``tribuild::ternary_linear``, ``tribuild::ternary_conv2d`` or
   ``tribuild::quantize_activations`` (``tribuild.gpu.ops``), whose implementation is the
@@ -112,17 +121,43 @@ def _check_epilogue(
         )
 
 
+class Variant(NamedTuple):
+    """A kernel a call site's configs may name (``KernelConfig.kernel``, ``""`` for the
+    family's own): the kernel, its grid of a config's block sizes, its flags, and ``arguments``
+    when a launch's arguments are not the call's own: a function of the call's arguments and the
+    config's block sizes (scratch tensors added, the input quantized first)."""
+
+    kernel: Any
+    grid: Callable[[dict[str, int]], tuple[int, ...]]
+    flags: dict[str, Any]
+    arguments: Callable[[tuple, dict[str, int]], tuple] | None = None
+
+
 class Prepared(NamedTuple):
-    """A launch made ready once per call site: the kernel, its grid and its keyword arguments
-    (epilogue flags, block sizes, warps, stages)."""
+    """A launch made ready once per call site: the kernel, its grid, its keyword arguments
+    (flags, block sizes, warps, stages), and what makes its arguments when they are not the
+    call's own (``Variant.arguments`` with the config's block sizes bound)."""
 
     kernel: Any
     grid: tuple[int, ...]
     kwargs: dict[str, Any]
+    arguments: Callable[[tuple], tuple] | None = None
+
+    def __call__(self, args: tuple) -> None:
+        """Launch on the call's arguments ``args``."""
+        if self.arguments is not None:
+            args = self.arguments(args)
+        self.kernel[self.grid](*args, **self.kwargs)
 
 
 PREPARED_LAUNCHES = 4096  # prepared launches kept (per distinct shape); past it, all are dropped
 _prepared_launches: dict[tuple[object, ...], tuple[autotune.AutotuneCache | None, Prepared]] = {}
+
+
+def _bound(
+    arguments: Callable[[tuple, dict[str, int]], tuple] | None, meta: dict[str, int]
+) -> Callable[[tuple], tuple] | None:
+    return None if arguments is None else lambda args: arguments(args, meta)
 
 
 def _prepared(
@@ -130,29 +165,40 @@ def _prepared(
     family: str,
     opt_level: int,
     configs: Sequence[KernelConfig] | None,
-    prepare: Callable[[], tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]],
+    prepare: Callable[[], tuple[dict[str, Variant], str]],
     args: tuple,
     device: torch.device,
 ) -> Prepared:
     """The launch at ``site`` (a tuple of everything its config and grid depend on), from the
-    prepared-launch cache, else made by ``prepare`` (kernel, grid of a config's block sizes,
-    flags, shape key) with the config ``autotune.choose`` picks, timed on ``args`` when there
-    are several (a prepared tuned launch is valid for the tuning cache it was chosen with)."""
+    prepared-launch cache, else made by ``prepare`` (the variants by kernel name, shape key)
+    with the config ``autotune.choose`` picks among those whose kernel is a variant, timed on
+    ``args`` when there are several (a prepared tuned launch is valid for the tuning cache it
+    was chosen with)."""
     if configs is None:
         hit = _prepared_launches.get(site)
         if hit is not None and (hit[0] is None or hit[0] is autotune.default_cache()):
             return hit[1]
-    candidates = tuple(configs or autotune.configs(family, opt_level))
+    variants, shape_key = prepare()
+    wanted = tuple(configs or autotune.configs(family, opt_level))
+    candidates = tuple(cfg for cfg in wanted if cfg.kernel in variants)
+    if not candidates:
+        names = ", ".join(repr(name) for name in variants)
+        raise ValueError(
+            f"no config of {wanted} names a kernel this call can run (here: {names}; the "
+            "decode kernel needs at most 16 rows and packed rows of a multiple of 4 bytes)"
+        )
     tuning = autotune.default_cache() if len(candidates) > 1 else None
-    kernel, grid, flags, shape_key = prepare()
 
-    def run(cfg: KernelConfig) -> None:
-        kernel[grid(dict(cfg.meta))](*args, **flags, **cfg.launch_kwargs())
+    def make(cfg: KernelConfig) -> Prepared:
+        v, meta = variants[cfg.kernel], dict(cfg.meta)
+        kwargs = {**v.flags, **cfg.launch_kwargs()}
+        return Prepared(v.kernel, v.grid(meta), kwargs, _bound(v.arguments, meta))
 
-    flag_key = ",".join(f"{k}={v}" for k, v in sorted(flags.items()))
+    own = variants.get("") or next(iter(variants.values()))
+    flag_key = ",".join(f"{k}={v}" for k, v in sorted(own.flags.items()))
     key = f"{family}[{flag_key}]|{shape_key}"
-    cfg = autotune.choose(key, candidates, run, device, tuning)
-    launch = Prepared(kernel, grid(dict(cfg.meta)), {**flags, **cfg.launch_kwargs()})
+    cfg = autotune.choose(key, candidates, lambda cfg: make(cfg)(args), device, tuning)
+    launch = make(cfg)
     if configs is None:
         if len(_prepared_launches) >= PREPARED_LAUNCHES:
             _prepared_launches.clear()
@@ -208,21 +254,40 @@ def ternary_linear(
     *,
     opt_level: int = 2,
     configs: Sequence[KernelConfig] | None = None,
+    quantize: bool = False,
 ) -> torch.Tensor:
-    """``act(scale · (x @ codesᵀ) + bias + residual)`` for ``x [..., K]``: shape ``[..., N]``.
-    On the Triton backend a traced call is the operator ``tribuild::ternary_linear`` (``configs``,
-    for tests and tuning, is not: it is eager only)."""
+    """``act(scale · (x @ codesᵀ) + bias + residual)`` for ``x [..., K]``: shape ``[..., N]``;
+    with ``quantize``, ``x`` first goes through :func:`quantize_activations` (BitLinear), which
+    the decode kernel fuses. On the Triton backend a traced call is the operator
+    ``tribuild::ternary_linear`` (``configs``, for tests and tuning, is not: it is eager only)."""
     act = activation_name(act)
     n, k = packed.shape[0], x.shape[-1]
     if packed.shape[1] != packed_cols(k):
         raise ValueError(f"packed weight {tuple(packed.shape)} does not fit K={k}")
     _check_epilogue(scale, bias, residual, n, (*x.shape[:-1], n))
     if backend_for(x) == "torch":
+        if quantize:
+            x = quantize_activations_torch(x)
         acc = x.float() @ unpacked_codes(packed, (n, k)).T
         return apply_epilogue(acc, scale, bias, act, residual, -1).to(x.dtype)
     if configs is None and torch.compiler.is_compiling():
-        return TERNARY_LINEAR(x, packed, scale, bias, residual, act, opt_level)
-    return _linear_kernel(x, packed, scale, bias, residual, act, opt_level, configs)
+        return TERNARY_LINEAR(x, packed, scale, bias, residual, act, opt_level, quantize)
+    return _linear_kernel(x, packed, scale, bias, residual, act, opt_level, quantize, configs)
+
+
+def _decode_arguments(args: tuple, meta: dict[str, int]) -> tuple:
+    """The decode kernel's arguments from the linear call's: the packed rows as int32 words,
+    and its split-K scratch (partial tiles, zeroed tile counters) when it splits K."""
+    x2, packed, scale, bias, residual, out, m, n, k, row_bytes = args
+    split = meta["SPLIT_K"]
+    if split == 1:
+        partial = count = out  # unused: the kernel's split-K finish is compiled out
+    else:
+        partial = torch.empty((split, m, n), dtype=torch.float32, device=out.device)
+        tiles = _cdiv(n, meta["BLOCK_N"]) * _cdiv(m, _m_bucket(m))
+        count = torch.zeros(tiles, dtype=torch.int32, device=out.device)
+    words = packed.view(torch.int32)
+    return (x2, words, scale, bias, residual, out, m, n, k, row_bytes // 4, partial, count)
 
 
 def _linear_kernel(
@@ -233,6 +298,7 @@ def _linear_kernel(
     residual: torch.Tensor | None,
     act: str,
     opt_level: int,
+    quantize: bool = False,
     configs: Sequence[KernelConfig] | None = None,
 ) -> torch.Tensor:
     """``ternary_linear`` on the Triton backend, arguments checked."""
@@ -254,27 +320,41 @@ def _linear_kernel(
         x.dtype,
         x.device,
         opt_level,
+        quantize,
         *_epilogue_site(scale, bias, act, residual),
     )
 
-    def prepare() -> tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]:
+    def prepare() -> tuple[dict[str, Variant], str]:
         flags = _epilogue_flags(scale, bias, act, residual)
-        shape_key = f"{x.dtype}|M~{_m_bucket(m)},N={n},K={k}"
+        shape_key = f"{x.dtype}|M~{_m_bucket(m)},N={n},K={k}" + ("|quantize" if quantize else "")
+        quantized: Callable[[tuple, dict[str, int]], tuple] | None = None
+        if quantize:  # the family's own kernel on the quantized input: two launches
+            _quantize_kernel(x2, opt_level)  # tuned now, not while the product is timed
+            quantized = lambda args, meta: (_quantize_kernel(args[0], opt_level), *args[1:])  # noqa: E731
         if family == "gemv":
             from tribuild.gpu.kernels.ternary_gemv import ternary_gemv_kernel
 
-            return (
-                ternary_gemv_kernel,
-                lambda meta: (m, _cdiv(n, meta["BLOCK_N"])),
-                flags,
-                shape_key,
+            own = Variant(
+                ternary_gemv_kernel, lambda meta: (m, _cdiv(n, meta["BLOCK_N"])), flags, quantized
             )
-        from tribuild.gpu.kernels.ternary_gemm import ternary_gemm_kernel
+        else:
+            from tribuild.gpu.kernels.ternary_gemm import ternary_gemm_kernel
 
-        return ternary_gemm_kernel, _tile_grid(m, n), flags, shape_key
+            own = Variant(ternary_gemm_kernel, _tile_grid(m, n), flags, quantized)
+        variants = {"": own}
+        if m <= SMALL_GEMM_MAX_ROWS and packed.shape[1] % 4 == 0 and packed.is_contiguous():
+            from tribuild.gpu.kernels.ternary_decode import ternary_decode_kernel
 
-    launch = _prepared(site, family, opt_level, configs, prepare, args, x.device)
-    launch.kernel[launch.grid](*args, **launch.kwargs)
+            block_m = _m_bucket(m)
+            variants["decode"] = Variant(
+                ternary_decode_kernel,
+                lambda meta: (_cdiv(n, meta["BLOCK_N"]), _cdiv(m, block_m), meta["SPLIT_K"]),
+                {**flags, "BLOCK_M": block_m, "QUANTIZE": quantize},
+                _decode_arguments,
+            )
+        return variants, shape_key
+
+    _prepared(site, family, opt_level, configs, prepare, args, x.device)(args)
     return out if flat else out.reshape(*x.shape[:-1], n)
 
 
@@ -285,7 +365,7 @@ def linear_shape(x: torch.Tensor, packed: torch.Tensor) -> list:
 
 TERNARY_LINEAR = ops.define(
     "ternary_linear(Tensor x, Tensor packed, Tensor scale, Tensor? bias, Tensor? residual, "
-    "str act, int opt_level) -> Tensor",
+    "str act, int opt_level, bool quantize=False) -> Tensor",
     _linear_kernel,
     lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
 )
@@ -420,7 +500,7 @@ def _conv2d_kernel(
         *_epilogue_site(scale, bias, act, residual),
     )
 
-    def prepare() -> tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]:
+    def prepare() -> tuple[dict[str, Variant], str]:
         flags = {**_epilogue_flags(scale, bias, act, residual), "KH": kh, "KW": kw}
         shape_key = (
             f"{x.dtype}|M~{_m_bucket(m)},C={c},H={h},W={w},N={n},G={groups},S={sh}x{sw},P={ph}x{pw}"
@@ -428,13 +508,13 @@ def _conv2d_kernel(
         if family == "depthwise":
             from tribuild.gpu.kernels.ternary_depthwise import ternary_depthwise_kernel
 
-            return ternary_depthwise_kernel, _tile_grid(m, n), flags, shape_key
+            return {"": Variant(ternary_depthwise_kernel, _tile_grid(m, n), flags)}, shape_key
         from tribuild.gpu.kernels.ternary_conv2d import ternary_conv2d_kernel
 
-        return ternary_conv2d_kernel, _tile_grid(m, n // groups, groups), flags, shape_key
+        grid = _tile_grid(m, n // groups, groups)
+        return {"": Variant(ternary_conv2d_kernel, grid, flags)}, shape_key
 
-    launch = _prepared(site, family, opt_level, configs, prepare, args, x.device)
-    launch.kernel[launch.grid](*args, **launch.kwargs)
+    _prepared(site, family, opt_level, configs, prepare, args, x.device)(args)
     return out
 
 
@@ -473,14 +553,13 @@ def _quantize_kernel(
     m = x2.shape[0]
     args = (x2, out, k)
 
-    def prepare() -> tuple[Any, Callable[[dict[str, int]], tuple[int, ...]], dict, str]:
+    def prepare() -> tuple[dict[str, Variant], str]:
         from tribuild.gpu.kernels.act_quant import act_quant_kernel
 
-        return act_quant_kernel, lambda meta: (m,), {}, f"{x.dtype}|K={k}"
+        return {"": Variant(act_quant_kernel, lambda meta: (m,), {})}, f"{x.dtype}|K={k}"
 
     site = ("act_quant", m, k, x.dtype, x.device, opt_level)
-    launch = _prepared(site, "act_quant", opt_level, configs, prepare, args, x.device)
-    launch.kernel[launch.grid](*args, **launch.kwargs)
+    _prepared(site, "act_quant", opt_level, configs, prepare, args, x.device)(args)
     return out.reshape(x.shape)
 
 
