@@ -112,6 +112,8 @@ def _fused(n: Node, args: list[Expr], kernels: tuple[str, ...], names: dict[str,
         parts.append(f"act={literal(n.attr('act'))}")
     if n.attr("residual"):
         parts.append(f"residual={args[-1].text}")
+    if n.attr("quantize", False):
+        parts.append("quantize=True")
     parts.append(f"kernel=K.{kernels[0]}")
     return f"{member(n.attr('path'), names)}.fused({', '.join(parts)})"
 

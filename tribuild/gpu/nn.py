@@ -60,6 +60,7 @@ from tribuild.gpu.epilogue import ACTIVATIONS, IN_PLACE, activation_name
 from tribuild.gpu.launch import (
     backend_for,
     dense_conv2d,
+    quantize_activations,
     ternary_conv2d,
     ternary_linear,
     unpacked_codes,
@@ -318,10 +319,22 @@ class TernaryLayer(nn.Module):
         act: str | None = None,
         residual: torch.Tensor | None = None,
         kernel: Kernel | None = None,
+        quantize: bool = False,
     ) -> torch.Tensor:
         """``act(bn(self(x)) + residual)`` as one kernel call where possible (see the module
-        doc)."""
-        if self.training or (bn is not None and (bn.training or bn.running_var is None)):
+        doc). With ``quantize`` (BitLinear fused at -O3) ``x`` is quantized first
+        (``quantize_activations``), by ``kernel``, which must then be one generated so, when
+        that kernel runs, and here otherwise."""
+        step_by_step = self.training or (bn is not None and (bn.training or bn.running_var is None))
+        kernel = kernel or self.kernel
+        if quantize and (
+            step_by_step
+            or kernel is None
+            or backend_for(x) == "torch"
+            or (self.has_latent and torch.compiler.is_compiling())
+        ):
+            x = quantize_activations(x)
+        if step_by_step:
             # a BatchNorm without running statistics normalises by the batch's: not foldable
             y = self.forward(x)
             y = bn(y) if bn is not None else y
@@ -335,7 +348,7 @@ class TernaryLayer(nn.Module):
         bias: torch.Tensor | None = self._parameters.get("bias")
         if bn is not None:
             scale, bias = self.folded(scale, bias, bn)
-        return self.run(x, scale, bias, act, residual, kernel or self.kernel)
+        return self.run(x, scale, bias, act, residual, kernel)
 
     def _traced_fused(self, x, bn, act, residual) -> torch.Tensor:
         """The eval-mode fused call of a layer with latent weights, in a traced graph."""

@@ -27,7 +27,13 @@ import torch.nn.functional as F
 from tribuild.gpu import ops
 from tribuild.gpu.autotune import KernelConfig
 from tribuild.gpu.epilogue import ACTIVATIONS, activation_name
-from tribuild.gpu.launch import conv2d_shape, linear_shape, ternary_conv2d, ternary_linear
+from tribuild.gpu.launch import (
+    conv2d_shape,
+    linear_shape,
+    quantize_activations,
+    ternary_conv2d,
+    ternary_linear,
+)
 from tribuild.gpu.packing import CODES_PER_BYTE, zero_skip
 
 BLOCK_K = 32
@@ -103,19 +109,33 @@ def linear(
     *,
     opt_level: int = 2,
     configs: Sequence[KernelConfig] | None = None,
+    quantize: bool = False,
 ) -> torch.Tensor:
     """``ternary_linear`` skipping zero channels and zero K blocks; a traced call is the operator
     ``tribuild::ternary_linear_zero_skip``, on either backend (the plan reads the weight's
-    values, which a trace cannot)."""
+    values, which a trace cannot). With ``quantize``, ``x`` is quantized over its whole rows,
+    before zero K blocks are dropped."""
     act = activation_name(act)
     if configs is None and torch.compiler.is_compiling():
-        return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, opt_level)
-    return _linear(x, packed, scale, bias, act, residual, opt_level=opt_level, configs=configs)
+        return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, opt_level, quantize)
+    return _linear(
+        x,
+        packed,
+        scale,
+        bias,
+        act,
+        residual,
+        opt_level=opt_level,
+        configs=configs,
+        quantize=quantize,
+    )
 
 
 def _linear(x, packed, scale, bias, act, residual, **launch_kwargs):
     channels, columns, compact = _plan(packed, x.shape[-1])
     if columns is not None:
+        if launch_kwargs.pop("quantize", False):
+            x = quantize_activations(x, opt_level=launch_kwargs.get("opt_level", 2))
         x = x.index_select(-1, columns).contiguous()
     if channels is None:
         return ternary_linear(x, compact, scale, bias, act, residual, **launch_kwargs)
@@ -216,9 +236,9 @@ def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, pa
 
 TERNARY_LINEAR_ZERO_SKIP = ops.define(
     "ternary_linear_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
-    "Tensor? residual, str act, int opt_level) -> Tensor",
-    lambda x, packed, scale, bias, residual, act, opt_level: _linear(
-        x, packed, scale, bias, act, residual, opt_level=opt_level
+    "Tensor? residual, str act, int opt_level, bool quantize=False) -> Tensor",
+    lambda x, packed, scale, bias, residual, act, opt_level, quantize=False: _linear(
+        x, packed, scale, bias, act, residual, opt_level=opt_level, quantize=quantize
     ),
     lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
 )

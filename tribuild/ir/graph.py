@@ -16,9 +16,10 @@ Terms:
   ``fn_call`` (a user `fn`; attrs ``fn`` and ``body``, its own Graph, called on ``inputs``),
   ``ternary``, a ternary layer with a fused epilogue, made by the passes (attrs ``path``,
   ``layer``, ``bn`` (the folded BatchNorm's path or None), ``act``, ``residual`` (bool: the
-  last input is added before ``act``), ``zero_skip`` (bool)), and ``layout``, a memory-format
-  conversion of ``inputs[0]`` made by the layout pass (attr ``format``: ``channels_last`` or
-  ``nchw``; the value, and so its type, is unchanged).
+  last input is added before ``act``), ``zero_skip`` (bool), ``quantize`` (bool, absent for
+  false: a ``TernaryLinear`` quantizing its input, BitLinear, at -O3)), and ``layout``, a
+  memory-format conversion of ``inputs[0]`` made by the layout pass (attr ``format``:
+  ``channels_last`` or ``nchw``; the value, and so its type, is unchanged).
 - *symbols*: where each dim name of the inputs can be read at run time: ``(name, param id,
   axis)``; a `reshape` to ``[N, T, d]`` needs ``N`` and ``T``.
 - *attrs*: sorted ``(key, value)`` pairs of plain or codec-registered values, so graphs compare

@@ -4,8 +4,9 @@ Terms:
 - *level*: ``"0"`` (no pass), ``"1"`` (dead code, constant folding, common subexpressions,
   basic fusion: a ternary layer with its activation), ``"2"`` (all passes: also algebraic
   simplification, inlining of small fns, BatchNorm folding, full fusion with the residual
-  add, zero-skip, channels-last layout where it pays), ``"3"`` (as 2; codegen adds autotune
-  configs to the kernels) and ``"s"`` (smallest code: as 2 without inlining and without
+  add, zero-skip, channels-last layout where it pays), ``"3"`` (as 2, with BitLinear fusion:
+  ternary linear layers quantize their own input; codegen adds autotune configs to the
+  kernels) and ``"s"`` (smallest code: as 2 without inlining and without
   layout conversions).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tribuild.ir.graph import Graph
+from tribuild.ir.passes.bitlinear import bitlinear
 from tribuild.ir.passes.bn_fold import bn_fold
 from tribuild.ir.passes.cse import cse
 from tribuild.ir.passes.dce import dce
@@ -39,6 +41,8 @@ def passes(level: str) -> tuple[Pass, ...]:
         return (dce,) + _BASIC
     if level == "s":
         return _FULL
+    if level == "3":
+        return (inline,) + _FULL + (bitlinear, dce, layout)
     return (inline,) + _FULL + (layout,)
 
 
