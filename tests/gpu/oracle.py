@@ -27,6 +27,16 @@ def linear(x, codes, scale, bias=None, act="none", residual=None):
     return _finish(y, bias, act, residual, (-1,))
 
 
+def quantized(x):
+    """BitNet's per-token absmax quantization of ``x`` in float64: ``q / s`` with the float32
+    scale ``s = 127 / max|x|`` and ``q = clamp(round(x · s), -128, 127)`` (the float32 product,
+    as the kernels and the torch path compute it), not rounded to ``x``'s dtype."""
+    xf = x.float()
+    s = 127.0 / xf.abs().amax(dim=-1, keepdim=True).clamp(min=1e-5)
+    q = (xf * s).round().clamp(-128, 127)
+    return q.double() / s.double()
+
+
 def conv2d(x, codes, scale, bias=None, act="none", residual=None, stride=1, padding=0, groups=1):
     y = F.conv2d(x.double(), _weight(codes, scale), None, stride, padding, 1, groups)
     return _finish(y, bias, act, residual, (1, -1, 1, 1))

@@ -4,13 +4,15 @@ Terms:
 - *config*: a ``KernelConfig``: a kernel's ``tl.constexpr`` block sizes (``meta``) with its
   ``num_warps`` and ``num_stages``, and the kernel it is for (``kernel``: ``""`` for the
   family's own, else a kernel the launcher offers beside it, such as ``decode``).
-- *family*: the kernel a config set belongs to: ``gemm gemm_small gemv decode conv2d
-  depthwise act_quant`` (``gemm_small``: the GEMM kernel on a few rows; ``decode``: the
-  split-K GEMV of ``kernels.ternary_decode``, whose configs name it).
+- *family*: the kernel a config set belongs to: ``gemm gemm_small gemv decode gemm_int8
+  conv2d depthwise act_quant`` (``gemm_small``: the GEMM kernel on a few rows; ``decode``:
+  the split-K GEMV of ``kernels.ternary_decode``, ``gemm_int8``: the int8 GEMM of
+  ``kernels.ternary_gemm_int8``, whose configs name them).
 - *config set*: what is tried for a family at an optimization level: the one default config
   below -O3, a few at -O3 (``tl.dot`` kernels keep every block at least 16), and at -O3 also
   the sets of the families it is *joined* with (``JOINED``: the decode kernel competes with
-  the GEMV and the small GEMM), which the launcher keeps where their kernel applies.
+  the GEMV and the small GEMM, the int8 GEMM with the GEMM), which the launcher keeps where
+  their kernel applies.
 - *failed candidate*: a config whose kernel raises (does not compile on this device, runs out
   of shared memory) while it is timed; it is skipped with a warning, and the call fails only
   when every candidate does.
@@ -88,8 +90,8 @@ def _decode(n: int, w: int, split: int, warps: int = 4, stages: int = 3) -> Kern
     return config(warps, stages, "decode", BLOCK_N=n, BLOCK_W=w, SPLIT_K=split)
 
 
-def _mnk(m: int, n: int, k: int, warps: int, stages: int) -> KernelConfig:
-    return config(warps, stages, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k)
+def _mnk(m: int, n: int, k: int, warps: int, stages: int, kernel: str = "") -> KernelConfig:
+    return config(warps, stages, kernel, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k)
 
 
 # family -> (default config, the -O3 set)
@@ -140,6 +142,18 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
             _decode(64, 4, 1),
         ),
     ),
+    # unmeasured (written without a GPU): BitLinear's int8 GEMM (kernel "int8",
+    # kernels.ternary_gemm_int8), for layers that quantize their input; int8 dots want K >= 32
+    "gemm_int8": (
+        _mnk(64, 64, 64, 4, 3, "int8"),
+        (
+            _mnk(128, 128, 64, 8, 3, "int8"),
+            _mnk(128, 128, 128, 8, 3, "int8"),
+            _mnk(64, 128, 128, 4, 4, "int8"),
+            _mnk(128, 64, 128, 4, 4, "int8"),
+            _mnk(64, 64, 128, 4, 4, "int8"),
+        ),
+    ),
     "conv2d": (
         _mnk(64, 64, 32, 4, 2),
         (
@@ -165,7 +179,11 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
 
 
 # family -> the families whose -O3 sets join its own at -O3
-JOINED: dict[str, tuple[str, ...]] = {"gemv": ("decode",), "gemm_small": ("decode",)}
+JOINED: dict[str, tuple[str, ...]] = {
+    "gemv": ("decode",),
+    "gemm_small": ("decode",),
+    "gemm": ("gemm_int8",),
+}
 
 
 def configs(family: str, opt_level: int = 2) -> tuple[KernelConfig, ...]:

@@ -23,11 +23,13 @@ Terms:
   (``KernelConfig.kernel``): ``""``, the family's own, and for a linear layer of at most 16
   rows with packed rows of a multiple of 4 bytes also ``decode`` (``kernels.ternary_decode``,
   split-K; its configs join the GEMV's and the small GEMM's at -O3 only, so the autotuner's
-  timing decides whether it runs).
+  timing decides whether it runs); for one of more rows that quantizes its input, ``int8``
+  (``kernels.ternary_gemm_int8``: ``act_quant_int8_kernel``, then int8 ``tl.dot``; its
+  configs join the GEMM's at -O3).
 - *quantize*: ``ternary_linear(..., quantize=True)`` is BitLinear,
   ``quantize_activations(x)`` then the product: the decode kernel does both in one launch
-  (keeping ``q / s`` exact, where ``quantize_activations`` rounds it to ``x``'s dtype); the
-  other kernels run ``act_quant`` first.
+  (keeping ``q / s`` exact, where ``quantize_activations`` rounds it to ``x``'s dtype), the
+  int8 GEMM keeps ``q`` and ``s`` apart too; the other kernels run ``act_quant`` first.
 - *operators*: on the Triton backend, a call made while ``torch.compile`` or ``torch.export``
   traces is the operator ``tribuild::ternary_linear``, ``tribuild::ternary_conv2d`` or
   ``tribuild::quantize_activations`` (``tribuild.gpu.ops``), whose implementation is the
@@ -290,6 +292,19 @@ def _decode_arguments(args: tuple, meta: dict[str, int]) -> tuple:
     return (x2, words, scale, bias, residual, out, m, n, k, row_bytes // 4, partial, count)
 
 
+def _int8_arguments(args: tuple, meta: dict[str, int]) -> tuple:
+    """The int8 GEMM's arguments from the linear call's: ``x`` quantized to int8 rows and their
+    float32 scales (``act_quant_int8_kernel``, at ``act_quant``'s default config), which it
+    takes in place of ``x`` and after the shared arguments."""
+    from tribuild.gpu.kernels.act_quant import act_quant_int8_kernel
+
+    x2, m, k = args[0], args[6], args[8]
+    q = torch.empty((m, k), dtype=torch.int8, device=x2.device)
+    s = torch.empty(m, dtype=torch.float32, device=x2.device)
+    act_quant_int8_kernel[(m,)](x2, q, s, k, **autotune.configs("act_quant")[0].launch_kwargs())
+    return (q, *args[1:], s)
+
+
 def _linear_kernel(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -342,6 +357,12 @@ def _linear_kernel(
 
             own = Variant(ternary_gemm_kernel, _tile_grid(m, n), flags, quantized)
         variants = {"": own}
+        if quantize and family == "gemm":
+            from tribuild.gpu.kernels.ternary_gemm_int8 import ternary_gemm_int8_kernel
+
+            variants["int8"] = Variant(
+                ternary_gemm_int8_kernel, _tile_grid(m, n), flags, _int8_arguments
+            )
         if m <= SMALL_GEMM_MAX_ROWS and packed.shape[1] % 4 == 0 and packed.is_contiguous():
             from tribuild.gpu.kernels.ternary_decode import ternary_decode_kernel
 
