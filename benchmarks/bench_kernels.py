@@ -4,7 +4,9 @@ For each size (M tokens, N outputs, K inputs): the time of ``ternary_linear`` (2
 weights, float16 activations) and of ``x @ Wᵀ`` with a dense float16 ``W``, measured side by
 side, their ratio, and the bandwidth each achieves (bytes it must move / time) as a fraction
 of the device's peak, taken from ``PEAK_GBPS`` by device name or from ``--peak-gbps``. M = 1
-is the GEMV (decoding at batch 1), larger M the GEMM.
+is the GEMV (decoding at batch 1), larger M the GEMM. Each row names the kernel and config the
+autotuner chose (at -O3 the decode kernel competes for M <= 16). BitLinear's int8 rows are
+``bench_e2e_gpu.py``'s.
 
 Two clocks per call:
 - *kernel*: ``tribuild.gpu.autotune.gpu_ms``, the GPU time of one call replayed from a CUDA
@@ -110,6 +112,7 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
 
     from tribuild.gpu import ternary_linear
     from tribuild.gpu.autotune import gpu_ms
+    from tribuild.gpu.launch import prepared_kernels
 
     x, packed, g, dense = operands(m, n, k, "cuda")
 
@@ -119,7 +122,9 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
     def fp16():
         return x @ dense.T
 
+    before = len(prepared_kernels())
     err = check(ternary(), fp16())  # also tunes the ternary kernel at -O3, before any timing
+    chosen = prepared_kernels()[before:]
     rounds = [
         (
             gpu_ms(ternary, x.device, REPLAYS),
@@ -141,6 +146,7 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
         "fp16_eager_ms": d_eager,
         "eager_speedup_vs_fp16": statistics.median(r[3] / r[2] for r in rounds),
         "rel_error": err,
+        "kernel": " + ".join(chosen),
     }
     for name, ms, is_ternary in (("ternary", t_ms, True), ("fp16", d_ms, False)):
         gbps = moved_bytes(m, n, k, is_ternary) / ms / 1e6
@@ -185,6 +191,10 @@ def markdown(report: dict) -> str:
             f"{r['eager_speedup_vs_fp16']:.2f}x",
         ]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
+    chosen = [r for r in report["results"] if r.get("kernel")]
+    if chosen:
+        lines += ["", "Kernels chosen:", ""]
+        lines += [f"- M={r['M']} N={r['N']} K={r['K']}: {r['kernel']}" for r in chosen]
     return "\n".join(lines) + "\n"
 
 

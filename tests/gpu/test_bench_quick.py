@@ -66,6 +66,7 @@ def test_markdown_table_row():
         "ternary_eager_ms": 0.03,
         "fp16_eager_ms": 0.015,
         "eager_speedup_vs_fp16": 0.5,
+        "kernel": "ternary_decode_kernel(BLOCK_N=16,warps=4)",
     }
     report = {
         "device": "X",
@@ -81,6 +82,7 @@ def test_markdown_table_row():
         "| 1 | 4096 | 4096 | 0.0100 | 0.0200 | 2.00x | 500 (15%) | 1600 (?) | 0.0300 | 0.0150 | "
         "0.50x |" in table.splitlines()
     )
+    assert "- M=1 N=4096 K=4096: ternary_decode_kernel(BLOCK_N=16,warps=4)" in table
 
 
 def test_small_m_exploration_dry_run(tmp_path):

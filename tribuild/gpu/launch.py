@@ -156,6 +156,16 @@ PREPARED_LAUNCHES = 4096  # prepared launches kept (per distinct shape); past it
 _prepared_launches: dict[tuple[object, ...], tuple[autotune.AutotuneCache | None, Prepared]] = {}
 
 
+def prepared_kernels() -> list[str]:
+    """``kernel(block sizes)`` of each prepared launch, oldest first: which kernel and config
+    the autotuner chose (``benchmarks/bench_kernels.py`` reports it)."""
+    out = []
+    for _, p in _prepared_launches.values():
+        meta = ",".join(f"{k}={v}" for k, v in p.kwargs.items() if k.startswith(("BLOCK", "SPLIT")))
+        out.append(f"{p.kernel.__name__}({meta},warps={p.kwargs['num_warps']})")
+    return out
+
+
 def _bound(
     arguments: Callable[[tuple, dict[str, int]], tuple] | None, meta: dict[str, int]
 ) -> Callable[[tuple], tuple] | None:
