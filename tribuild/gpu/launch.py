@@ -373,7 +373,12 @@ def _linear_kernel(
             variants["int8"] = Variant(
                 ternary_gemm_int8_kernel, _tile_grid(m, n), flags, _int8_arguments
             )
-        if m <= SMALL_GEMM_MAX_ROWS and packed.shape[1] % 4 == 0 and packed.is_contiguous():
+        if (
+            m <= SMALL_GEMM_MAX_ROWS
+            and packed.shape[1] % 4 == 0
+            and packed.is_contiguous()
+            and packed.storage_offset() % 4 == 0  # viewed as int32 words
+        ):
             from tribuild.gpu.kernels.ternary_decode import ternary_decode_kernel
 
             block_m = _m_bucket(m)
