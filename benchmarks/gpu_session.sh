@@ -5,8 +5,8 @@
 #   bash benchmarks/gpu_session.sh        # from the repository root, with OUT set (the device
 #                                         # tool sets it); python3 is the machine's own
 #
-# Each step runs under its own `timeout`, so the whole ends within about 8 minutes (180 + 60 +
-# 240 s at most, plus a few seconds) even if a step hangs; a step that fails or times out does
+# Each step runs under its own `timeout`, so the whole ends within about 8.5 minutes (210 + 75 +
+# 210 s at most, plus a few seconds) even if a step hangs; a step that fails or times out does
 # not stop the next. What it writes into $OUT:
 #   environment.txt     date, GPU (nvidia-smi), torch / CUDA / triton versions, commit
 #   tests.log           `make test-cuda` (its last line: passed / failed counts)
@@ -17,10 +17,10 @@
 set -u
 : "${OUT:?set OUT to the folder the results go into}"
 PY=${PY:-python3}
-TESTS_S=${TESTS_S:-180}
-KERNELS_S=${KERNELS_S:-60}
-E2E_S=${E2E_S:-240}
-E2E_BUDGET_S=${E2E_BUDGET_S:-195}  # the benchmark's own (it stops workers 30 s past it)
+TESTS_S=${TESTS_S:-210}
+KERNELS_S=${KERNELS_S:-75}
+E2E_S=${E2E_S:-210}
+E2E_BUDGET_S=${E2E_BUDGET_S:-165}  # the benchmark's own (it stops workers 30 s past it)
 mkdir -p "$OUT"
 
 {
