@@ -29,6 +29,8 @@ Terms:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from tribuild.base.record import fields, is_record, record
 from tribuild.diagnostics import Diagnostic, Label, Loc, closest, register
 from tribuild.engine import derived
@@ -244,10 +246,16 @@ def _no_layer(db, entry_path: str, layer: str) -> str:
 def import_closure(db, entry_path: str) -> tuple[str, ...]:
     """``entry_path`` and every file it imports, transitively, sorted (paths as queries see
     them: relative to the project root)."""
+    return closure_of(entry_path, lambda path: import_targets(db, path))
+
+
+def closure_of(entry_path: str, imported: Callable[[str], Iterable[str]]) -> tuple[str, ...]:
+    """``entry_path`` and every file reached from it through ``imported`` (the files one file
+    imports), sorted: ``import_closure`` with the import lists taken from elsewhere."""
     seen = {entry_path}
     pending = [entry_path]
     while pending:
-        for target in import_targets(db, pending.pop()):
+        for target in imported(pending.pop()):
             if target not in seen:
                 seen.add(target)
                 pending.append(target)

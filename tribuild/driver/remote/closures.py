@@ -17,6 +17,7 @@ from tribuild.driver.remote.link import Link
 from tribuild.driver.sources import may_import
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import import_targets
+from tribuild.queries.targets import closure_of
 
 
 class Closures:
@@ -47,16 +48,7 @@ class Closures:
                         seen.add(target)
                         following.append(target)
             frontier = following
-        return {entry: self._closure(entry) for entry in entry_paths}
-
-    def _closure(self, entry: str) -> tuple[str, ...]:
-        found, pending = {entry}, [entry]
-        while pending:
-            for target in self.lists[pending.pop()]:
-                if target not in found:
-                    found.add(target)
-                    pending.append(target)
-        return tuple(sorted(found))
+        return {entry: closure_of(entry, self.lists.__getitem__) for entry in entry_paths}
 
     def text_digest(self, db, path: str) -> str | None:
         if path not in self.digests:
