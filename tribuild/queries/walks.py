@@ -66,11 +66,14 @@ def settle_deepest_first(
         low = {start: 0}  # the earliest node reachable back from each, while on the stack
         component_stack = [start]
         on_stack = {start}
+        named_itself: set[Node] = set()
         work = [(start, iter(successors(start)))]
         while work:
             node, rest = work[-1]
             after = next(rest, None)
             if after is not None:
+                if after == node:
+                    named_itself.add(node)
                 if after in index:
                     if after in on_stack:
                         low[node] = min(low[node], index[after])
@@ -89,7 +92,7 @@ def settle_deepest_first(
             top = component_stack.pop()
             on_stack.discard(top)
             if top == node:  # a component of one node: asked unless it names itself
-                if node != start and node not in successors(node):
+                if node != start and node not in named_itself:
                     query(db, *node)
                 continue
             while top != node:
