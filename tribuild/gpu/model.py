@@ -49,7 +49,7 @@ from torch import nn
 
 from tribuild.gpu.kernel_files import class_file, generated_class, load_kernels, register_class
 from tribuild.gpu.launch import backend_for, unpacked_codes
-from tribuild.gpu.nn import TernaryLayer, warn_frozen_training
+from tribuild.gpu.nn import TernaryLayer, follow_latents, warn_frozen_training
 from tribuild.gpu.packing import pack, pack_ternary
 from tribuild.gpu.ternarize import nearest_trits, nearest_trits_ste
 
@@ -223,14 +223,7 @@ class Module(nn.Module):
         super()._save_to_state_dict(destination, prefix, keep_vars)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        # As a ternary layer's: the latent trit weights follow the state_dict.
-        for name in self._trit_names():
-            latent = f"latent_{name}"
-            if prefix + name in state_dict and prefix + latent not in state_dict:
-                self._parameters.pop(latent, None)
-            elif prefix + latent in state_dict and self._parameters.get(latent) is None:
-                shape = self.trit_shapes[name]
-                self.register_parameter(latent, nn.Parameter(torch.empty(shape)))
+        follow_latents(self, state_dict, prefix, self.__dict__.get("trit_shapes", {}).items())
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def qat(

@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -85,6 +86,23 @@ def warn_frozen_training(layer: nn.Module) -> None:
             UserWarning,
             stacklevel=3,
         )
+
+
+def follow_latents(
+    module: nn.Module,
+    state_dict: Mapping[str, Any],
+    prefix: str,
+    weights: Iterable[tuple[str, tuple[int, ...]]],
+) -> None:
+    """Before ``module`` loads ``state_dict``: its latent weights follow it. A packed weight
+    without its latent one (a frozen model's, or from_float's) drops the latent weight, one
+    with it makes a latent weight to load into. ``weights``: (name, shape) of each weight."""
+    for name, shape in weights:
+        latent = f"latent_{name}"
+        if prefix + name in state_dict and prefix + latent not in state_dict:
+            module._parameters.pop(latent, None)
+        elif prefix + latent in state_dict and module._parameters.get(latent) is None:
+            module.register_parameter(latent, nn.Parameter(torch.empty(shape)))
 
 
 def _kernel_state(kernel: Kernel | None) -> Kernel | None | tuple[str, str]:
@@ -236,14 +254,7 @@ class TernaryLayer(nn.Module):
         super()._save_to_state_dict(destination, prefix, keep_vars)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
-        # The latent weights follow the state_dict: a packed one (a frozen model's, or
-        # from_float's) makes the layer frozen, one with latent weights a trainable one.
-        for name, shape in self.TERNARY:
-            has_packed, latent = prefix + name in state_dict, f"latent_{name}"
-            if has_packed and prefix + latent not in state_dict:
-                self._parameters.pop(latent, None)
-            elif prefix + latent in state_dict and self._parameters.get(latent) is None:
-                self.register_parameter(latent, nn.Parameter(torch.empty(shape)))
+        follow_latents(self, state_dict, prefix, self.TERNARY)
         self.has_latent = any(
             self._parameters.get(f"latent_{n}") is not None for n, _ in self.TERNARY
         )
