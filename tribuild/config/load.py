@@ -403,8 +403,9 @@ def _is_positive_int(value: Any) -> bool:
 
 
 def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
-    """The first part of an argument value that is not an allowed one, with its index path."""
-    if isinstance(value, list):
+    """The first part of an argument value that is not an allowed one, with its index path
+    (a tuple is a list: ``compile_model``'s arguments come from Python)."""
+    if isinstance(value, (list, tuple)):
         for index, element in enumerate(value):
             bad = _bad_arg(element, item + (index,))
             if bad is not None:
@@ -419,7 +420,6 @@ def arg_value(name: str, value: Any) -> ArgValue:
     """A construction argument given in Python (``compile_model(..., blocks=[2, 2])``, or a
     tuple) as a target's: lists become tuples. Raises ValueError naming what is not
     allowed."""
-    value = _as_lists(value)
     bad = _bad_arg(value)
     if bad is not None:
         where = "".join(f"[{i}]" for i in bad[0])
@@ -430,12 +430,8 @@ def arg_value(name: str, value: Any) -> ArgValue:
     return _frozen(value)
 
 
-def _as_lists(value: Any) -> Any:
-    return [_as_lists(v) for v in value] if isinstance(value, (list, tuple)) else value
-
-
 def _frozen(value: Any) -> ArgValue:
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def _what_is_there(full: str) -> str | None:
