@@ -56,10 +56,18 @@ class Closures:
             self.digests[path] = None if text is None else entries.content_digest(text.encode())
         return self.digests[path]
 
+    def _key(self, db, path: str) -> str | None:
+        """Where the remote keeps the import list of ``path`` as it reads now; None when it
+        cannot be read."""
+        text_digest = self.text_digest(db, path)
+        if text_digest is None:
+            return None
+        return entries.imports_key(self.prefix, action.imports_digest(self.salt, path, text_digest))
+
     def batch(self, db, paths: list[str]) -> dict[str, tuple[str, ...]]:
         """The import list of each of ``paths`` (``driver.sources.load_sources``'s
         ``import_lists``)."""
-        self._learn(db, list(dict.fromkeys(p for p in paths if p not in self.lists)))
+        self._learn(db, list(dict.fromkeys(paths)))
         return {p: self.lists[p] for p in paths}
 
     def _learn(self, db, paths: list[str]) -> None:
@@ -72,10 +80,9 @@ class Closures:
             if not may_import(source_text(db, path).text):
                 self.lists[path] = ()
                 continue
-            text_digest = self.text_digest(db, path)
-            if text_digest is not None:
-                digest = action.imports_digest(self.salt, path, text_digest)
-                keys[path] = entries.imports_key(self.prefix, digest)
+            key = self._key(db, path)
+            if key is not None:
+                keys[path] = key
         wanted = [p for p in paths if p in keys] if self.read else []
         got = self.link.get_many([keys[p] for p in wanted])
         for path, data in zip(wanted, got, strict=True):
@@ -110,10 +117,9 @@ class Closures:
             if self.lists.get(path, true) != true:
                 self.link.refuse(f"the import list of `{path}`", "it does not match the file")
                 self.lists[path] = true
-                text_digest = self.text_digest(db, path)
-                if text_digest is not None:
-                    digest = action.imports_digest(self.salt, path, text_digest)
-                    self.computed[entries.imports_key(self.prefix, digest)] = true
+                key = self._key(db, path)
+                if key is not None:
+                    self.computed[key] = true
 
     def framed(self) -> list[tuple[str, bytes]]:
         """The framed import lists computed here, for the remote."""
