@@ -302,7 +302,7 @@ def compute(
     import_lists = None
     if remote is not None:  # its import lists are read with the sources
         import_lists = remote.imports.batch
-        if remote.settings.read and not remote.link.down:
+        if remote.settings.read:
             with clock.stage("remote cache"):
                 remote.link.open()  # the ``redis`` import, timed as the remote's
     with clock.stage("read sources"):
