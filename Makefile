@@ -25,7 +25,7 @@ lint: $(STAMP)
 
 # On a machine with a CUDA GPU, torch and triton (not part of `make test`): the kernel and
 # generated-module tests through Triton's compiler instead of its interpreter (tests/device.py).
-CUDA_TESTS := $(wildcard tests/gpu/test_kernels_*.py) tests/gpu/test_custom_ops.py \
+CUDA_TESTS := $(wildcard tests/runtime/test_kernels_*.py) tests/runtime/test_custom_ops.py \
 	tests/codegen/test_kernel_files.py \
 	tests/codegen/test_zoo_modules.py
 test-cuda:

@@ -19,11 +19,11 @@ Terms:
   its time (the launch cost included: an idle GPU waits for it); a figure is the median of
   ``--calls`` calls. The eager calls of both sides take turns, then their graph replays do.
 - *kernel rows*: one ternary linear layer ``[M, K] x [N, K]ᵀ`` with float16 activations
-  (``tribuild.gpu.launch.ternary_linear`` at -O3), or with int8 activations (the generated
+  (``tribuild.runtime.launch.ternary_linear`` at -O3), or with int8 activations (the generated
   ``BitLinear`` of models/blocks/bitnet_blocks.tri at -O3: per-token int8 quantization, then
   the ternary product), against ``x @ Wᵀ`` (cuBLAS, dense float16 ``W``) and, when ``import
   gemlite`` works, gemlite's ``A16W158_INT`` or ``A8W158_INT_dynamic`` layer of the same codes
-  (a bench-only peer). Timed by ``tribuild.gpu.autotune.gpu_ms`` (a CUDA-graph replay after an
+  (a bench-only peer). Timed by ``tribuild.runtime.autotune.gpu_ms`` (a CUDA-graph replay after an
   L2 flush: the kernels alone), medians of ``KERNEL_ROUNDS`` rounds (tribuild and cuBLAS
   interleaved, gemlite after them, so that a peer that fails loses only its own figures); GB/s
   is the bytes a kernel must move (``bench_kernels.moved_bytes``) over its time.
@@ -267,7 +267,7 @@ class Clock:
     def kernel_ms(self, fn: Callable[[], object]) -> float:
         """The kernels' GPU time of one call (``gpu_ms``); on the CPU a wall-clock median."""
         if self.cuda:
-            from tribuild.gpu.autotune import gpu_ms
+            from tribuild.runtime.autotune import gpu_ms
 
             return gpu_ms(fn, self.torch.device("cuda"), REPLAYS)
         fn()
@@ -473,9 +473,9 @@ class Worker:
     def kernel(self, label: str, m: int, acts: str, n: int, k: int) -> dict:
         torch = self.torch
         from tests.codegen.references.common import quantize_activations
-        from tribuild.gpu.launch import ternary_linear
-        from tribuild.gpu.packing import pack
-        from tribuild.gpu.ternarize import ternarize
+        from tribuild.runtime.launch import ternary_linear
+        from tribuild.runtime.packing import pack
+        from tribuild.runtime.ternarize import ternarize
 
         gen = torch.Generator().manual_seed(0)
         w = torch.randn(n, k, generator=gen)

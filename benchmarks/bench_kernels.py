@@ -9,7 +9,7 @@ autotuner chose (at -O3 the decode kernel competes for M <= 16). BitLinear's int
 ``bench_e2e_gpu.py``'s.
 
 Two clocks per call:
-- *kernel*: ``tribuild.gpu.autotune.gpu_ms``, the GPU time of one call replayed from a CUDA
+- *kernel*: ``tribuild.runtime.autotune.gpu_ms``, the GPU time of one call replayed from a CUDA
   graph right after L2 is flushed, so neither Python's launch cost nor a warm L2 is counted
   (the median of ``REPLAYS``); the autotuner chooses by the same clock. Speedups and
   bandwidths use this one.
@@ -83,8 +83,8 @@ def operands(m: int, n: int, k: int, device: str):
     float16."""
     import torch
 
-    from tribuild.gpu.packing import pack
-    from tribuild.gpu.ternarize import dequantize, ternarize
+    from tribuild.runtime.packing import pack
+    from tribuild.runtime.ternarize import dequantize, ternarize
 
     gen = torch.Generator().manual_seed(0)
     codes, g = ternarize(torch.randn(n, k, generator=gen), "channel")
@@ -110,9 +110,9 @@ def check(out, ref) -> float:
 def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
     from triton.testing import do_bench
 
-    from tribuild.gpu import ternary_linear
-    from tribuild.gpu.autotune import gpu_ms
-    from tribuild.gpu.launch import prepared_kernels
+    from tribuild.runtime import ternary_linear
+    from tribuild.runtime.autotune import gpu_ms
+    from tribuild.runtime.launch import prepared_kernels
 
     x, packed, g, dense = operands(m, n, k, "cuda")
 
@@ -237,7 +237,7 @@ def run_quick(on_gpu: bool) -> None:
     """Tiny shapes through the Triton path, checked against the dense reference; no timing."""
     if not on_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
-    from tribuild.gpu.launch import force_backend, ternary_linear
+    from tribuild.runtime.launch import force_backend, ternary_linear
 
     device = "cuda" if on_gpu else "cpu"
     for m, n, k in QUICK_SIZES:

@@ -84,9 +84,9 @@ def decoding(positions: int, repeats: int) -> dict:
 
     import tribuild
     from tribuild.config.load import load_config
-    from tribuild.gpu.decoding import KVCache
-    from tribuild.gpu.generate import pick
-    from tribuild.gpu.launch import force_backend
+    from tribuild.runtime.decoding import KVCache
+    from tribuild.runtime.generate import pick
+    from tribuild.runtime.launch import force_backend
 
     torch.set_num_threads(1)
     config = load_config(ROOT / "Tribuild.toml")
@@ -142,8 +142,8 @@ def random_codes(model) -> None:
     layer, so no kernel skips zeros it would not skip on trained weights."""
     import torch
 
-    from tribuild.gpu.nn import TernaryLayer
-    from tribuild.gpu.packing import pack
+    from tribuild.runtime.nn import TernaryLayer
+    from tribuild.runtime.packing import pack
 
     for module in model.modules():
         if isinstance(module, TernaryLayer):

@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.codegen.harness import build, write, write_and_import  # noqa: E402
-from tribuild.gpu.launch import backend_for  # noqa: E402
-from tribuild.gpu.nn import TernaryLayer  # noqa: E402
+from tribuild.runtime.launch import backend_for  # noqa: E402
+from tribuild.runtime.nn import TernaryLayer  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 # (name, reference module, construction args, input shape)

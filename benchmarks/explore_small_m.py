@@ -23,8 +23,8 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.bench_kernels import check, operands  # noqa: E402
-from tribuild.gpu import launch, ternary_linear  # noqa: E402
-from tribuild.gpu.autotune import config  # noqa: E402
+from tribuild.runtime import launch, ternary_linear  # noqa: E402
+from tribuild.runtime.autotune import config  # noqa: E402
 
 DEV = "cpu" if DRY else "cuda"
 SIZES = ((24, 40),) if DRY else ((4096, 4096), (11008, 4096), (4096, 11008))
@@ -48,7 +48,7 @@ def timed(fn) -> float:
     if DRY:
         fn()
         return 0.0
-    from tribuild.gpu.autotune import gpu_ms
+    from tribuild.runtime.autotune import gpu_ms
 
     return statistics.median(gpu_ms(fn, torch.device("cuda"), 100) for _ in range(3))
 

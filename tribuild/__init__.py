@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only: importing tribuild stays free of torch
     from torch import nn
 
     from tribuild.driver.build import BuildResult
-    from tribuild.gpu.model import Module
+    from tribuild.runtime.model import Module
 
 
 def compile_model(path: str, layer: str, opt_level: int | str = 2, **args: Any) -> type[Module]:
@@ -58,7 +58,7 @@ def build(
 def summary(model: nn.Module) -> str:
     """Print and return a table of ``model``'s layers (a generated module, its float twin, or
     any ``nn.Module``): weight shapes, ternary and float parameter counts, packed bytes
-    (``tribuild.gpu.summary``)."""
-    from tribuild.gpu.summary import summary as run
+    (``tribuild.runtime.summary``)."""
+    from tribuild.runtime.summary import summary as run
 
     return run(model)

@@ -5,7 +5,7 @@
         --prompt "Hello" --max-new-tokens 32
 
 CHECKPOINT_FOLDER holds ``*.safetensors`` files in the float or transformers' packed layout
-(``tribuild.gpu.checkpoint``); with a ``tokenizer.json`` beside them and the ``tokenizers``
+(``tribuild.runtime.checkpoint``); with a ``tokenizer.json`` beside them and the ``tokenizers``
 package, ``--prompt`` is text and the tokens print as text, else ``--ids 1,2,3`` gives the
 prompt and ids print. Nothing is downloaded.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from tribuild.gpu.checkpoint import load_checkpoint
-from tribuild.gpu.generate import tokens
+from tribuild.runtime.checkpoint import load_checkpoint
+from tribuild.runtime.generate import tokens
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Codegen tests run generated modules with torch; kernel-file tests run the Triton kernels on
 the CPU (or on CUDA with TRIBUILD_TEST_DEVICE=cuda), so ``TRITON_INTERPRET`` is set here,
-before any kernel is defined (as in tests/gpu; see tests/device.py). Module tests pin the
+before any kernel is defined (as in tests/runtime; see tests/device.py). Module tests pin the
 torch backend on the CPU. Without torch the runtime tests skip."""
 
 import pytest

@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
 from tests.ir.helpers import lowered, ops  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
 from tribuild.ir.pipeline import optimize  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
 
 SHARED = """
 layer Two(d: int = 8) {

@@ -12,10 +12,10 @@ F = torch.nn.functional
 from tests.codegen.harness import REPO, write_and_import  # noqa: E402
 from tribuild.driver.sources import load_sources, scan  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
-from tribuild.gpu.model import float_shapes  # noqa: E402
-from tribuild.gpu.packing import pack  # noqa: E402
 from tribuild.queries.codegen import target_build  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
+from tribuild.runtime.model import float_shapes  # noqa: E402
+from tribuild.runtime.packing import pack  # noqa: E402
 
 SEED = REPO / "examples" / "seed_style"
 

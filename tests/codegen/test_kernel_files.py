@@ -1,7 +1,7 @@
 """Generated kernel files, one per shape class, imported from disk and run under
 TRITON_INTERPRET=1 (or on CUDA, tests/device.py) against the same file on the torch
 backend (the launcher's CPU arithmetic, itself checked against a float64 oracle in
-tests/gpu): odd sizes that exercise every mask, fp32 and fp16, each epilogue flag, and the
+tests/runtime): odd sizes that exercise every mask, fp32 and fp16, each epilogue flag, and the
 -O3 file (tuned configs, which fall back to the default under the interpreter)."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from tribuild.codegen.kernels import (  # noqa: E402
     kernel_source,
     linear_spec,
 )  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
-from tribuild.gpu.packing import pack  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
+from tribuild.runtime.packing import pack  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16}
 
@@ -284,7 +284,7 @@ def test_zero_skip_kernel_file_matches_the_plain_one(case, backend, tmp_path):
 
 
 def test_the_skip_plans_find_what_the_codes_allow():
-    from tribuild.gpu import skip
+    from tribuild.runtime import skip
 
     codes = torch.randint(-1, 2, (6, 8, 3, 3), generator=torch.Generator().manual_seed(6))
     codes.view(6, -1)[:, 32:64] = 0

@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 from tests.codegen.harness import build, write_and_import  # noqa: E402
 from tribuild.driver.sources import load_sources  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
-from tribuild.gpu import model as gpu_model  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
+from tribuild.runtime import model as gpu_model  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
 
 SRC = """
 layer Net(c: int = 8) {

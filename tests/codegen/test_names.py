@@ -12,8 +12,8 @@ from tests.codegen.harness import build, write_and_import  # noqa: E402
 from tribuild.codegen.pyname import MODULE_ATTRS, docstring, member_names  # noqa: E402
 from tribuild.driver.sources import load_sources  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
-from tribuild.gpu import model as gpu_model  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
+from tribuild.runtime import model as gpu_model  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
 
 CLASHING = (
     "training",

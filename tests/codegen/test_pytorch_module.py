@@ -18,10 +18,10 @@ torch = pytest.importorskip("torch")
 from tests.codegen.harness import REPO, build, write_and_import  # noqa: E402
 from tribuild.driver.sources import load_sources  # noqa: E402
 from tribuild.engine import Database  # noqa: E402
-from tribuild.gpu import nn as ternary_nn  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
-from tribuild.gpu.model import float_shapes  # noqa: E402
-from tribuild.gpu.packing import pack_ternary  # noqa: E402
+from tribuild.runtime import nn as ternary_nn  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
+from tribuild.runtime.model import float_shapes  # noqa: E402
+from tribuild.runtime.packing import pack_ternary  # noqa: E402
 
 SRC = """
 layer Net(c: int = 8, classes: int = 3) {
@@ -285,7 +285,7 @@ def test_deepcopy_is_independent(gen):
 
 LOAD = """
 import sys, torch
-from tribuild.gpu.launch import force_backend
+from tribuild.runtime.launch import force_backend
 m = torch.load(sys.argv[1], weights_only=False)
 x = torch.load(sys.argv[2])
 with force_backend("torch"), torch.no_grad():
@@ -351,7 +351,7 @@ def test_torch_compile_has_no_graph_breaks(gen, state):
 def test_torch_compile_with_inductor(gen):
     """The default backend, Inductor (C++ code on the CPU), on the frozen model and on the
     trainable one with its gradients: the ternary layers' torch path compiles as a whole.
-    The Triton backend's operators: tests/gpu/test_custom_ops.py."""
+    The Triton backend's operators: tests/runtime/test_custom_ops.py."""
     import torch._dynamo
 
     m, _ = trained(gen, steps=2)
@@ -403,7 +403,7 @@ def test_a_bitnet_block_passes_gradients_through_its_quantized_activations(tmp_p
     """BitLinear quantizes its input: with the straight-through estimator the gradient that
     reaches the RMSNorm before it is (nearly) the one of the unquantized block; rounding's own
     gradient (zero) would leave only the small part that flows through the absmax."""
-    from tribuild.gpu import launch
+    from tribuild.runtime import launch
 
     block = write_and_import(
         build("models/bitnet.tri:BitNetBlock", {"dim": 32, "heads": 2, "hidden": 48}, "0"),

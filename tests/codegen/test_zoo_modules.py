@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
 from tests.device import DEVICE, MODULE_BACKEND, on_device  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
 
 # (reference module, construction args, input shape, levels checked)
 CASES = [

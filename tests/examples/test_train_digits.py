@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 from tests.codegen.harness import REPO  # noqa: E402
-from tribuild.gpu.launch import force_backend  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
 
 
 def test_a_short_run_learns_the_digits(tmp_path):

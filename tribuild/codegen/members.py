@@ -8,7 +8,7 @@ Terms:
   lists of ints...) are construction-time constants: the IR already folded them into
   `forward`, so they are not emitted.
 - Built-in layers map to PyTorch modules with PyTorch's parameter names, ternary ones to
-  ``tribuild.gpu.nn`` (imported as ``ternary``); arguments equal to the constructor's
+  ``tribuild.runtime.nn`` (imported as ``ternary``); arguments equal to the constructor's
   default are left out; a pooling ``stride`` left out in the source is the kernel size.
 - *kernel argument*: a ternary member applied on its own (not fused) is built with the
   ``run`` of its kernel file, ``kernel=K.<key>``; ``kernels`` maps member paths to keys.

@@ -271,10 +271,10 @@ def _header(
     imports = ["import torch"]
     imports += ["import torch.nn.functional as F"] if "F." in body else []
     imports += ["from torch import nn", ""]
-    gpu = [m for m in ("decoding", "launch", "model") if f"{m}." in body] + (
+    runtime = [m for m in ("decoding", "launch", "model") if f"{m}." in body] + (
         ["nn as ternary"] if "ternary." in body else []
     )
-    imports.append(f"from tribuild.gpu import {', '.join(gpu)}")
+    imports.append(f"from tribuild.runtime import {', '.join(runtime)}")
     text = doc + "\n".join(imports) + "\n"
     if keys:
         text += (

@@ -49,7 +49,7 @@ RESERVED = frozenset(
         "None",
     }
 )
-# dir(nn.Module), an instance's own attributes and tribuild.gpu.model.Module's, torch 2.13
+# dir(nn.Module), an instance's own attributes and tribuild.runtime.model.Module's, torch 2.13
 # (tests/codegen/test_names.py checks the list against the installed torch), and
 # `smart_apply`, which transformers sets on nn.Module when it initializes a model (the LM
 # tests run transformers in the same process).

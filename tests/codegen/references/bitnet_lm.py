@@ -1,7 +1,7 @@
 """Reference of models/bitnet_lm.tri: a BitNet b1.58 decoder LM (transformers'
 ``BitNetForCausalLM`` layout), written out step by step: token embedding, rotary embeddings
 in the rotate-half form, causal grouped-query attention with an explicit mask, squared ReLU.
-(tests/gpu/test_bitnet_lm.py checks the generated module against transformers itself.)"""
+(tests/runtime/test_bitnet_lm.py checks the generated module against transformers itself.)"""
 
 from __future__ import annotations
 

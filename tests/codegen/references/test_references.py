@@ -194,7 +194,7 @@ def assert_ternary(effective: torch.Tensor, weight: torch.Tensor, scale: str) ->
     st.integers(0, 2**31 - 1),
 )
 def test_ternarize_matches_the_runtime(rows, kernel, scale, magnitude, seed):
-    from tribuild.gpu.ternarize import ternarize_ste
+    from tribuild.runtime.ternarize import ternarize_ste
 
     w = (
         torch.randn(rows, 3, kernel, kernel, generator=torch.Generator().manual_seed(seed))
@@ -222,7 +222,7 @@ def test_ternarize_known_values():
 
 
 def test_quantize_activations():
-    from tribuild.gpu.ternarize import quantize_activations as runtime
+    from tribuild.runtime.ternarize import quantize_activations as runtime
 
     x = torch.tensor([[1.0, -0.5, 0.25, 0.001], [0.0, 0.0, 0.0, 0.0], [3e-6, -1e-6, 0.0, 2e-6]])
     s = torch.tensor([[127.0], [127 / 1e-5], [127 / 1e-5]])

@@ -1,7 +1,7 @@
 """Autotuning choices on the remote cache, so that a fleet tunes each kernel shape once.
 
 Terms:
-- *tuning key*: ``tribuild.gpu.autotune``'s key (kernel family and flags, shape bucket,
+- *tuning key*: ``tribuild.runtime.autotune``'s key (kernel family and flags, shape bucket,
   device name) with the Triton version, which can change the best config.
 - *tuning entry*: under ``<prefix>autotune:<sha256 of the tuning key>``, the chosen config
   as JSON, framed like every entry (``entries``: digested, signed with

@@ -1,7 +1,7 @@
 """BitLinear fusion (-O3): a ``TernaryLinear`` whose input is ``quantize_activations(x)``
 becomes one ``ternary`` node on ``x`` with ``quantize=True``, so that its kernel quantizes
-the activations itself (the decode kernel, ``tribuild.gpu.kernels.ternary_decode``, in its
-prologue; the other kernels launch ``act_quant`` first, as the unfused code did).
+the activations itself (the decode kernel, ``tribuild.runtime.kernels.triton.ternary_decode``,
+in its prologue; the other kernels launch ``act_quant`` first, as the unfused code did).
 
 Terms: the quantization may feed several layers (attention's projections): each is fused,
 and the quantization node is left to dead-code elimination once nothing else reads it. Only

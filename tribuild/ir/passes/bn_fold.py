@@ -1,7 +1,7 @@
 """BatchNorm folding: ``bn(conv(x))``, a ``BatchNorm2d`` applied to the output of a ternary
 layer read by nothing else, becomes one ``ternary`` node whose epilogue folds the
 BatchNorm's affine map into the layer's scale and bias (``attr bn``, the BatchNorm's member
-path). The runtime folds the running statistics at inference time (``tribuild.gpu.nn``) and
+path). The runtime folds the running statistics at inference time (``tribuild.runtime.nn``) and
 falls back to the unfolded computation in training mode, so results and state_dict keys do
 not change.
 

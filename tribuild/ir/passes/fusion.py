@@ -4,7 +4,7 @@ in its kernel's epilogue.
 
 Terms:
 - *epilogue activations*: ``EPILOGUE_ACTS``, the activations the kernels apply
-  (``tribuild.gpu.epilogue``).
+  (``tribuild.runtime.epilogue``).
 - *residual add*: ``t + r`` or ``r + t`` where ``t`` is the ternary output and ``r`` has the
   result's exact type (no broadcasting); fused only before an activation is (the epilogue
   adds the residual first).

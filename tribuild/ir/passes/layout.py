@@ -23,7 +23,7 @@ Terms:
   is at most ``1 - MARGIN`` of ``Σ w``. A chain without convs never converts.
 
 On CUDA the Triton kernels read NCHW, so the runtime's conversions
-(``tribuild.gpu.model.channels_last``) are no-ops there: the decision is CPU-only.
+(``tribuild.runtime.model.channels_last``) are no-ops there: the decision is CPU-only.
 """
 
 from __future__ import annotations

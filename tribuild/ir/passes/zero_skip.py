@@ -3,7 +3,7 @@
 Terms: which channels and K blocks are zero is known only once weights are packed, so the
 pass marks the ``ternary`` nodes (``zero_skip=True``; plain applications of ternary layers
 become ``ternary`` nodes with an empty epilogue) and the runtime finds the zero output
-channels and all-zero K blocks once per packed weight (``tribuild.gpu.skip``), computes
+channels and all-zero K blocks once per packed weight (``tribuild.runtime.skip``), computes
 only the rest, and gives skipped channels their epilogue over a zero accumulator.
 """
 

@@ -1,0 +1,1 @@
+"""The runtime's kernels, one folder per device: ``triton/`` for CUDA (and the interpreter)."""

@@ -1,0 +1,265 @@
+"""Zero-skip: ternary layers that leave out what their packed codes make zero.
+
+Terms:
+- *plan*: what a packed weight lets a kernel skip, found once per packed tensor (cached by
+  identity and version, like the unpacked cache): the *kept* output channels (the others'
+  codes are all zero) and the kept K blocks of ``BLOCK_K`` weights (the others are zero in
+  every channel), with the weight compacted to what is kept.
+- A skipped channel's output is its epilogue over a zero accumulator,
+  ``act(bias + residual)``; a skipped K block contributes nothing, so ``x``'s matching
+  columns are dropped before the product.
+- Convolutions: an ungrouped one with all-zero K blocks runs as the implicit GEMM made
+  explicit, ``x``'s patches (``F.unfold``, column ``k = (c·kh + i)·kw + j``, the packed order)
+  times the codes through ``linear``, so K blocks and channels are skipped as for a linear
+  layer; otherwise, zero output channels are left out: ungrouped, by a convolution with the
+  kept rows; grouped or depthwise, by one group per kept channel over the input channels of
+  its group (for a depthwise convolution, exactly the kept channels' inputs).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from tribuild.runtime import ops
+from tribuild.runtime.autotune import KernelConfig
+from tribuild.runtime.epilogue import ACTIVATIONS, activation_name
+from tribuild.runtime.launch import (
+    conv2d_shape,
+    linear_shape,
+    quantize_activations,
+    ternary_conv2d,
+    ternary_linear,
+)
+from tribuild.runtime.packing import CODES_PER_BYTE, zero_skip
+
+BLOCK_K = 32
+_plans: dict[int, tuple[weakref.ref, int, object]] = {}
+
+
+def _plan(packed: torch.Tensor, k: int | None):
+    """``(kept channels or None, kept x columns or None, compacted packed)``, cached."""
+    hit = _plans.get(id(packed))
+    if hit and hit[0]() is packed and hit[1] == packed._version:
+        return hit[2]
+    report = zero_skip(packed, BLOCK_K)
+    channels = None
+    if report.channels:
+        dead = torch.zeros(packed.shape[0], dtype=torch.bool)
+        dead[list(report.channels)] = True
+        channels = torch.nonzero(~dead).flatten().to(packed.device)
+    columns, compact = None, packed if channels is None else packed[channels].contiguous()
+    if k is not None and report.k_blocks:
+        per = BLOCK_K // CODES_PER_BYTE
+        keep = torch.ones(packed.shape[1], dtype=torch.bool)
+        for b in report.k_blocks:
+            keep[b * per : (b + 1) * per] = False
+        kept_bytes = torch.nonzero(keep).flatten()
+        compact = compact[:, kept_bytes.to(packed.device)].contiguous()
+        columns = (kept_bytes[:, None] * CODES_PER_BYTE + torch.arange(CODES_PER_BYTE)).flatten()
+        columns = columns[columns < k].to(packed.device)
+    plan = (channels, columns, compact)
+    key = id(packed)
+
+    def forget(ref: weakref.ref, key: int = key, plans: dict = _plans) -> None:
+        if plans.get(key, (None,))[0] is ref:
+            del plans[key]
+
+    _plans[key] = (weakref.ref(packed, forget), packed._version, plan)
+    return plan
+
+
+def _scatter(
+    kept_out: torch.Tensor,
+    channels: torch.Tensor,
+    n: int,
+    bias: torch.Tensor | None,
+    act: str,
+    residual: torch.Tensor | None,
+    dim: int,
+) -> torch.Tensor:
+    shape = list(kept_out.shape)
+    shape[dim] = n
+    zero = torch.zeros(shape, dtype=torch.float32, device=kept_out.device)
+    view = [1] * len(shape)
+    view[dim] = n
+    if bias is not None:
+        zero = zero + bias.float().reshape(view)
+    if residual is not None:
+        zero = zero + residual.float()
+    out = ACTIVATIONS[act](zero).to(kept_out.dtype)
+    out.index_copy_(dim, channels, kept_out)
+    return out
+
+
+def _pick(t: torch.Tensor | None, channels: torch.Tensor, dim: int) -> torch.Tensor | None:
+    return None if t is None else t.index_select(dim, channels).contiguous()
+
+
+def linear(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+    *,
+    opt_level: int = 2,
+    configs: Sequence[KernelConfig] | None = None,
+    quantize: bool = False,
+) -> torch.Tensor:
+    """``ternary_linear`` skipping zero channels and zero K blocks; a traced call is the operator
+    ``tribuild::ternary_linear_zero_skip``, on either backend (the plan reads the weight's
+    values, which a trace cannot). With ``quantize``, ``x`` is quantized over its whole rows,
+    before zero K blocks are dropped."""
+    act = activation_name(act)
+    if configs is None and torch.compiler.is_compiling():
+        return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, opt_level, quantize)
+    return _linear(
+        x,
+        packed,
+        scale,
+        bias,
+        act,
+        residual,
+        opt_level=opt_level,
+        configs=configs,
+        quantize=quantize,
+    )
+
+
+def _linear(x, packed, scale, bias, act, residual, **launch_kwargs):
+    channels, columns, compact = _plan(packed, x.shape[-1])
+    if columns is not None:
+        if launch_kwargs.pop("quantize", False):
+            x = quantize_activations(x, opt_level=launch_kwargs.get("opt_level", 2))
+        x = x.index_select(-1, columns).contiguous()
+    if channels is None:
+        return ternary_linear(x, compact, scale, bias, act, residual, **launch_kwargs)
+    if channels.numel() == 0:
+        kept = x.new_zeros((*x.shape[:-1], 0))
+    else:
+        kept = ternary_linear(
+            x,
+            compact,
+            scale.index_select(0, channels).contiguous() if scale.numel() > 1 else scale,
+            _pick(bias, channels, 0),
+            act,
+            _pick(residual, channels, -1),
+            **launch_kwargs,
+        )
+    return _scatter(kept, channels, packed.shape[0], bias, act, residual, kept.dim() - 1)
+
+
+def conv2d(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    kernel_size: int,
+    stride: int = 1,
+    padding: int = 0,
+    groups: int = 1,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+    opt_level: int = 2,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
+    """``ternary_conv2d`` skipping zero output channels and, ungrouped, all-zero K blocks; a
+    traced call is the operator ``tribuild::ternary_conv2d_zero_skip``."""
+    act = activation_name(act)
+    if configs is None and torch.compiler.is_compiling():
+        return TERNARY_CONV2D_ZERO_SKIP(
+            x, packed, scale, bias, residual, kernel_size, stride, padding, groups, act, opt_level
+        )
+    return _conv2d(
+        x,
+        packed,
+        scale,
+        bias,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        groups=groups,
+        act=act,
+        residual=residual,
+        opt_level=opt_level,
+        configs=configs,
+    )
+
+
+def _conv2d(
+    x, packed, scale, bias, *, kernel_size, stride, padding, groups, act, residual, **launch_kwargs
+):
+    c = x.shape[1]
+    channels, columns, compact = _plan(
+        packed, c * kernel_size * kernel_size if groups == 1 else None
+    )
+    if columns is not None:
+        return _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding)
+    conv = dict(kernel_size=kernel_size, stride=stride, padding=padding, **launch_kwargs)
+    if channels is None or channels.numel() == 0:  # nothing to skip, or nothing left to compute
+        return ternary_conv2d(
+            x, packed, scale, bias, act=act, residual=residual, groups=groups, **conv
+        )
+    kept_groups = groups
+    if groups > 1:  # one group per kept channel, over its group's input channels
+        per_in, per_out = c // groups, packed.shape[0] // groups
+        inputs = (channels // per_out * per_in)[:, None] + torch.arange(per_in, device=x.device)
+        x, kept_groups = x.index_select(1, inputs.flatten()), channels.numel()
+    kept = ternary_conv2d(
+        x,
+        compact,
+        scale.index_select(0, channels).contiguous() if scale.numel() > 1 else scale,
+        _pick(bias, channels, 0),
+        act=act,
+        residual=_pick(residual, channels, 1),
+        groups=kept_groups,
+        **conv,
+    )
+    return _scatter(kept, channels, packed.shape[0], bias, act, residual, 1)
+
+
+def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding):
+    b, _, h, w = x.shape
+    oh, ow = ((d + 2 * padding - kernel_size) // stride + 1 for d in (h, w))
+    patches = F.unfold(x, kernel_size, padding=padding, stride=stride).transpose(1, 2)  # [B, L, K]
+    n = packed.shape[0]
+    res = None if residual is None else residual.reshape(b, n, oh * ow).transpose(1, 2)
+    y = linear(patches, packed, scale, bias, act, res)
+    return y.transpose(1, 2).reshape(b, n, oh, ow)
+
+
+TERNARY_LINEAR_ZERO_SKIP = ops.define(
+    "ternary_linear_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
+    "Tensor? residual, str act, int opt_level, bool quantize=False) -> Tensor",
+    lambda x, packed, scale, bias, residual, act, opt_level, quantize=False: _linear(
+        x, packed, scale, bias, act, residual, opt_level=opt_level, quantize=quantize
+    ),
+    lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
+)
+TERNARY_CONV2D_ZERO_SKIP = ops.define(
+    "ternary_conv2d_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
+    "Tensor? residual, int kernel_size, int stride, int padding, int groups, str act, "
+    "int opt_level) -> Tensor",
+    lambda x, packed, scale, bias, residual, size, stride, padding, groups, act, level: _conv2d(
+        x,
+        packed,
+        scale,
+        bias,
+        kernel_size=size,
+        stride=stride,
+        padding=padding,
+        groups=groups,
+        act=act,
+        residual=residual,
+        opt_level=level,
+    ),
+    lambda x, packed, scale, bias, residual, size, stride, padding, *_: x.new_empty(
+        conv2d_shape(x, packed, (size, size), (stride, stride), (padding, padding))
+    ),
+)
