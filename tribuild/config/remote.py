@@ -3,7 +3,7 @@
 Terms:
 - *remote*: ``remote = "redis://host:port/db"`` (also ``rediss://`` for TLS and
   ``unix:///path/to/socket``); absent, the build uses only its local cache folder. The
-  ``TRIBUILD_REMOTE_CACHE`` variable overrides it (``tribuild.driver.remote.settings``).
+  ``TRIBUILD_REMOTE_CACHE`` variable overrides it (``tribuild.remote.settings``).
 - ``remote_read`` / ``remote_write``: whether builds take results from the remote and put
   theirs there (both true by default; a laptop that should only read sets
   ``remote_write = false``).
@@ -18,11 +18,9 @@ Only text is checked here: nothing connects, and the ``redis`` package is not im
 
 from __future__ import annotations
 
-import re
-
-from tribuild.base.record import record
 from tribuild.config.locate import Path
 from tribuild.config.schema import Checker
+from tribuild.remote import RemoteSettings, valid_url
 
 KEYS = (
     "remote",
@@ -32,22 +30,7 @@ KEYS = (
     "remote_timeout_ms",
     "remote_prefix",
 )
-_URL = re.compile(r"(redis|rediss)://[^\s]*|unix:///[^\s]+")
 URL_EXPECTED = 'a Redis URL such as "redis://localhost:6379/0"'
-
-
-@record
-class RemoteSettings:
-    url: str | None = None
-    read: bool = True
-    write: bool = True
-    connect_timeout_ms: int = 200
-    timeout_ms: int = 1000
-    prefix: str = "tribuild:"
-
-
-def valid_url(text: str) -> bool:
-    return bool(_URL.fullmatch(text))
 
 
 def read_settings(c: Checker, cache: dict) -> RemoteSettings:

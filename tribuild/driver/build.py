@@ -37,7 +37,6 @@ from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, explain, outputs, timing
 from tribuild.driver import progress as progress_mod
-from tribuild.driver import remote as remote_cache
 from tribuild.driver.check import input_at_config, sort_diagnostics, target_problem
 from tribuild.driver.lock import project_lock
 from tribuild.driver.noop import manifest
@@ -52,6 +51,7 @@ from tribuild.queries.names import UNKNOWN_CODES, imports, with_import_help
 from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
+from tribuild.remote import settings as remote_settings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:
@@ -397,7 +397,7 @@ def _remote(project: Project, request: Request):
     None; its ``redis`` client is imported only when a remote is configured."""
     if request.stop_after is not None or project.config is None:
         return None
-    if remote_cache.settings(project.config.remote) is None:
+    if remote_settings(project.config.remote) is None:
         return None
     from tribuild.driver.remote.build_cache import for_build
 

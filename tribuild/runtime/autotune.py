@@ -26,7 +26,7 @@ Terms:
   (tens of microseconds, more than a small kernel takes) nor a warm L2 decides the choice.
   On the CPU (the Triton interpreter) a wall-clock median.
 - *remote*: with ``TRIBUILD_REMOTE_CACHE`` set, a choice missing here is looked up on the
-  shared build cache (``tribuild.driver.remote.tuning``, keyed with the Triton version
+  shared build cache (``tribuild.runtime.tuning``, keyed with the Triton version
   too), and a choice made here is put there, so a fleet tunes each shape once.
 """
 
@@ -384,11 +384,11 @@ def _fastest(
 
 
 def _remote_tuning():
-    """The remote cache's tuning choices (``tribuild.driver.remote.tuning``) when
+    """The remote cache's tuning choices (``tribuild.runtime.tuning``) when
     ``TRIBUILD_REMOTE_CACHE`` names a server, else None (nothing imported)."""
     if not os.environ.get("TRIBUILD_REMOTE_CACHE"):
         return None
-    from tribuild.driver.remote.tuning import remote_tuning
+    from tribuild.runtime.tuning import remote_tuning
 
     return remote_tuning()
 

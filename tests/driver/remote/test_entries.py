@@ -8,11 +8,10 @@ import json
 import pytest
 
 import tribuild.queries  # noqa: F401  (registers the value types with the codec)
-from tribuild.config.remote import RemoteSettings
 from tribuild.diagnostics import Diagnostic, Label, Loc
-from tribuild.driver.remote import entries
 from tribuild.driver.remote.build_cache import RemoteBuild
 from tribuild.engine.store import codec
+from tribuild.remote import RemoteSettings, entries
 
 KEY = "tribuild:ac:" + "ab" * 32
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.driver.remote.conftest import REPO, snapshot
 from tribuild.config.load import load_config
-from tribuild.driver.remote import entries
+from tribuild.remote import entries
 
 ZOO_TARGETS = len(load_config(REPO / "Tribuild.toml").targets)  # the clones build them all
 

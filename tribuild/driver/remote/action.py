@@ -19,8 +19,8 @@ Terms:
 from __future__ import annotations
 
 from tribuild.config.load import Target
-from tribuild.driver.remote.entries import content_digest
 from tribuild.engine.store import codec
+from tribuild.remote.entries import content_digest
 
 VERSION = 1  # of the key's layout and of the action entry's body
 

@@ -24,12 +24,12 @@ import json
 import re
 
 from tribuild.config.load import Target
-from tribuild.config.remote import RemoteSettings
-from tribuild.driver.remote import action, entries
+from tribuild.driver.remote import action
 from tribuild.driver.remote.closures import Closures
-from tribuild.driver.remote.link import Link
 from tribuild.engine.store import codec
 from tribuild.queries.targets import import_closure
+from tribuild.remote import RemoteSettings, entries
+from tribuild.remote.link import Link
 
 _KERNEL = re.compile(r"kernels/[A-Za-z0-9_][A-Za-z0-9_-]*\.py")
 
@@ -187,8 +187,8 @@ class RemoteBuild:
 def for_build(configured: RemoteSettings | None, cache_dir: str) -> RemoteBuild | None:
     """The remote part of a build that writes outputs, or None when no remote is
     configured (or it may neither be read nor written)."""
-    from tribuild.driver.remote import secret, settings
     from tribuild.driver.session import package_digest
+    from tribuild.remote import secret, settings
 
     chosen = settings(configured)
     if chosen is None or not (chosen.read or chosen.write):

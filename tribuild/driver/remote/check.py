@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import time
 
-from tribuild.config.remote import RemoteSettings
-from tribuild.driver.remote import SECRET_VARIABLE, URL_VARIABLE, entries, secret, settings
-from tribuild.driver.remote.link import Link
+from tribuild.remote import SECRET_VARIABLE, URL_VARIABLE, RemoteSettings, entries, secret, settings
+from tribuild.remote.link import Link
 
 
 def remote_check(configured: RemoteSettings | None) -> tuple[bool, list[str]]:

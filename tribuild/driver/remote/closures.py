@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import posixpath
 
-from tribuild.driver.remote import action, entries
-from tribuild.driver.remote.link import Link
+from tribuild.driver.remote import action
 from tribuild.driver.sources import may_import
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import import_targets
 from tribuild.queries.targets import closure_of
+from tribuild.remote import entries
+from tribuild.remote.link import Link
 
 
 class Closures:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from tribuild.config.remote import RemoteSettings, valid_url
+from tribuild.remote.settings import RemoteSettings, valid_url
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 
-from tribuild.driver.remote import entries, secret, settings
-from tribuild.driver.remote.link import Link
+from tribuild.remote import entries, secret, settings
+from tribuild.remote.link import Link
 
 _LINKS: dict[tuple, Link] = {}
 
