@@ -41,6 +41,7 @@ Terms:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -49,8 +50,8 @@ from torch import nn
 
 from tribuild.runtime.kernel_files import class_file, generated_class, load_kernels, register_class
 from tribuild.runtime.launch import backend_for, unpacked_codes
-from tribuild.runtime.nn import TernaryLayer, follow_latents, warn_frozen_training
-from tribuild.runtime.packing import pack, pack_ternary
+from tribuild.runtime.nn import TernaryLayer, follow_latents, warn_frozen_training, whole
+from tribuild.runtime.packing import pack, pack_ternary, packed_cols
 from tribuild.runtime.ternarize import nearest_trits, nearest_trits_ste
 
 __all__ = ["Module", "ModuleList", "channels_last", "load_kernels", "nchw", "wrong_input"]
@@ -190,11 +191,44 @@ class Module(nn.Module):
     def register_trits(self, name: str, shape: tuple[int, ...]) -> None:
         """A trit weight: its latent weight drawn uniformly from [-1.5, 1.5], so that each
         trit is equally likely (a trit tensor has no scale to fit an initialization to), and
-        its packed codes."""
+        its packed codes (on the meta device: an empty buffer of their shape)."""
         latent = torch.empty(shape).uniform_(-1.5, 1.5)
-        self.register_buffer(name, pack(nearest_trits(latent).to(torch.int8)))
+        cols = packed_cols(math.prod(shape[1:]))
+        self.register_buffer(name, torch.zeros(shape[0], cols, dtype=torch.uint8))
         self.register_parameter(f"latent_{name}", nn.Parameter(latent))
         self.trit_shapes = {**getattr(self, "trit_shapes", {}), name: tuple(shape)}
+        self._pack_trits()
+
+    def reset_parameters(self) -> None:
+        """Draw this module's own trit weights again (``register_trits``) and pack them; the
+        other members reset themselves (``to_empty`` after building on the meta device)."""
+        with torch.no_grad():
+            for name in self._trit_names():
+                latent = self._parameters.get(f"latent_{name}")
+                if latent is not None:
+                    latent.uniform_(-1.5, 1.5)
+        self._pack_trits()
+
+    @property
+    def _ddp_params_and_buffers_to_ignore(self) -> list[str]:
+        """What ``DistributedDataParallel`` leaves alone (it reads this attribute): the packed
+        form of every weight that has a latent one, derived on each rank from latent weights
+        that DDP keeps equal, and replaced (not written in place) when re-packed."""
+        names = []
+        for prefix, module in self.named_modules():
+            dot = f"{prefix}." if prefix else ""
+            if isinstance(module, TernaryLayer):
+                weights = [n for n, _ in module.TERNARY]
+                packed = [[n, f"{n}_scale"] for n in weights]
+            elif isinstance(module, Module):
+                weights = list(module._trit_names())
+                packed = [[n] for n in weights]
+            else:
+                continue
+            for weight, keys in zip(weights, packed, strict=True):
+                if module._parameters.get(f"latent_{weight}") is not None:
+                    names += [dot + key for key in keys]
+        return names
 
     def trits(self, name: str) -> torch.Tensor:
         """The trit weight ``name`` as float codes: the nearest trits of its latent weight
@@ -214,8 +248,8 @@ class Module(nn.Module):
         with torch.no_grad():
             for name in self._trit_names():
                 latent = self._parameters.get(f"latent_{name}")
-                if latent is not None:
-                    self._buffers[name] = pack(nearest_trits(latent).to(torch.int8))
+                if latent is not None and not latent.is_meta:
+                    self._buffers[name] = pack(nearest_trits(whole(latent)).to(torch.int8))
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:  # type: ignore[no-untyped-def]
         if not torch.compiler.is_compiling():
@@ -261,7 +295,19 @@ class Module(nn.Module):
     def freeze(self) -> "Module":
         """Pack the latent weights into the packed buffers and drop them: the module then
         holds only what inference needs (``state_dict`` as ``from_float`` makes it). Returns
-        ``self``."""
+        ``self``. Under FSDP2 (``fully_shard``) the sharded parameters would come back at
+        the next all-gather: freeze a plain model holding the full state_dict instead
+        (docs/training.md)."""
+        for module in self.modules():
+            if module.__dict__.get("_is_fsdp_managed_module", False):
+                raise RuntimeError(
+                    f"{type(self).__name__}.freeze: the model is sharded by FSDP2 "
+                    "(fully_shard), which would register its latent weights again at the next "
+                    "all-gather. Load the full state_dict (torch.distributed.checkpoint."
+                    "state_dict.get_model_state_dict with StateDictOptions(full_state_dict="
+                    "True), on every rank) into a new Model() and freeze that; see "
+                    "docs/training.md."
+                )
         for module in self.modules():
             if isinstance(module, TernaryLayer):
                 module.drop_latents()

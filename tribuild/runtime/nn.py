@@ -40,6 +40,14 @@ Terms:
 - *dtypes and devices*: ``.half()``, ``.to(dtype)`` and the like convert biases and latent
   weights; the scales stay float32 (the kernels' contract), and the torch backend casts biases
   to the input's dtype.
+- *sharded training* (FSDP2's ``fully_shard``, docs/training.md): FSDP2 marks every module
+  it manages (``_is_fsdp_managed_module``) and refills the same unsharded parameter at each
+  all-gather without moving its version counter, so the re-packing stamp above cannot see a
+  changed latent weight there: a managed layer re-packs at every eval-mode forward and every
+  ``state_dict()``. Outside a forward its latent weights are sharded ``DTensor`` objects, packed
+  from their full tensor (``whole``: an all-gather, so every rank calls ``state_dict()``).
+- *meta device* (``with torch.device("meta")``): nothing is packed; ``to_empty`` then
+  ``reset_parameters()`` (or ``load_state_dict``) fills the latent weights and packs them.
 - *tracing* (``torch.compile``, ``torch.export``, ONNX export): the caches above are Python
   state keyed by identity and version, which a traced graph cannot guard on; while
   ``torch.compiler.is_compiling()`` the weights are computed in the graph instead, from the
@@ -105,6 +113,13 @@ def follow_latents(
             module.register_parameter(latent, nn.Parameter(torch.empty(shape)))
 
 
+def whole(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or the full tensor of a ``DTensor`` (FSDP2's sharded parameter), gathered
+    from every rank: a collective call, which every rank must make."""
+    gather = getattr(tensor, "full_tensor", None)
+    return tensor if gather is None else gather()
+
+
 def _kernel_state(kernel: Kernel | None) -> Kernel | None | tuple[str, str]:
     """A kernel as pickle can keep it: the path of its generated file (its module is imported
     under a name only the process that loaded it knows)."""
@@ -163,15 +178,17 @@ class TernaryLayer(nn.Module):
             nn.init.uniform_(bias, -bound, bound)
 
     def sync_latents(self) -> None:
-        """Re-pack every latent weight that changed since it was last packed."""
+        """Re-pack every latent weight that changed since it was last packed (under FSDP2:
+        every one, see *sharded training* in the module doc; on the meta device: none)."""
+        sharded = self.__dict__.get("_is_fsdp_managed_module", False)
         for name, _ in self.TERNARY:
             latent = self._parameters.get(f"latent_{name}")
-            if latent is None:
+            if latent is None or latent.is_meta:
                 continue
             stamp = (id(latent), latent._version)
-            if self._synced.get(name) == stamp:
+            if not sharded and self._synced.get(name) == stamp:
                 continue
-            codes, scale = ternarize(latent.detach(), self.scale_mode)
+            codes, scale = ternarize(whole(latent.detach()), self.scale_mode)
             with torch.no_grad():
                 self._buffers[name] = pack(codes)
                 self._buffers[f"{name}_scale"] = scale
