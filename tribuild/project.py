@@ -36,6 +36,11 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
+SCHEMA_VERSION = 1
+"""The version of the JSON documents tribuild prints (``check``/``build --format json``, the
+events of ``watch --json``; docs/output.md). A new field keeps it; a field removed or changed
+in meaning bumps it."""
+
 
 def job_count(jobs: int) -> int:
     """Processes for a ``jobs`` value (Tribuild.toml, ``--jobs``, ``tribuild.build``): 0 is

@@ -11,7 +11,7 @@ import pytest
 
 from tests.schemas import validate, validate_sarif
 from tribuild.cli import main
-from tribuild.driver.formats import _escape
+from tribuild.cli.formats import _escape
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MINI = FIXTURES.parent / "driver" / "fixtures" / "mini"

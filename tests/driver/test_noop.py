@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tribuild.cli import parser
+from tribuild.cli.build import DEFAULTS, Options
 from tribuild.driver.noop.up_to_date import simple
 
 # ``started``: what the interpreter had loaded before tribuild (site's own imports: an
@@ -150,11 +151,22 @@ SIMPLE = [
 
 @pytest.mark.parametrize("line", SIMPLE)
 def test_a_simple_line_gives_what_argparse_gives(line):
+    """Every option, not only those a simple line may hold: the build's arguments made
+    without argparse (``Options.of``) are argparse's namespace, key for key."""
     parsed = vars(parser().parse_args(["build", *line]))
-    args = simple(line)
-    assert {k: getattr(args, k) for k in parsed if k != "command"} == {
-        k: v for k, v in parsed.items() if k != "command"
-    }
+    del parsed["command"]
+    assert vars(Options.of(simple(line))) == parsed
+
+
+def test_the_build_options_are_declared_once():
+    """argparse's defaults for `build` are ``DEFAULTS``; a name that is not an option is
+    refused rather than carried."""
+    assert vars(Options()) == DEFAULTS
+    assert {k: v for k, v in vars(parser().parse_args(["build"])).items() if k != "command"} == (
+        DEFAULTS
+    )
+    with pytest.raises(TypeError, match="not an option"):
+        Options(timming=True)
 
 
 def test_what_is_not_a_simple_line():

@@ -28,10 +28,17 @@ import time
 
 from tribuild.base.files import listdir, read_regular, remove_entry, unlink
 from tribuild.base.record import record
+from tribuild.driver.lock import project_lock
 from tribuild.driver.outputs import remove_temps
 from tribuild.driver.session import salt
 from tribuild.engine.store import folder as store
 from tribuild.engine.store.packs import PACK_BYTES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tribuild.driver.session import Project
 
 _DRIVER_FILES = re.compile(r"build-manifest\.json|explain\.json|salt\.json")
 
@@ -175,3 +182,35 @@ def describe(cache_dir: str, max_bytes: int | None) -> str:
     if max_bytes and any(g.current and g.bytes > max_bytes for g in gens):
         lines.append("  the current generation alone is over the limit: raise max_size_mb")
     return "\n".join(lines)
+
+
+# `tribuild cache`'s actions on a project, each under the project lock; ``note`` is told
+# when another process holds it.
+
+
+def project_stats(project: Project, note: Callable[[str], None]) -> str:
+    """The ``cache stats`` text, with the last build's use of the remote cache if any."""
+    from tribuild.driver.remote import stats
+
+    limit = project.config.cache_max_bytes if project.config else None
+    with project_lock(project.cache_dir, note):
+        remote = stats.describe(project.cache_dir)
+        return describe(project.cache_dir, limit) + (f"\n{remote}" if remote else "")
+
+
+def project_clear(project: Project, note: Callable[[str], None]) -> int:
+    """``cache clear``: how many files were deleted."""
+    with project_lock(project.cache_dir, note):
+        return clear(project.cache_dir, project.root)
+
+
+def project_prune(project: Project, days: float, note: Callable[[str], None]) -> list[Generation]:
+    """``cache prune --days``: the generations deleted."""
+    with project_lock(project.cache_dir, note):
+        return prune(project.cache_dir, days)
+
+
+def project_validate(project: Project, note: Callable[[str], None]) -> list[tuple[str, str]]:
+    """``cache validate``: (generation id, problem) of those found corrupt and deleted."""
+    with project_lock(project.cache_dir, note):
+        return validate(project.cache_dir)

@@ -23,6 +23,10 @@ import os
 from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.tempname import replace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tribuild.driver.session import Project
+
 NAME = "explain.json"
 
 
@@ -140,6 +144,21 @@ def unknown(root: str, out_dir: str, output: str) -> str:
         f"{output} is not an output of this project (its outputs are written under "
         f"{os.path.relpath(out_dir, root)}{os.sep})"
     )
+
+
+def graph(project: Project, queries: bool) -> dict:
+    """The file graph of the project's targets, or (``queries``) the query graph of the
+    database its last build saved."""
+    from tribuild.driver.build import select
+    from tribuild.driver.session import open_database
+    from tribuild.driver.sources import load_sources
+
+    targets = select(project, ())
+    db = open_database(project)
+    if queries:
+        return query_graph(db)
+    load_sources(db, project.root, tuple(t.entry_path for t in targets))
+    return file_graph(db, targets)
 
 
 def file_graph(db, targets) -> dict:

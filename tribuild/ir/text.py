@@ -7,43 +7,16 @@ Terms:
   ``InList``) are shown as the ids of the nodes they refer to, a member path as
   ``layer1.0``, layers and constants in `.tri` spelling (``values.format_value``).
 - *body*: a ``fn_call``'s own graph, printed under its node line, indented.
-- *instance block*: a header ``# ==> TARGET: INSTANCE (PATH) -OLEVEL <==``, then the node
-  lines of its optimised graph and ``return %i``, then ``symbols N=%0.shape[0], ...`` (where
-  each input dim is read at run time) when there are any. An instance with no graph says
-  why instead. A target's instances come in ``reached_instances`` order, root first.
+- *graph lines*: the node lines of a graph and ``return %i``, then ``symbols N=%0.shape[0],
+  ...`` (where each input dim is read at run time) when there are any. The driver puts them
+  under each instance's header (``tribuild.driver.dump``).
 The text depends only on the graphs, so it is the same on every run and for any ``--jobs``.
 """
 
 from __future__ import annotations
 
 from tribuild.ir.graph import Graph, In, InList, Node
-from tribuild.lang import ScalarT, TensorT, describe_instance, format_value
-from tribuild.queries.lower import optimized_ir
-from tribuild.queries.targets import reached_instances, target_report
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
-if TYPE_CHECKING:
-    from tribuild.config.load import Target
-    from tribuild.engine import Database
-
-
-def target_ir(db: Database, target: Target, opt_level: str) -> str:
-    """The instance blocks of every instance ``target`` (a config Target) builds."""
-    report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
-    if report.root is None:
-        return ""
-    lines = []
-    for key, _ in reached_instances(db, report.root).instances:
-        lines.append(
-            f"# ==> {target.name}: {describe_instance(key)} ({key.path}) -O{opt_level} <=="
-        )
-        lowered = optimized_ir(db, key, opt_level)
-        if lowered.graph is None:
-            reasons = "; ".join(d.message for d in lowered.diagnostics) or "it has errors"
-            lines.append(f"no IR: {reasons}")
-        else:
-            lines += graph_lines(lowered.graph)
-    return "\n".join(lines) + "\n"
+from tribuild.lang import ScalarT, TensorT, format_value
 
 
 def graph_lines(graph: Graph, indent: str = "") -> list[str]:

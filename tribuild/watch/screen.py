@@ -26,7 +26,7 @@ import time
 
 from tribuild import terminal
 from tribuild.base.record import record
-from tribuild.driver.formats import SCHEMA_VERSION
+from tribuild.project import SCHEMA_VERSION
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
 if TYPE_CHECKING:

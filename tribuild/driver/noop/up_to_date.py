@@ -4,9 +4,10 @@ compiler.
 Terms:
 - *simple command line*: target names and only options that do not change what a no-op
   prints: ``-j N``/``--jobs N``, ``-O LEVEL``, ``-k``/``--keep-going``, ``-q``/``--quiet``.
-  Anything else (``--timing``, ``--explain``, dumps...) goes the full way. Its *build
-  arguments* (``simple``) are what argparse would give for it, so a build that is not a
-  no-op runs without argparse either (whose import and parser cost ~5 ms); target names
+  Anything else (``--timing``, ``--explain``, dumps...) goes the full way. What it says
+  (``simple``: a ``SimpleLine``) is what argparse would read from it, so a build that is
+  not a no-op runs without argparse either (whose import and parser cost ~5 ms): the
+  command line's ``build.Options.of`` gives the other options their defaults. Target names
   may come between options.
 - The check runs under the project lock, taken without waiting: a build in progress sends
   this one the full way, which waits for it.
@@ -25,13 +26,8 @@ _FLAGS = {"-k", "--keep-going", "-q", "--quiet"}
 _VALUED = {"-j", "--jobs", "-O"}
 
 
-class BuildArgs:
-    """The build arguments of a simple command line: the attributes of argparse's namespace
-    for `tribuild build` (``cli``), those a simple line cannot set at their defaults."""
-
-    timing = trace_memory = explain = dump_ast = dump_code = dump_ir = force = False
-    profile = stop_after = None
-    format = "text"
+class SimpleLine:
+    """What a simple command line says: the only options it may hold."""
 
     def __init__(
         self,
@@ -45,7 +41,7 @@ class BuildArgs:
         self.keep_going, self.quiet = keep_going, quiet
 
 
-def quick_build(args: BuildArgs) -> int | None:
+def quick_build(args: SimpleLine) -> int | None:
     """0 after printing "no work to do" if the build is up to date; None to go the full way."""
     located = manifest.locate(os.getcwd())
     if located is None:
@@ -63,9 +59,9 @@ def quick_build(args: BuildArgs) -> int | None:
     return 0
 
 
-def simple(argv: list[str]) -> BuildArgs | None:
-    """The build arguments of a simple command line, else None."""
-    found = BuildArgs([], None, None, False, False)
+def simple(argv: list[str]) -> SimpleLine | None:
+    """What the simple command line ``argv`` says, else None."""
+    found = SimpleLine([], None, None, False, False)
     args = iter(argv)
     for arg in args:
         name, eq, value_or_none = arg.partition("=")

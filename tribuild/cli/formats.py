@@ -1,9 +1,8 @@
 """Machine-readable reports of `check` and `build`, for editors and CI.
 
 Formats (``--format``):
-- *json*: one object on stdout, versioned by ``"version"`` (``SCHEMA_VERSION``); the fields of
-  each kind are listed in docs/output.md. A new field keeps the version; a field removed or
-  changed in meaning bumps it.
+- *json*: one object on stdout, versioned by ``"version"`` (``project.SCHEMA_VERSION``); the
+  fields of each kind are listed in docs/output.md.
 - *sarif*: a SARIF 2.1.0 log, which GitHub code scanning and other SARIF viewers read.
 - *github*: GitHub Actions workflow commands, ``::error file=…,line=…::message``, one per
   diagnostic, which the Actions log shows as annotations on the lines they name.
@@ -12,8 +11,8 @@ Formats (``--format``):
 from __future__ import annotations
 
 from tribuild.diagnostics_render import to_json
+from tribuild.project import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FORMATS = ("text", "json", "sarif", "github")
 

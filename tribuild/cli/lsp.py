@@ -1,4 +1,4 @@
-"""`tribuild lsp` on the command line.
+"""`tribuild lsp`: the language server on stdio (``tribuild.lsp``).
 
 Exit codes: 0 when the client says exit; 2 when pygls is not installed (the ``lsp`` extra).
 """
@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import sys
 
+from tribuild.cli import shared
 
-def add_args(p) -> None:
-    p.add_argument(
-        "--debounce",
-        type=float,
-        default=50.0,
-        metavar="MS",
-        help="wait this long after an edit for the next one before checking (default: 50 ms)",
-    )
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    shared.add_debounce(p, "an edit for the next one before checking")
     p.add_argument(
         "--stdio", action="store_true", help="serve on stdin and stdout (the only transport)"
     )
