@@ -1,0 +1,68 @@
+"""bench_cpu.py's --quick run (marked bench_smoke: `pytest -m bench_smoke tests/benchmarks`), so
+that it cannot rot: the tiny config through tribuild's and transformers' workers, the GEMV and
+ResNet-18 figures, the JSON and the Markdown. llama.cpp's rows run where bench_cpu.py finds a
+Python with llama_cpp and gguf (the bench extra; CI never installs it) and say why not elsewhere."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import bench_cpu
+
+BENCH = Path(bench_cpu.__file__)
+HAS_LLAMA = bench_cpu.llama_python(None) is not None  # as bench_cpu.py finds one
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
+    out = tmp_path_factory.mktemp("cpu")
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--out", str(out), "--work", str(out / "work")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return out, json.loads((out / "cpu.json").read_text())
+
+
+@pytest.mark.bench_smoke
+def test_every_torch_runtime_reports_its_figures(quick_run):
+    _, report = quick_run
+    tiny = report["configs"]["tiny"]
+    for name in ("tribuild", "transformers"):
+        figures = tiny["runtimes"][name]
+        assert "error" not in figures, figures
+        assert figures["decode_ms"] > 0 and figures["load_s"] > 0
+        assert set(figures["prefill_tok_s"]) == {"16", "32"}
+        assert figures["peak_rss"] >= figures["rss_first"] > 0
+    agreement = tiny["agreement"]["tribuild vs transformers"]
+    assert agreement["max_rel_diff"] < 0.1  # same weights; tribuild quantizes activations
+    assert report["meta"]["load_average_start"] and report["meta"]["load_average_end"]
+
+
+@pytest.mark.bench_smoke
+def test_llama_cpp_runs_or_says_why(quick_run):
+    _, report = quick_run
+    figures = report["configs"]["tiny"]["runtimes"]["llama.cpp"]
+    if HAS_LLAMA:
+        assert "error" not in figures, figures
+        assert report["configs"]["tiny"]["agreement"]["llama.cpp vs transformers (SiLU)"]
+    else:
+        assert figures == {"error": "llama_cpp and gguf are not installed"}
+
+
+@pytest.mark.bench_smoke
+def test_kernels_resnet_and_tables(quick_run):
+    out, report = quick_run
+    assert report["kernels"]["read_gb_s"] > 0 and report["kernels"]["ternary_gb_s"] > 0
+    assert report["resnet18"]["ms"]["tribuild"] > 0 and report["resnet18"]["max_rel_error"] < 1e-3
+    goals = {g["goal"] for g in report["goals"]}
+    assert {"decode, tiny", "decode GEMV kernel", "ResNet-18 batch 1"} <= goals
+    text = (out / "cpu.md").read_text()
+    for heading in ("## Logits on the same weights", "## GEMV and read bandwidth", "## Goals"):
+        assert heading in text
