@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.reliability import store_edit
-from tests.reliability.project import CACHE, OUT, env, outputs, set_version, tribuild
+from tests.reliability.project import CACHE, OUT, outputs, set_version, tribuild
 from tribuild.engine.store import codec
 
 
@@ -206,29 +204,54 @@ def test_crafted_output_record_cannot_delete_outside(project, tmp_path, referenc
 INJECTED = "x\"\"\" + __import__('os').system('touch CANARY') + '''\"\"\"'''.tri"
 
 
-def test_file_names_do_not_inject_code(project):
-    """A target whose entry file's name is Python code: the path appears in the generated
-    module's docstring and in the depfile, and must stay text there. (Imports cannot name
-    such a file: .tri strings have no escapes.)"""
+def test_file_names_that_are_code_are_refused_at_the_entry(project):
+    """A target whose entry file's name is Python code: its quotes and parentheses cannot be
+    named in a depfile (``base.depnames``), so the entry is refused with the file's name and
+    position in Tribuild.toml, and nothing is written. (That the generated docstrings hold
+    against such a name anyway: tests/codegen/test_names.py.)"""
     (project / "models" / INJECTED).write_text((project / "models" / "net.tri").read_text())
     (project / "Tribuild.toml").write_text(
         '[project]\nname = "evil"\nsources = ["models"]\nout = "out"\n\n[targets.net]\n'
         f'entry = {json.dumps("models/" + INJECTED + ":Net")}\n'
     )
     done = tribuild(project, "build", "-q")
-    assert done.returncode == 0, done.stderr
-    assert "__import__('os')" in (project / OUT / "net.py").read_text()  # it is there, as text
-    code = "import sys; sys.path.insert(0, 'out'); import net; net.Model"
-    ran = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=project,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ran.returncode == 0, ran.stderr
+    assert done.returncode == 2, done.stderr
+    assert "Tribuild.toml:7:9: error: target `net` cannot be built" in done.stderr
+    assert "no depfile can name" in done.stderr and "rename it" in done.stderr
+    assert [rel for rel in outputs(project) if rel.endswith((".py", ".d"))] == []
     assert not (project / "CANARY").exists()
+
+
+PWNED = "lib/x;touch${IFS}PWNED;.tri"  # issue 38: `;` ran `touch` through make
+
+
+def test_a_semicolon_in_an_imported_name_runs_nothing_through_make(project, cli):
+    """The docs' make rule over a module importing ``x;touch${IFS}PWNED;.tri``: the depfile
+    escaped ``$`` but wrote ``;`` as it was, and make ran ``touch PWNED`` (with a file ``x``
+    present) from the depfile's rule. Now the import is the error (file, line, column) and
+    neither `compile --depfile` nor `build` writes a depfile."""
+    from tests.integration.conftest import TRIBUILD, tool
+
+    models = project / "models"
+    (models / PWNED).write_text((models / "lib" / "blocks.tri").read_text())
+    (models / "lib" / "x").write_text("")
+    net = models / "net.tri"
+    net.write_text(net.read_text().replace('"lib/blocks.tri"', f'"{PWNED}"'))
+    (project / "Makefile").write_text(
+        f"TRIBUILD := {TRIBUILD}\ngen/net.py: models/net.tri\n"
+        "\t$(TRIBUILD) compile $< -o $@ --depfile $@.d\n-include gen/net.py.d\n"
+    )
+    for _ in range(2):  # the second run would read a depfile the first wrote
+        made = tool("make", cwd=project)
+        assert made.returncode == 2 and not (project / "PWNED").exists(), made.stderr
+        net.touch()
+    line = net.read_text().splitlines().index(f'import "{PWNED}"') + 1
+    where = f"models/net.tri:{line}:8: error[E0204]: cannot read imported file `models/{PWNED}`"
+    assert where in made.stderr and "its name holds `;`, which no depfile can name" in made.stderr
+    assert not (project / "gen" / "net.py.d").exists()
+    done = tribuild(project, "build", "-q", "net")
+    assert done.returncode == 1 and where in done.stderr, done.stderr
+    assert not (project / OUT / "net.d").exists() and not (project / "PWNED").exists()
 
 
 def test_control_characters_in_file_names_are_refused(project):

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from ntpath import isabs as _windows_isabs
 
+from tribuild.base.depnames import unwritable
 from tribuild.base.record import record
 from tribuild.config.locate import Locator, Path
 from tribuild.config.problems import ConfigError, Problem, syntax_problem
@@ -218,7 +219,7 @@ class _Reader:
             root=self.root,
             name=c.get(project, where, "name", None, self._string),
             sources=c.get(project, where, "sources", (".",), self._sources),
-            out=c.get(project, where, "out", "build", self._folder),
+            out=c.get(project, where, "out", "build", self._out),
             opt_level=c.get(project, where, "opt_level", "2", self._opt_level),
             jobs=job_count(c.get(project, where, "jobs", 0, self._jobs)),
             cache_dir=c.get(cache, ("cache",), "dir", DEFAULT_CACHE_DIR, self._folder),
@@ -289,6 +290,21 @@ class _Reader:
     def _folder(self, where: Path, value: Any) -> str | None:
         text = self._string(where, value)
         return posixpath.normpath(text.replace("\\", "/")) if text else None
+
+    def _out(self, where: Path, value: Any) -> str | None:
+        """The output folder: a folder whose modules every depfile names, so one make and
+        ninja both read back (``base.depnames``)."""
+        folder = self._folder(where, value)
+        why = None if folder is None else unwritable(posixpath.join(folder, "module.py"))
+        if why is None:
+            return folder
+        self.c.report(
+            where,
+            f"output folder `{folder}` cannot be named in a depfile: {why}",
+            self.c.locator.value(where),
+            expected="a folder name without `; = | % * ? [ \\ < > ^` or backquotes",
+        )
+        return None
 
     def _positive_int(self, where: Path, value: Any) -> int | None:
         return self.c.expect(where, value, _is_positive_int, "a positive integer")

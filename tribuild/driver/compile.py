@@ -15,7 +15,8 @@ Terms:
   around the source when no Tribuild.toml is above the current folder: a build folder of
   make's or ninja's own); the project lock is held only while saving it, so ninja can run
   many compiles at once. An output path that names the source or the other output is
-  refused.
+  refused, and so is a depfile that would have to name a path make or ninja reads as
+  something else (``depfile.unwritable``): nothing is written then.
 """
 
 from __future__ import annotations
@@ -115,10 +116,11 @@ def compile_file(
             ]
             if project.config:
                 prerequisites.append(os.path.relpath(project.config.path, cwd))
-            outputs.write_if_changed(
-                os.path.join(cwd, depfile_path),
-                depfile.render(out, tuple(prerequisites)).encode(),
-            )
+            try:
+                rendered = depfile.render(out, tuple(prerequisites))
+            except depfile.Unwritable as err:  # a path through the current folder
+                raise _usage(err.path, f"the depfile cannot name `{err.path}`: {err.why}") from None
+            outputs.write_if_changed(os.path.join(cwd, depfile_path), rendered.encode())
         files, written = _write(os.path.join(cwd, out), generated(value), target.name)
     with project_lock(project.cache_dir):
         save_database(db, project)
@@ -137,8 +139,11 @@ def compile_file(
 
 def _distinct(cwd: str, src: str, out: str, depfile_path: str | None) -> None:
     """Refuse an output path that is the source or the other output (it would be
-    overwritten)."""
+    overwritten), and with a depfile, a module path no depfile can name."""
     seen = {os.path.abspath(os.path.join(cwd, src)): "the source"}
+    why = depfile.unwritable(out) if depfile_path else None
+    if why is not None:  # before compiling: the depfile would name the module
+        raise _usage(out, f"-o names a path the depfile cannot name: {why}")
     for path, what in ((out, "-o"), (depfile_path, "--depfile")):
         if path is None:
             continue

@@ -4,27 +4,20 @@ Terms:
 - *import closure*: a file and every file it imports, transitively, sorted
   (``queries.targets.import_closure``). Every one of them can change a target's outputs.
 - *depfile*: one Makefile rule without a recipe, ``OUTPUT: INPUT INPUT ...``, one input a
-  line after the first, with spaces, ``#``, ``:`` and ``$`` escaped the way GNU make and
-  ninja read them (``\\ ``, ``\\#``, ``\\:``, ``$$``; an unescaped colon in a prerequisite
-  makes make read a pattern rule).
+  line after the first, each path escaped so that GNU make and ninja both read it back
+  (``base.depnames``). A path neither can is refused, never written: ``driver.sources``
+  refuses a source so named at the import that names it, Tribuild.toml's reader an output
+  folder, and ``render`` the rest (an ``-o``, a path through the current folder).
 """
 
 from __future__ import annotations
 
+from tribuild.base.depnames import Unwritable, escape, unwritable  # noqa: F401  (re-exported)
 from tribuild.queries.targets import import_closure  # noqa: F401  (the depfile's inputs)
 
 
-def escape(path: str) -> str:
-    return (
-        path.replace("\\", "/")
-        .replace("$", "$$")
-        .replace("#", "\\#")
-        .replace(" ", "\\ ")
-        .replace(":", "\\:")
-    )
-
-
 def render(output: str, inputs: tuple[str, ...]) -> str:
-    """The depfile text for ``output`` made from ``inputs`` (in the order given)."""
+    """The depfile text for ``output`` made from ``inputs`` (in the order given); raises
+    Unwritable when a path cannot be named faithfully."""
     lines = [f"{escape(output)}:"] + [f" {escape(path)}" for path in inputs]
     return " \\\n".join(lines) + "\n"

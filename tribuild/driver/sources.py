@@ -19,8 +19,10 @@ which the checker reports at the import. A file that is not a regular file (a FI
 block the read) or is larger than ``MAX_BYTES`` (checking time grows with size; 1 MiB of
 layers is tested) is refused too. Two more are refused before reading: a path that leads
 outside the root through a symbolic link (of the file or of a folder on the way; a shared
-cache or CI job must not read files the project does not hold), and a name holding a control
-character (a newline in a name would inject lines into depfiles and generated text).
+cache or CI job must not read files the project does not hold), a name holding a control
+character (a newline in a name would inject lines into depfiles and generated text), and a
+name no depfile can hold faithfully (``depfile.unwritable``: a `;` ran a command through
+make, a `=` hid the file from it), so the import that names it is the error, not the depfile.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import os
 import stat
 
+from tribuild.base.depnames import unwritable
 from tribuild.base.files import read_bytes
 from tribuild.config.load import resolves_inside
 from tribuild.queries.inputs import SourceText, source_text
@@ -49,12 +52,8 @@ def read_source(root: str, path: str) -> SourceText:
         return SourceText(None, refused)
     try:
         info = os.stat(full)
-        if stat.S_ISREG(info.st_mode) and info.st_size > MAX_BYTES:
-            return SourceText(
-                None,
-                f"is {info.st_size} bytes, more than the limit of {MAX_BYTES}: "
-                "split it into several files",
-            )
+        if stat.S_ISREG(info.st_mode) and too_large(info.st_size):
+            return SourceText(None, too_large(info.st_size))
         if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
             return SourceText(None, "is not a regular file (a FIFO, socket or device)")
         data = read_bytes(full)
@@ -76,10 +75,20 @@ def read_source(root: str, path: str) -> SourceText:
         )
 
 
+def too_large(size: int) -> str | None:
+    """Why a source of ``size`` bytes is refused (the editor's open documents too), or None."""
+    if size <= MAX_BYTES:
+        return None
+    return f"is {size} bytes, more than the limit of {MAX_BYTES}: split it into several files"
+
+
 def _refused(root: str, path: str, full: str) -> str | None:
     """Why the file ``path`` (``full`` once joined to ``root``) must not be read, or None."""
     if any(ord(ch) < 0x20 or ch == "\x7f" for ch in path):
         return "its name holds a control character"
+    why = unwritable(path)
+    if why is not None:
+        return why
     if not resolves_inside(root, full):
         return (
             f"it leads outside the project root through a symbolic link "
