@@ -168,3 +168,20 @@ def watched(client: LanguageClient, *changes: tuple[str, lsp.FileChangeType]) ->
 async def _logged(client: LanguageClient, text: str) -> None:
     while not any(text in m.message for m in client.log_messages):
         await client.wait_for_notification(lsp.WINDOW_LOG_MESSAGE)
+
+
+async def test_an_open_document_over_the_size_limit_is_e0001_as_in_check(client: LanguageClient):
+    """A 6 MB document showed as clean while `tribuild check` reported E0001 for the file on
+    disk (the 4 MiB limit); the editor's text gets the same limit and the same message."""
+    from tribuild.driver.sources import MAX_BYTES
+
+    path = client.zoo / "models" / "big.tri"
+    text = "let SCALE: int = 2\n" + ("# " + "x" * 98 + "\n") * (6_000_000 // 101)
+    assert len(text.encode()) > MAX_BYTES
+    path.write_text(text)
+    uri = open_file(client, path)
+    found = await diagnostics_until(client, uri, lambda d: len(d) > 0)
+    assert [d.code for d in found] == ["E0001"]
+    assert f"is {len(text.encode())} bytes, more than the limit of {MAX_BYTES}" in found[0].message
+    replace_all(client, uri, "let SCALE: int = 2\n", 2)
+    assert await diagnostics_until(client, uri, lambda d: d == []) == []

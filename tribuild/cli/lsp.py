@@ -1,6 +1,7 @@
 """`tribuild lsp`: the language server on stdio (``tribuild.lsp``).
 
-Exit codes: 0 when the client says exit; 2 when pygls is not installed (the ``lsp`` extra).
+Exit codes: 0 when the client says exit after shutdown, 1 when it says exit without it or
+closes the stream (the protocol's rule); 2 when pygls is not installed (the ``lsp`` extra).
 """
 
 from __future__ import annotations
@@ -33,5 +34,4 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
-    serve(max(args.debounce, 0.0) / 1e3)
-    return 0
+    return serve(max(args.debounce, 0.0) / 1e3)

@@ -12,6 +12,8 @@ Terms:
   the editor shows is always the diagnostics of the latest text.
 - *guarded handler*: an internal error in a handler is logged with its traceback through
   ``window/logMessage``; a request then fails alone (a JSON-RPC error) and the server goes on.
+  What reaches the handlers was checked first (``wire``): a malformed message is answered or
+  logged in one line there.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 
 from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.engine import Cancelled
@@ -36,29 +37,17 @@ from tribuild.lsp import hover as hovering
 from tribuild.lsp import rename as renaming
 from tribuild.lsp.positions import known_encoding, to_offset, to_position
 from tribuild.lsp.state import EditorState, Found, uri_to_path
+from tribuild.lsp.wire import CheckedProtocol
+from tribuild.lsp.wire import serve as serve_wire
 from tribuild.queries.report import QuerySources
 from tribuild.queries.targets import reached_instances
 
 RETRIES = 50  # a request cancelled by edits again and again gives up after this many runs
 
 
-class _Protocol(LanguageServerProtocol):
-    """pygls's protocol, less a leak: pygls 2.1 keeps, in ``_request_futures``, the future of
-    every notification whose built-in handler is a generator (``didOpen``, ``didChange``,
-    ``didClose``...) and never removes it: one future per keystroke, for the whole
-    session (``benchmarks/bench_lsp.py`` measured 4 KB per edit). Here a notification's
-    future goes once it is done; requests are left to pygls."""
-
-    def _check_handler_result(self, future) -> None:
-        super()._check_handler_result(future)
-        done = [key for key, held in self._request_futures.items() if held is future]
-        for key in done:
-            del self._request_futures[key]
-
-
 class TriServer:
     def __init__(self, debounce: float = 0.05) -> None:
-        self.ls = LanguageServer("tribuild", _version(), protocol_cls=_Protocol)
+        self.ls = LanguageServer("tribuild", _version(), protocol_cls=CheckedProtocol)
         self.debounce = debounce
         self.state: EditorState | None = None
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="queries")
@@ -538,11 +527,11 @@ def _version() -> str:
         return "unknown"
 
 
-def serve(debounce: float = 0.05) -> None:
-    """Serve on stdin and stdout until the client says exit. The protocol gets its own copy
-    of the standard output, and ``sys.stdout`` becomes the standard error, so that a stray
-    print cannot corrupt the stream of messages."""
+def serve(debounce: float = 0.05) -> int:
+    """Serve on stdin and stdout until the client says exit (``wire.serve``: the exit code).
+    The protocol gets its own copy of the standard output, and ``sys.stdout`` becomes the
+    standard error, so that a stray print cannot corrupt the stream of messages."""
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout.flush()
     sys.stdout = sys.stderr
-    TriServer(debounce).ls.start_io(sys.stdin.buffer, channel)
+    return serve_wire(TriServer(debounce).ls, sys.stdin.buffer, channel)

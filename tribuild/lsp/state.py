@@ -26,7 +26,7 @@ from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError
 from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.driver.session import Project, salt
-from tribuild.driver.sources import may_import, read_source, scan
+from tribuild.driver.sources import MAX_BYTES, may_import, read_source, scan, too_large
 from tribuild.engine import Database
 from tribuild.lang.check.values import InstanceKey, describe_instance
 from tribuild.lang.syntax import ast
@@ -145,7 +145,9 @@ class EditorState:
         with self._lock:  # so that ``load`` cannot set the disk's text over the editor's
             self.open[path] = text
             self.loaded.add(path)
-            self.db.set(source_text, path, SourceText(text))
+            large = len(text) > MAX_BYTES // 4 and too_large(len(text.encode("utf-8", "replace")))
+            # over the limit, the same error `tribuild check` reports for the file on disk
+            self.db.set(source_text, path, SourceText(None, large) if large else SourceText(text))
 
     def close_document(self, path: str) -> None:
         with self._lock:
