@@ -71,8 +71,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--corpus", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
     p.add_argument("--held-out-every", type=int, default=10)
     p.add_argument("--float", action="store_true", help="train the float twin instead")
-    p.add_argument("--steps", type=int, default=600)
-    p.add_argument("--batch", type=int, default=8, help="global batch, in windows")
+    p.add_argument("--steps", type=int, default=1200)
+    p.add_argument("--batch", type=int, default=16, help="global batch, in windows")
     p.add_argument("--seq-len", type=int, default=None, help="default: the target's positions")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--warmup", type=int, default=30)
@@ -84,6 +84,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sample-tokens", type=int, default=160)
     p.add_argument("--threads", type=int, default=None, help="default: CPUs / processes")
     p.add_argument("--max-steps-now", type=int, default=None, help="stop after this many steps")
+    p.add_argument(
+        "--skip-final", action="store_true", help="stop after training: no evaluation, no saving"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", type=Path, help="also write the result here")
     return p.parse_args(argv)
@@ -376,7 +379,7 @@ def train(args: argparse.Namespace, plan: dict, rank: int, world: int) -> dict:
     }
     if world > 1:
         dist.barrier()
-    if rank != 0 or len(losses) < args.steps:
+    if rank != 0 or len(losses) < args.steps or args.skip_final:
         return result
     result["held_out_bits_per_byte"] = held_out_bits(model, held_tokens, args.eval_windows, seq_len)
     result["unigram_bits_per_byte"] = unigram_bits(train_tokens, held_tokens)
