@@ -12,22 +12,32 @@ Terms:
   ternary scale ``g`` (``W ≈ g · codes``) is ``1 / weight_scale``. Each ternary weight may
   come in either layout.
 - *tied embeddings*: a folder whose ``config.json`` says ``tie_word_embeddings`` may leave
-  out ``lm_head.weight``; it is then ``model.embed_tokens.weight``.
+  out ``lm_head.weight``; it is then ``model.embed_tokens.weight``, the same parameter (one
+  tensor in memory, as in transformers).
+- *no float detour*: the module is made empty (``model.empty_model``: meta device, ternary
+  layers without latent weights) and filled tensor by tensor (``model.fill``): a float
+  ternary weight is read, ternarized and packed, and freed before the next is read; a packed
+  one is re-packed byte-wise into ``tribuild.runtime.packing``'s layout. The loaded module
+  holds packed bytes and scales for its ternary layers, nothing else, and is in eval mode.
+  Other tensors come in the dtypes the module declares.
 - Everything is checked before anything loads: missing, extra and mis-shaped tensors are
-  each named with their shapes in one ``CheckpointError``, and the module is only made once
-  the whole checkpoint fits it.
+  each named with their shapes in one ``CheckpointError``, from the files' headers alone.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
+from tribuild.runtime.model import empty_model, fill
 from tribuild.runtime.nn import TernaryLayer
 from tribuild.runtime.packing import pack, pack_ternary
+from tribuild.runtime.safetensors_io import FileError, entries
 
 VALUES_PER_BYTE = 4
 TIED = {"lm_head.weight": "model.embed_tokens.weight"}
@@ -37,52 +47,79 @@ class CheckpointError(ValueError):
     """A checkpoint folder that does not fit the module; the message names every problem."""
 
 
-def read_folder(folder: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's ``*.safetensors`` files, by key."""
-    try:
-        from safetensors.torch import load_file
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "loading safetensors checkpoints needs the `safetensors` package "
-            "(pip install 'tribuild[lm]')"
-        ) from e
+class Source(NamedTuple):
+    """A tensor known by its dtype and shape before it is read (``read``)."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    read: Callable[[], torch.Tensor]
+
+
+def folder_sources(folder: str | Path) -> tuple[dict[str, Source], dict[str, str]]:
+    """The tensors of the folder's ``*.safetensors`` files by key, and the tied keys
+    (``TIED``'s, where ``config.json`` ties them and the folder leaves the target out)."""
     folder = Path(folder)
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"{folder}: no *.safetensors files")
-    tensors: dict[str, torch.Tensor] = {}
+    sources: dict[str, Source] = {}
     for f in files:
-        for key, value in load_file(str(f)).items():
-            if key in tensors:
+        try:
+            found = entries(f)
+        except (FileError, OSError) as e:
+            raise CheckpointError(str(e)) from None
+        for key, entry in found.items():
+            if key in sources:
                 raise CheckpointError(f"{folder}: tensor {key} is in more than one file")
-            tensors[key] = value
+            sources[key] = Source(entry.dtype, entry.shape, entry.read)
+    tied: dict[str, str] = {}
     config = folder / "config.json"
     if config.exists() and json.loads(config.read_text()).get("tie_word_embeddings"):
-        for key, source in TIED.items():
-            if key not in tensors and source in tensors:
-                tensors[key] = tensors[source]
-    return tensors
+        tied = {k: s for k, s in TIED.items() if k not in sources and s in sources}
+    return sources, tied
+
+
+def read_folder(folder: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's ``*.safetensors`` files, by key (tied ones included)."""
+    sources, tied = folder_sources(folder)
+    tensors = {key: source.read() for key, source in sources.items()}
+    return tensors | {key: tensors[source] for key, source in tied.items()}
 
 
 def unpack_transformers(packed: torch.Tensor, rows: int) -> torch.Tensor:
     """The int8 codes ``[rows, ...]`` of a weight packed by transformers' ``pack_weights``."""
-    parts = [((packed.to(torch.int16) >> (2 * i)) & 3) - 1 for i in range(VALUES_PER_BYTE)]
-    return torch.cat(parts, dim=0)[:rows].to(torch.int8)
+    offsets = torch.cat([(packed >> (2 * i)) & 3 for i in range(VALUES_PER_BYTE)], dim=0)
+    return offsets[:rows].view(torch.int8) - 1  # bytes throughout: a load's time is its passes
 
 
 def load_checkpoint(cls: type[torch.nn.Module], folder: str | Path) -> torch.nn.Module:
-    """A new ``cls()`` (a generated module's class) with the folder's weights."""
-    return load_tensors(cls, read_folder(folder), str(folder))
+    """A new instance of ``cls`` (a generated module's class) with the folder's weights, in
+    eval mode (see the module doc)."""
+    sources, tied = folder_sources(folder)
+    return _load(cls, sources, tied, str(folder))
 
 
 def load_tensors(
-    cls: type[torch.nn.Module], tensors: dict[str, torch.Tensor], where: str = "checkpoint"
+    cls: type[torch.nn.Module], tensors: Mapping[str, torch.Tensor], where: str = "checkpoint"
 ) -> torch.nn.Module:
-    """A new ``cls()`` with ``tensors`` in the float or packed layout (see the module doc)."""
-    model = cls()
-    freeze = getattr(model, "freeze", None)  # a generated module's (nn.Module's getattr types
-    if callable(freeze):  # any other attribute as a Tensor)
-        freeze()  # inference form: packed buffers only, no latent training weights
+    """A new instance of ``cls`` with ``tensors`` in the float or packed layout (see the
+    module doc), in eval mode; the tensors are not shared with it."""
+    sources = {k: Source(v.dtype, tuple(v.shape), _given(v)) for k, v in tensors.items()}
+    return _load(cls, sources, {}, where, copied=True)
+
+
+def _given(value: torch.Tensor) -> Callable[[], torch.Tensor]:
+    return lambda: value
+
+
+def _load(
+    cls: type[torch.nn.Module],
+    sources: dict[str, Source],
+    tied: dict[str, str],
+    where: str,
+    copied: bool = False,
+) -> torch.nn.Module:
+    model = empty_model(cls)
     state = model.state_dict()
     ternary = {}
     for prefix, module in model.named_modules():
@@ -92,54 +129,73 @@ def load_tensors(
     expected = {k: tuple(v.shape) for k, v in state.items() if not _is_scale(k, ternary)}
     for key, (shape, _) in ternary.items():
         expected[key] = shape
-    problems: list[str] = []
-    used: set[str] = set()
-    converted: dict[str, torch.Tensor] = {}
-    for key, shape in expected.items():
-        value = tensors.get(key)
-        if value is None:
-            problems.append(f"missing {key} {list(shape)}")
-            continue
-        used.add(key)
-        if key not in ternary:
-            if tuple(value.shape) != shape:
-                problems.append(f"{key}: shape {list(value.shape)}, expected {list(shape)}")
-            else:
-                converted[key] = value
-            continue
-        if value.dtype == torch.uint8:
-            packed_shape = (math.ceil(shape[0] / VALUES_PER_BYTE), *shape[1:])
-            scale = tensors.get(f"{key}_scale")
-            if tuple(value.shape) != packed_shape:
-                problems.append(
-                    f"{key}: packed shape {list(value.shape)}, expected {list(packed_shape)} "
-                    f"(a weight of shape {list(shape)}, four rows per byte)"
-                )
-            elif scale is None:
-                problems.append(f"missing {key}_scale [1] (the scale of the packed {key})")
-            elif scale.numel() != 1:
-                problems.append(f"{key}_scale: shape {list(scale.shape)}, expected [1]")
-            else:
-                used.add(f"{key}_scale")
-                codes = unpack_transformers(value, shape[0])
-                if ternary[key][1] != "tensor":
-                    problems.append(f"{key}: a packed weight has one scale, the layer one per row")
-                    continue
-                converted[key] = pack(codes)
-                converted[f"{key}_scale"] = (1.0 / scale.float()).reshape(1)
-        elif tuple(value.shape) != shape:
-            problems.append(f"{key}: shape {list(value.shape)}, expected {list(shape)}")
-        else:
-            converted[key], converted[f"{key}_scale"] = pack_ternary(value, ternary[key][1])
-    extra = sorted(set(tensors) - used)
-    problems += [f"unexpected {k} {list(tensors[k].shape)}" for k in extra]
+    given = {**sources, **{key: sources[source] for key, source in tied.items()}}
+    problems = _check(expected, ternary, given)
+    scales = {f"{k}_scale" for k in ternary if k in given and given[k].dtype == torch.uint8}
+    extra = sorted(set(sources) - set(expected) - scales)
+    problems += [f"unexpected {k} {list(sources[k].shape)}" for k in extra]
     if problems:
         raise CheckpointError(
             f"{where} does not fit {cls.__name__} {getattr(cls, 'ARGS', {})}:\n  "
             + "\n  ".join(problems)
         )
-    model.load_state_dict(converted)
+    converted: dict[str, torch.Tensor] = {}
+    for key, shape in expected.items():
+        if key in tied:
+            continue
+        source = given[key]
+        if key not in ternary:
+            value = source.read()
+            if value.is_floating_point():  # the module's dtype, converted while it is read
+                value = value.to(state[key].dtype)
+            converted[key] = value
+        elif source.dtype == torch.uint8:
+            try:
+                converted[key] = pack(unpack_transformers(source.read(), shape[0]))
+            except ValueError:  # a 2-bit field of 0b11: not a code pack_weights writes
+                raise CheckpointError(f"{where}: {key} holds 2-bit values outside 0..2") from None
+            scale = sources[f"{key}_scale"].read()
+            converted[f"{key}_scale"] = (1.0 / scale.float()).reshape(1)
+        else:
+            converted[key], converted[f"{key}_scale"] = pack_ternary(source.read(), ternary[key][1])
+    for key, source_key in tied.items():
+        converted[key] = converted[source_key]
+    keep = {k for k in converted if k not in ternary and not _is_scale(k, ternary)}
+    model = fill(model, converted, copied=keep if copied else set())
+    for key, source_key in tied.items():  # one parameter, as transformers ties them
+        owner, _, name = key.rpartition(".")
+        setattr(model.get_submodule(owner), name, model.get_parameter(source_key))
     return model
+
+
+def _check(
+    expected: dict[str, tuple[int, ...]],
+    ternary: dict[str, tuple[tuple[int, ...], str]],
+    given: Mapping[str, Source],
+) -> list[str]:
+    """Every way ``given`` fails to fit ``expected`` (see the module doc), from shapes alone."""
+    problems: list[str] = []
+    for key, shape in expected.items():
+        source = given.get(key)
+        if source is None:
+            problems.append(f"missing {key} {list(shape)}")
+        elif key in ternary and source.dtype == torch.uint8:
+            packed_shape = (math.ceil(shape[0] / VALUES_PER_BYTE), *shape[1:])
+            scale = given.get(f"{key}_scale")
+            if source.shape != packed_shape:
+                problems.append(
+                    f"{key}: packed shape {list(source.shape)}, expected {list(packed_shape)} "
+                    f"(a weight of shape {list(shape)}, four rows per byte)"
+                )
+            elif scale is None:
+                problems.append(f"missing {key}_scale [1] (the scale of the packed {key})")
+            elif math.prod(scale.shape) != 1:
+                problems.append(f"{key}_scale: shape {list(scale.shape)}, expected [1]")
+            elif ternary[key][1] != "tensor":
+                problems.append(f"{key}: a packed weight has one scale, the layer one per row")
+        elif source.shape != shape:
+            problems.append(f"{key}: shape {list(source.shape)}, expected {list(shape)}")
+    return problems
 
 
 def _is_scale(key: str, ternary: dict) -> bool:

@@ -3,10 +3,13 @@ attention, and the KV cache that makes both incremental while decoding.
 
 Terms:
 - *KV cache* (``KVCache``): the keys and values every `attention` call of a model has seen,
-  in buffers of ``capacity`` positions allocated on first use, and ``offset``, the number
-  of positions they hold. A forward run inside ``cache.step()`` is a *step*: its tokens sit
-  at positions ``offset .. offset + T - 1``, ``rope`` rotates them by those positions, and
-  each `attention` call appends its keys and values and attends over everything held.
+  in buffers of ``capacity`` positions allocated on first use (a step writes its positions
+  in place: nothing is concatenated or copied per token; grouped-query heads read their
+  key/value head through ``scaled_dot_product_attention(enable_gqa=True)``, not a widened
+  copy), and ``offset``, the number of positions they hold. A forward run inside
+  ``cache.step()`` is a *step*: its tokens sit at positions ``offset .. offset + T - 1``,
+  ``rope`` rotates them by those positions, and each `attention` call appends its keys and
+  values and attends over everything held.
 - *slot*: the attention calls of one forward are numbered in the order they run. A `.tri`
   forward never branches on tensor data (E0308), so every step makes the same calls in the
   same order, and call ``i`` of every step reads and writes slot ``i``.
@@ -123,7 +126,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
         k, v = cache.append(k, v)
     t, s = q.shape[2], k.shape[2]
     groups = q.shape[1] // k.shape[1]
-    if groups > 1:
+    gqa = groups > 1 and not (torch.compiler.is_compiling() or torch.jit.is_tracing())
+    if groups > 1 and not gqa:  # a traced graph (export, ONNX) gets the copy every exporter has
         k = k.repeat_interleave(groups, dim=1)
         v = v.repeat_interleave(groups, dim=1)
     mask = None
@@ -137,6 +141,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
         attn_mask=mask,
         is_causal=causal and t > 1 and t == s,
         scale=q.shape[-1] ** -0.5,
+        enable_gqa=gqa,  # the kernel reads head h // groups: no copy of the cache per call
     )
 
 

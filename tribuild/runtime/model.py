@@ -6,9 +6,15 @@ Terms:
   ``Model.float_module()`` (``tribuild.runtime.float_twin``). *float shapes*: its keys and shapes
   (``float_shapes``).
 - ``Module.from_float(state_dict, strict=True, prefix="", **args)``: a new, frozen instance
-  (``args``, if given, must be the construction arguments it was generated for, ``ARGS``)
-  whose ternary weights are the BitNet b1.58 ternarization of the float ones, packed; every
-  other entry loads as is.
+  in eval mode (``args``, if given, must be the construction arguments it was generated for,
+  ``ARGS``) whose ternary weights are the BitNet b1.58 ternarization of the float ones,
+  packed; every other entry loads as is (copied, in the module's dtype).
+- *empty model* (``empty_model``) and ``fill``: the loaders' way to make a frozen instance
+  without a float detour: the class constructed on the meta device with its ternary layers
+  as shells (``tribuild.runtime.nn``, no latent weights, nothing initialized), then every
+  tensor assigned. Neither the float weights PyTorch's initialization would make nor latent
+  weights ever exist; ``from_float`` with ``strict=False`` and missing weights constructs
+  the module in full instead, so the missing ones keep their initialization.
 - *trit weights*: the trit-tensor parameters of a functional entry layer
   (``register_trits(name, shape)``): a packed uint8 buffer ``name`` of codes in {-1, 0, 1},
   no scale; ``trits(name)`` is the float32 codes, decoded once and cached. ``from_float``
@@ -42,16 +48,23 @@ Terms:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from tribuild.runtime.kernel_files import class_file, generated_class, load_kernels, register_class
 from tribuild.runtime.launch import backend_for, unpacked_codes
-from tribuild.runtime.nn import TernaryLayer, follow_latents, warn_frozen_training, whole
-from tribuild.runtime.packing import pack, pack_ternary, packed_cols
+from tribuild.runtime.nn import (
+    TernaryLayer,
+    building_shell,
+    follow_latents,
+    shell,
+    warn_frozen_training,
+    whole,
+)
+from tribuild.runtime.packing import pack, pack_ternary, packed_cols, unpack
 from tribuild.runtime.ternarize import nearest_trits, nearest_trits_ste
 
 __all__ = ["Module", "ModuleList", "channels_last", "load_kernels", "nchw", "wrong_input"]
@@ -101,6 +114,32 @@ def _rebuild(module_name: str, path: str, qualname: str) -> nn.Module:
     return cls.__new__(cls)
 
 
+M = TypeVar("M", bound=nn.Module)
+
+
+def empty_model(cls: type[M]) -> M:
+    """An instance of the generated class ``cls`` on the meta device, its ternary layers
+    shells (``nn.shell``): no storage, nothing initialized, for ``fill``."""
+    with torch.device("meta"), shell():
+        return cls()
+
+
+def fill(model: M, state: Mapping[str, torch.Tensor], copied: Collection[str] = ()) -> M:
+    """``model`` (``empty_model``'s) with every tensor of its state_dict taken from ``state``
+    (packed ternary weights, their scales, the other tensors) by assignment, on the default
+    device, in eval mode. A float tensor is converted to the dtype the model declares; a key
+    in ``copied`` is copied even when nothing converts it (the caller's tensor is not to be
+    shared)."""
+    device = torch.get_default_device()
+    declared = model.state_dict()
+    ready = {}
+    for key, value in state.items():
+        dtype = declared[key].dtype if value.is_floating_point() else value.dtype
+        ready[key] = value.to(device=device, dtype=dtype, copy=key in copied)
+    model.load_state_dict(ready, assign=True)
+    return model.eval()
+
+
 class Module(nn.Module):
     """The base of every generated class (see the module doc)."""
 
@@ -119,8 +158,11 @@ class Module(nn.Module):
     def from_float(
         cls, state_dict: Mapping[str, torch.Tensor], strict: bool = True, prefix: str = "", **args
     ) -> "Module":
-        """A frozen instance with the ternarized, packed weights of a float ``state_dict``
-        (the one of ``float_module()``, or of a pretrained model with the same structure).
+        """A frozen instance, in eval mode, with the ternarized, packed weights of a float
+        ``state_dict`` (the one of ``float_module()``, or of a pretrained model with the same
+        structure). Built as an empty model (``empty_model``) and filled tensor by tensor: no
+        float weight of a ternary layer is made beside the given ones; the other tensors are
+        copied (the model never shares storage with ``state_dict``), in the model's dtypes.
 
         ``prefix`` is stripped from every key (``"model."``); keys without it are unexpected.
         Every problem is reported at once, in float shapes: missing and unexpected keys (both
@@ -130,7 +172,7 @@ class Module(nn.Module):
         """
         if args and args != cls.ARGS:
             raise ValueError(f"{cls.__name__} was generated for {cls.ARGS}, not {args}")
-        model = cls()
+        model = empty_model(cls)
         expected = float_shapes(model)
         given = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
         problems = [
@@ -155,16 +197,23 @@ class Module(nn.Module):
                 + "\n(strict=False loads what fits; prefix= strips a prefix from the keys)"
             )
         converted = {k: v for k, v in given.items() if k in expected}
+        packed_keys = set()
         for key, layer, _ in _ternary_entries(model):
             if key in converted:
                 packed, scale = pack_ternary(converted[key], layer.scale_mode)
                 converted[key], converted[f"{key}_scale"] = packed, scale
+                packed_keys |= {key, f"{key}_scale"}
         for key, _ in _trit_entries(model):
             if key in converted:
                 trits = torch.clamp(torch.round(converted[key].float()), -1, 1)
                 converted[key] = pack(trits.to(torch.int8))
+                packed_keys.add(key)
+        if len(converted) == len(model.state_dict()):  # every tensor given: fill the shell
+            return fill(model, converted, copied=set(converted) - packed_keys)
+        # strict=False with weights missing: they keep a full construction's initialization
+        model = cls()
         model.load_state_dict(converted, strict=False)
-        return model.freeze()
+        return model.freeze().eval()
 
     @classmethod
     def float_module(cls) -> nn.Module:
@@ -192,11 +241,16 @@ class Module(nn.Module):
         """A trit weight: its latent weight drawn uniformly from [-1.5, 1.5], so that each
         trit is equally likely (a trit tensor has no scale to fit an initialization to), and
         its packed codes (on the meta device: an empty buffer of their shape)."""
+        self.trit_shapes = {**getattr(self, "trit_shapes", {}), name: tuple(shape)}
+        if building_shell():  # a loader assigns the packed codes; no latent weight
+            self.register_buffer(
+                name, torch.empty(shape[0], packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
+            )
+            return
         latent = torch.empty(shape).uniform_(-1.5, 1.5)
         cols = packed_cols(math.prod(shape[1:]))
         self.register_buffer(name, torch.zeros(shape[0], cols, dtype=torch.uint8))
         self.register_parameter(f"latent_{name}", nn.Parameter(latent))
-        self.trit_shapes = {**getattr(self, "trit_shapes", {}), name: tuple(shape)}
         self._pack_trits()
 
     def reset_parameters(self) -> None:
@@ -285,7 +339,7 @@ class Module(nn.Module):
             if state_dict is not None:
                 value = state_dict[prefix + key]
             elif owner._parameters.get(latent) is None:
-                value = unpacked_codes(packed, shape)
+                value = unpack(packed, shape)  # not the cached float codes: nothing kept
             else:
                 continue
             value = value.detach().to(device=packed.device, dtype=torch.float32).clone()

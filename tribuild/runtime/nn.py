@@ -12,7 +12,11 @@ Terms:
   interpreter). A layer without one uses the generic launcher with its plain epilogue.
 - *dense weight*: on the torch backend a layer computes with ``scale · codes`` as one float
   weight (``F.linear``/``F.conv2d`` with the bias, as hand-written PyTorch would), kept while
-  the layer holds the same packed and scale tensors. Edits in place drop it where they happen:
+  the layer holds the same packed and scale tensors, and while all layers' dense weights fit
+  the *dense budget* (``dense_cache_limit``: ``TRIBUILD_DENSE_CACHE_MB``, else a quarter of
+  the machine's memory); past it a weight is made for its call and freed. It is the only
+  float form of a ternary weight a frozen layer ever holds (the codes it is made from are
+  unpacked for it and dropped). Edits in place drop it where they happen:
   ``load_state_dict`` (which copies into the buffers); re-packing a latent weight makes new
   tensors; any other in-place edit must call ``forget_dense()``, as with PyTorch's prepacked
   quantized layers. Reading the version counters on every call instead cost about 1% of
@@ -48,6 +52,9 @@ Terms:
   from their full tensor (``whole``: an all-gather, so every rank calls ``state_dict()``).
 - *meta device* (``with torch.device("meta")``): nothing is packed; ``to_empty`` then
   ``reset_parameters()`` (or ``load_state_dict``) fills the latent weights and packs them.
+- *shell* (``shell()``): a layer constructed with empty packed buffers and scales and no
+  latent weights, nothing initialized, for a loader to assign every tensor into
+  (``load_state_dict(assign=True)``): loading never makes a float weight of a ternary layer.
 - *tracing* (``torch.compile``, ``torch.export``, ONNX export): the caches above are Python
   state keyed by identity and version, which a traced graph cannot guard on; while
   ``torch.compiler.is_compiling()`` the weights are computed in the graph instead, from the
@@ -57,8 +64,12 @@ Terms:
 from __future__ import annotations
 
 import math
+import os
+import threading
 import warnings
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import torch
@@ -72,7 +83,6 @@ from tribuild.runtime.launch import (
     quantize_activations,
     ternary_conv2d,
     ternary_linear,
-    unpacked_codes,
 )
 from tribuild.runtime.packing import pack, packed_cols, unpack
 from tribuild.runtime.ternarize import dequantize, ternarize, ternarize_ste
@@ -81,6 +91,86 @@ Kernel = Callable[..., torch.Tensor]
 
 
 _warned_frozen_training = False  # the no-latent-weights warning is given once per process
+_shell = threading.local()  # ``shell()``'s flag: per thread, as construction is
+
+
+@contextmanager
+def shell() -> Iterator[None]:
+    """Construct ternary layers as *shells* (see the module doc): packed buffers and scales
+    left empty, no latent weights, nothing initialized. ``Module.from_float`` and
+    ``checkpoint.load_tensors`` build under it (on the meta device) and then assign every
+    tensor, so no float weight of a ternary layer is ever made."""
+    previous = getattr(_shell, "on", False)
+    _shell.on = True
+    try:
+        yield
+    finally:
+        _shell.on = previous
+
+
+def building_shell() -> bool:
+    """Whether layers constructed now are shells (``shell()``)."""
+    return getattr(_shell, "on", False)
+
+
+class _DenseBudget:
+    """The bytes the dense weights of every layer may hold together (``dense_cache_limit``);
+    a weight past it is made for its call and not kept. Each kept weight gives its bytes back
+    when it is freed (a finalizer), however its layer drops it."""
+
+    def __init__(self) -> None:
+        self.limit: int | None = None  # read from the environment at the first admission
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def admit(self, weight: torch.Tensor) -> bool:
+        size = weight.untyped_storage().nbytes()
+        with self._lock:
+            if self.limit is None:
+                self.limit = _default_dense_limit()
+            if self.held + size > self.limit:
+                return False
+            self.held += size
+        weakref.finalize(weight, self._release, size)
+        return True
+
+    def _release(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
+
+
+def _default_dense_limit() -> int:
+    """``TRIBUILD_DENSE_CACHE_MB`` when set, else a quarter of the machine's memory."""
+    given = os.environ.get("TRIBUILD_DENSE_CACHE_MB")
+    if given is not None:
+        try:
+            return int(float(given) * 2**20)
+        except ValueError:
+            raise ValueError(
+                f"TRIBUILD_DENSE_CACHE_MB must be a number of megabytes, not {given!r}"
+            ) from None
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): 2 GiB
+        return 2 << 30
+
+
+_DENSE = _DenseBudget()
+
+
+def dense_cache_limit(limit: int | None) -> int | None:
+    """Set the bytes the torch backend's dense weights may hold in all (``0``: none kept,
+    every product makes its weight; ``None``: the default again, ``TRIBUILD_DENSE_CACHE_MB``
+    or a quarter of the machine's memory); returns the previous limit. Weights already kept
+    stay until their layer drops them."""
+    with _DENSE._lock:
+        previous, _DENSE.limit = _DENSE.limit, limit
+    return previous
+
+
+def dense_cache_bytes() -> int:
+    """The bytes the dense weights kept now hold."""
+    return _DENSE.held
 
 
 def warn_frozen_training(layer: nn.Module) -> None:
@@ -153,16 +243,23 @@ class TernaryLayer(nn.Module):
 
     def _ternary_weights(self, scale: str) -> None:
         """The packed buffers and scales of ``TERNARY``, and a latent weight for each (left
-        uninitialized: ``reset_parameters`` fills them and derives the packed form)."""
+        uninitialized: ``reset_parameters`` fills them and derives the packed form); under
+        ``shell()`` the buffers only, empty, and no latent weights."""
         self.scale_mode = scale
+        empty = building_shell()
+        make = torch.empty if empty else torch.zeros
         for name, shape in self.TERNARY:
             rows = shape[0]
             self.register_buffer(
-                name, torch.zeros(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
+                name, make(rows, packed_cols(math.prod(shape[1:])), dtype=torch.uint8)
             )
-            self.register_buffer(f"{name}_scale", torch.ones(rows if scale == "channel" else 1))
-            self.register_parameter(f"latent_{name}", nn.Parameter(torch.empty(shape)))
-        self.has_latent = True
+            scales = rows if scale == "channel" else 1
+            self.register_buffer(
+                f"{name}_scale", torch.empty(scales) if empty else torch.ones(scales)
+            )
+            if not empty:
+                self.register_parameter(f"latent_{name}", nn.Parameter(torch.empty(shape)))
+        self.has_latent = not empty
         self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
         self._dense: dict[str | tuple[str, int], tuple] = {}
         self._synced: dict[str, tuple[int, int]] = {}
@@ -203,7 +300,7 @@ class TernaryLayer(nn.Module):
         if value is None:
             if self._parameters.get(f"latent_{name}") is not None:
                 return
-            value = dequantize(unpacked_codes(self._buffers[name], shape), scale)
+            value = dequantize(unpack(self._buffers[name], shape), scale)
         elif tuple(value.shape) != tuple(shape):
             raise ValueError(
                 f"the latent {name} of {type(self).__name__} has shape {list(shape)}, "
@@ -227,8 +324,9 @@ class TernaryLayer(nn.Module):
     ) -> torch.Tensor:
         """``scale · codes`` of the packed weight ``name`` in ``dtype`` (``scale``: the weight's own
         ``<name>_scale`` when None), cached per (name, scale) while the layer holds the same packed
-        tensor (see the module doc). The own scale's entry is keyed by the name alone, so
-        ``forward``'s lookup builds no key."""
+        tensor and the dense cache's budget allows (see the module doc), else made for this call
+        only. The own scale's entry is keyed by the name alone, so ``forward``'s lookup builds
+        no key."""
         packed, own = self._buffers[name], self._buffers[f"{name}_scale"]
         if torch.compiler.is_compiling():
             return self._traced_weight(name, scale if scale is not None else own).to(dtype)
@@ -240,13 +338,15 @@ class TernaryLayer(nn.Module):
         hit = self._dense.get(key)
         if hit is not None and hit[0] is packed and hit[1] is scale and hit[2] is dtype:
             return hit[3]
-        weight = dequantize(unpacked_codes(packed, dict(self.TERNARY)[name]), scale).to(dtype)
+        # int8 codes for this product only: no float copy of the codes is kept beside it
+        weight = dequantize(unpack(packed, dict(self.TERNARY)[name]), scale).to(dtype)
         if self.K_MAJOR:
             weight = weight.t().contiguous().t()
         self._dense = {
             k: v for k, v in self._dense.items() if name not in (k, k[0]) or v[0] is packed
         }
-        self._dense[key] = (packed, scale, dtype, weight)
+        if _DENSE.admit(weight):
+            self._dense[key] = (packed, scale, dtype, weight)
         return weight
 
     def _traced_weight(self, name: str, scale: torch.Tensor) -> torch.Tensor:
@@ -423,7 +523,8 @@ class TernaryLinear(TernaryLayer):
         self._ternary_weights(scale)
         self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
         self.kernel = kernel
-        self.reset_parameters()
+        if self.has_latent:  # not a shell
+            self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """``nn.Linear``'s initialization of the latent weight and bias; the packed form follows."""
@@ -489,7 +590,8 @@ class TernaryConv2d(TernaryLayer):
         self._ternary_weights(scale)
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self.kernel = kernel
-        self.reset_parameters()
+        if self.has_latent:  # not a shell
+            self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """``nn.Conv2d``'s initialization of the latent weight and bias; the packed form follows."""
@@ -561,7 +663,8 @@ class MultiHeadAttention(TernaryLayer):
         self.in_proj_bias = nn.Parameter(torch.empty(3 * d))
         self.out_proj = TernaryLinear(d, d, bias=True, kernel=kernels[1])
         self.kernel = kernels[0]
-        self.reset_parameters()
+        if self.has_latent:  # not a shell
+            self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """``nn.MultiheadAttention``'s initialization: Xavier-uniform input projection, zero

@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from tribuild.base.record import record
 from tribuild.runtime.ternarize import ternarize
 
 CODES_PER_BYTE = 4
-_SHIFTS = torch.arange(CODES_PER_BYTE, dtype=torch.int32) * 2
-_PLACES = 4 ** torch.arange(CODES_PER_BYTE, dtype=torch.int32)  # 1 << _SHIFTS
+_PLACES = 4 ** torch.arange(CODES_PER_BYTE, dtype=torch.int32)  # 1 << 2t: field t of a byte
 
 
 def packed_cols(k: int) -> int:
@@ -34,14 +34,21 @@ def packed_cols(k: int) -> int:
 
 def pack(codes: torch.Tensor) -> torch.Tensor:
     """Pack int codes in {-1, 0, 1} of shape ``[out, ...]`` into uint8 ``[out, ceil(K/4)]``."""
-    rows = codes.reshape(codes.shape[0], -1).to(torch.int32)
-    if bool(((rows < -1) | (rows > 1)).any()):
-        raise ValueError("codes must lie in {-1, 0, 1}")
+    rows = codes.reshape(codes.shape[0], -1)
+    if rows.numel():
+        low, high = torch.aminmax(rows)  # one pass over the codes
+        if int(low) < -1 or int(high) > 1:
+            raise ValueError("codes must lie in {-1, 0, 1}")
     out, k = rows.shape
-    bits = torch.zeros(out, packed_cols(k) * CODES_PER_BYTE, dtype=torch.int32, device=codes.device)
-    bits[:, :k] = torch.where(rows < 0, 2, rows)
-    grouped = bits.reshape(out, -1, CODES_PER_BYTE) << _SHIFTS.to(codes.device)
-    return grouped.sum(dim=-1).to(torch.uint8)
+    # Bytes all the way (a weight is loaded tensor by tensor: its passes are the load time):
+    # in two's complement -1 is 0b...11, so (c & 3) ^ ((c >> 1) & 1) maps -1, 0, 1 to the
+    # codes 0b10, 0b00, 0b01.
+    c = rows.to(torch.int8)
+    c = (c & 3) ^ ((c >> 1) & 1)
+    if k % CODES_PER_BYTE:
+        c = F.pad(c, (0, -k % CODES_PER_BYTE))  # padding is code 0b00, which decodes as 0
+    v = c.view(torch.uint8).reshape(out, -1, CODES_PER_BYTE)
+    return v[..., 0] | (v[..., 1] << 2) | (v[..., 2] << 4) | (v[..., 3] << 6)
 
 
 def unpack(packed: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:

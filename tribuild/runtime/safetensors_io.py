@@ -1,0 +1,107 @@
+"""Reading ``.safetensors`` files one tensor at a time, into memory the process owns.
+
+Terms:
+- *file layout* (safetensors' own): an 8-byte little-endian header size ``n``, ``n`` bytes of
+  JSON mapping each key to ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets
+  into the bytes after the header; ``__metadata__`` is not a tensor), then the data,
+  little-endian, row-major.
+- *entry* (``Entry``): a tensor's file, dtype, shape and byte range, read from the header
+  alone: a loader checks every key and shape before it reads any data.
+- ``Entry.read()`` reads the bytes into a new tensor with plain file reads. Not
+  ``safetensors.safe_open``, which maps the whole file: every tensor read through it keeps
+  its file's pages in the process's resident memory until the last one is freed, so a
+  loader that packs a float checkpoint tensor by tensor would still peak at the file's size.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+DTYPES = {
+    "BOOL": torch.bool,
+    "U8": torch.uint8,
+    "I8": torch.int8,
+    "I16": torch.int16,
+    "I32": torch.int32,
+    "I64": torch.int64,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "F32": torch.float32,
+    "F64": torch.float64,
+}
+_MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
+
+
+class FileError(ValueError):
+    """A file that is not a readable safetensors file; the message names it and why."""
+
+
+class Entry(NamedTuple):
+    """One tensor of a file (see the module doc)."""
+
+    path: Path
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    begin: int  # absolute byte offsets in the file
+    end: int
+
+    def read(self) -> torch.Tensor:
+        """The tensor, in a buffer of its own."""
+        size = self.end - self.begin
+        out = torch.empty(size, dtype=torch.uint8)
+        view = out.numpy().data  # the tensor's own bytes, written by readinto
+        with open(self.path, "rb", buffering=0) as f:
+            f.seek(self.begin)
+            done = 0
+            while done < size:  # one read returns at most ~2 GiB on Linux
+                got = f.readinto(view[done:])
+                if not got:
+                    raise FileError(f"{self.path}: the file ends inside a tensor's data")
+                done += got
+        return out.view(self.dtype).reshape(self.shape)
+
+
+def entries(path: str | Path) -> dict[str, Entry]:
+    """Every tensor of the file ``path``, by key, from its header."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise FileError(f"{path}: too short for a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        if n > _MAX_HEADER:
+            raise FileError(f"{path}: a header of {n} bytes; not a safetensors file")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise FileError(f"{path}: its header is not JSON ({e})") from None
+        f.seek(0, 2)
+        length = f.tell()
+    if not isinstance(header, dict):
+        raise FileError(f"{path}: its header is not a JSON object")
+    out: dict[str, Entry] = {}
+    start = 8 + n
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            dtype = DTYPES[info["dtype"]]
+            shape = tuple(int(d) for d in info["shape"])
+            begin, end = (start + int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise FileError(
+                f"{path}: tensor {key} has no dtype tribuild reads ({', '.join(DTYPES)}), "
+                "shape or data offsets"
+            ) from None
+        count = 1
+        for d in shape:
+            count *= d
+        if end - begin != count * dtype.itemsize or begin < start or end > length:
+            raise FileError(f"{path}: tensor {key}'s data offsets do not fit its shape and file")
+        out[key] = Entry(path, dtype, shape, begin, end)
+    return out
