@@ -16,6 +16,10 @@ Terms:
   after the load and at its peak (``ru_maxrss``), the bytes of the model's tensors, and the
   median ms of a new token.
 - ``--tree`` runs the same measurement on another checkout (``/work/main`` for "before").
+- *lm_head products*: the output projection ``[1, dim] · [vocab, dim]ᵀ`` of config S and of
+  ``bitnet_2b`` at batch 1, as PyTorch computes it with a float32, a bfloat16 (activations
+  in bfloat16 too) and an int8 weight (``torch._weight_int8pack_mm``, one scale per row),
+  medians of ``--repeats`` calls: which form of the float layers helps decoding here.
 Writes ``results/lean.json`` and ``results/lean.md`` unless ``--quick``.
 """
 
@@ -158,6 +162,41 @@ def one_run(module_path: str, folder: str, threads: int, new: int) -> dict:
     }
 
 
+def lm_head_products(threads: int, repeats: int) -> dict:
+    """Median ms of the output projection in each form (see the module doc), by config."""
+    import time
+
+    import torch
+
+    torch.set_num_threads(threads)
+    out = {}
+    for config in ("S", "2b"):
+        vocab, dim = CONFIGS[config]["vocab"], CONFIGS[config]["dim"]
+        gen = torch.Generator().manual_seed(0)
+        w = 0.02 * torch.randn(vocab, dim, generator=gen)
+        x = torch.randn(1, dim, generator=gen)
+        scales = w.abs().amax(dim=1) / 127
+        q = torch.round(w / scales[:, None]).to(torch.int8)
+        wb, xb = w.bfloat16(), x.bfloat16()
+        forms = {
+            "float32": lambda w=w, x=x: torch.nn.functional.linear(x, w),
+            "bfloat16": lambda w=wb, x=xb: torch.nn.functional.linear(x, w),
+            "int8 weight": lambda q=q, x=x, s=scales: torch._weight_int8pack_mm(x, q, s),
+        }
+        del w
+        row = {}
+        for name, fn in forms.items():
+            fn()
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - start) * 1e3)
+            row[name] = statistics.median(times)
+        out[config] = row
+    return out
+
+
 def measure(tree: Path, module: Path, folder: Path, threads: int, new: int, runs: int) -> dict:
     """Medians over ``runs`` fresh processes of ``one_run`` with ``tree`` on the path."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -188,6 +227,13 @@ def table(figures: dict) -> str:
             f"{r['rss_imports_mb']:.0f} | {r['rss_loaded_mb']:.0f} | {r['model_tensor_mb']:.0f} | "
             f"{r['peak_rss_mb']:.0f} | {r['decode_ms']:.1f} |"
         )
+    heads = figures.get("lm_head_ms")
+    if heads:
+        names = list(next(iter(heads.values())))
+        rows += ["", "| lm_head product, batch 1 (ms) | " + " | ".join(names) + " |"]
+        rows.append("|---" * (len(names) + 1) + "|")
+        for config, row in heads.items():
+            rows.append(f"| {config} | " + " | ".join(f"{row[n]:.1f}" for n in names) + " |")
     return "\n".join(rows)
 
 
@@ -221,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(rows[-1]), flush=True)
     figures = {
         "rows": rows,
+        "lm_head_ms": {} if args.quick else lm_head_products(args.threads, 20),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads, "
         f"load average {os.getloadavg()[0]:.1f} at the end",
         "runs": runs,
