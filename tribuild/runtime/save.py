@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from tribuild.runtime.checkpoint import VALUES_PER_BYTE
-from tribuild.runtime.launch import unpacked_codes
 from tribuild.runtime.nn import TernaryLayer
+from tribuild.runtime.packing import unpack
 
 
 def pack_transformers(codes: torch.Tensor) -> torch.Tensor:
@@ -59,7 +59,8 @@ def packed_tensors(model: torch.nn.Module, dtype: torch.dtype | None = None) -> 
                     f"{key}: the packed layout holds ternary weights of two dims with one "
                     f"scale, not {list(shape)} with scale={layer.scale_mode!r}"
                 )
-            codes = unpacked_codes(state.pop(key), shape)
+            # int8 codes, dropped after: saving leaves the model no float copy of its weights
+            codes = unpack(state.pop(key), shape)
             scale = state.pop(f"{key}_scale")
             out[key] = pack_transformers(codes.cpu())
             out[f"{key}_scale"] = (1.0 / scale.float().cpu()).reshape(1)
