@@ -57,13 +57,28 @@ def train(out: Path, args: list[str], threads: int, world: int = 1) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-def quality(work: Path, common: list[str], threads: int) -> dict:
-    runs = {}
-    for mode, extra in (("ternary", []), ("float", ["--float"])):
-        before = load()
-        result = train(work / mode, [*common, *extra], threads)
-        result["load_before"], result["load_after"] = before, load()
-        runs[mode] = result
+def quality(work: Path, common: list[str], threads: int, parallel: bool) -> dict:
+    """Both runs, one after the other, or with ``parallel`` side by side (a shared machine's
+    wait for a CPU overlaps; each run then has ``threads`` threads of its own)."""
+    modes = (("ternary", []), ("float", ["--float"]))
+    runs: dict = {}
+    if not parallel:
+        for mode, extra in modes:
+            before = load()
+            runs[mode] = train(work / mode, [*common, *extra], threads)
+            runs[mode]["load_before"], runs[mode]["load_after"] = before, load()
+        return runs
+    before = load()
+    processes = {}
+    for mode, extra in modes:
+        command = [sys.executable, str(SCRIPT), "--out", str(work / mode), "--quiet"]
+        command += ["--threads", str(threads), *common, *extra]
+        processes[mode] = subprocess.Popen(command, env=env(threads))
+    for mode, process in processes.items():
+        if process.wait(timeout=3600) != 0:
+            raise RuntimeError(f"the {mode} run failed (exit {process.returncode})")
+        runs[mode] = json.loads((work / mode / "result.json").read_text())
+        runs[mode]["load_before"], runs[mode]["load_after"] = before, load()
     return runs
 
 
@@ -177,6 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ddp-steps", type=int, default=40)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--parallel", action="store_true", help="the quality runs side by side")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--work", type=Path, help="where the runs write (default: a temp folder)")
     args = p.parse_args(argv)
@@ -188,8 +204,9 @@ def main(argv: list[str] | None = None) -> dict:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{os.cpu_count()} CPUs, shared",
         "command": "python benchmarks/bench_train_lm.py " + " ".join(argv or sys.argv[1:]),
-        "settings": f"{args.steps} steps of {args.batch} windows of 256 bytes for quality, "
-        f"{args.ddp_steps} for ddp and resume",
+        "settings": f"{args.steps} steps of {args.batch} windows of 256 bytes for quality "
+        f"({'side by side' if args.parallel else 'one after the other'}, {args.threads} "
+        f"thread(s) each), {args.ddp_steps} steps for ddp and resume",
         "load_start": load(),
     }
     args.out.mkdir(parents=True, exist_ok=True)
@@ -199,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "train_lm.json").write_text(json.dumps(figures, indent=2) + "\n")
         (args.out / "train_lm.md").write_text(table(figures))
 
-    figures["quality"] = quality(work / "quality", common, args.threads)
+    figures["quality"] = quality(work / "quality", common, args.threads, args.parallel)
     write()
     short += ["--skip-final"]
     figures["ddp"] = ddp(work / "ddp", short, args.repeats)

@@ -439,8 +439,8 @@ def main(argv: list[str] | None = None) -> dict:
     rank = int(os.environ.get("RANK", "0"))
     try:
         plan = setup(args, world)
-    except SetupError as e:
-        raise SystemExit(f"error: {e}") from None
+    except SetupError as e:  # every rank finds it; rank 0 says it
+        raise SystemExit(f"error: {e}" if rank == 0 else 2) from None
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // world))
     args.out.mkdir(parents=True, exist_ok=True)
     if world > 1:
