@@ -12,7 +12,7 @@ The Python API (imports nothing heavy until called):
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing's: the no-op path does not import typing
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing tribuild stays free of torch
     from typing import Any
 

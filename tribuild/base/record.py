@@ -24,7 +24,7 @@ from functools import cache
 from operator import attrgetter
 from types import CodeType, FunctionType
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeVar, dataclass_transform
 

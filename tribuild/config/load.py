@@ -38,7 +38,7 @@ from tribuild.config.schema import Checker
 from tribuild.diagnostics import closest
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, KEYWORDS, OPT_LEVELS, job_count
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

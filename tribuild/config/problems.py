@@ -21,7 +21,7 @@ from tribuild.base.printable import printable
 from tribuild.base.record import record
 from tribuild.config.locate import Path
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import tomllib
 

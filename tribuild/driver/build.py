@@ -44,7 +44,7 @@ from tribuild.driver.pool.scheduler import run_units
 from tribuild.driver.pool.units import Outcome, Unit
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
-from tribuild.engine.explain import NEVER_RAN
+from tribuild.engine import NEVER_RAN
 from tribuild.project import CONFIG_FILE, job_count
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import UNKNOWN_CODES, imports, with_import_help
@@ -53,7 +53,7 @@ from tribuild.queries.syntax import item_ast, item_index
 from tribuild.queries.targets import target_report
 from tribuild.remote import settings as remote_settings
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tribuild.driver.remote.build_cache import Hit, RemoteBuild
 

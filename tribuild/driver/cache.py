@@ -31,8 +31,8 @@ from tribuild.base.record import record
 from tribuild.driver.lock import project_lock
 from tribuild.driver.outputs import remove_temps
 from tribuild.driver.session import salt
-from tribuild.engine.store import folder as store
-from tribuild.engine.store.packs import PACK_BYTES
+from tribuild.engine import PACK_BYTES
+from tribuild.engine import folder as store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,8 +18,7 @@ from tribuild.config.problems import ConfigError, Problem, token_width
 from tribuild.diagnostics import Diagnostic, Label, Loc
 from tribuild.driver.session import Project, open_database, save_database
 from tribuild.driver.sources import load_sources, scan
-from tribuild.lang import CANNOT_INSTANTIATE
-from tribuild.lang.check.codes import EXAMPLE_INPUT
+from tribuild.lang import CANNOT_INSTANTIATE, EXAMPLE_INPUT
 from tribuild.queries.lower import lowering_report
 from tribuild.queries.names import UNKNOWN_CODES, with_import_help
 from tribuild.queries.report import QuerySources, file_diagnostics

@@ -103,8 +103,7 @@ def step_label(query: str, args: tuple) -> str:
     in models/lib/blocks.tri``, not ``class_source(InstanceKey(...), ...)``; the query's
     name follows in brackets for who wants to look further (``--queries`` graphs)."""
     from tribuild.codegen.kernels import KernelSpec
-    from tribuild.lang import InstanceKey
-    from tribuild.lang.check.values import format_value
+    from tribuild.lang import InstanceKey, format_value
 
     def arg(a) -> str | None:
         if isinstance(a, InstanceKey):

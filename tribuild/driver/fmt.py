@@ -17,7 +17,7 @@ from tribuild.base.record import record
 from tribuild.driver.outputs import write_if_changed
 from tribuild.driver.session import Project
 from tribuild.driver.sources import read_source, scan
-from tribuild.lang.syntax.layout import format_text
+from tribuild.lang import format_text
 
 
 @record

@@ -27,8 +27,7 @@ from tribuild.base.gcpause import held
 from tribuild.base.hashing import digest
 from tribuild.config.load import Config, read_config
 from tribuild.driver.noop import manifest
-from tribuild.engine import Database
-from tribuild.engine.fingerprint import package_hash
+from tribuild.engine import Database, package_hash
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
 SALT_RECORD = "salt.json"
@@ -114,7 +113,7 @@ def _recorded(path: str, package: str, rows: list[list]) -> str | None:
 
 
 def _record(path: str, data: dict) -> None:
-    from tribuild.engine.store.disk import write_atomic
+    from tribuild.engine import write_atomic
 
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -36,7 +36,7 @@ from tribuild.config.load import resolves_inside
 from tribuild.queries.inputs import SourceText, source_text
 from tribuild.queries.names import import_targets
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -167,7 +167,7 @@ def _resident_peaks() -> tuple[int | None, int | None]:
 
 
 def stage_of(query_name: str) -> str:
-    from tribuild.engine.query import REGISTRY
+    from tribuild.engine import REGISTRY
 
     for ident, query in REGISTRY.items():
         if query.name == query_name:

@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 from tribuild.engine.memo import NO_VALUE
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tribuild.engine.memo import Memo
     from tribuild.engine.query import Query

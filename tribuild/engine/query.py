@@ -44,7 +44,7 @@ class Query:
         return f"<{kind} query {self.ident}>"
 
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     # Type checkers see a query as a Query called as the function it wraps is: with the same
     # arguments, it returns what the function returns.

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from tribuild.engine.errors import Cancelled, CycleError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any

@@ -1,17 +1,21 @@
 """The .tri language: lexer, parser, syntax tree, names, types and shapes. Pure functions only.
 
-This is what the rest of the compiler (``ir``, ``queries``, ``codegen``, the driver) may use;
-the subpackages ``syntax``, ``check`` and ``builtins`` are otherwise the language's own.
-``ast``, ``dims``, ``types``, ``tokens``, ``items``, ``env``, ``values``, ``signature`` and
-``checker`` are modules, used as namespaces.
+This is what the rest of the compiler (``ir``, ``queries``, ``codegen``, the driver) and the
+language server may use; the subpackages ``syntax``, ``check`` and ``builtins`` are
+otherwise the language's own. ``ast``, ``dims``, ``types``, ``tokens``, ``items``, ``env``,
+``values``, ``signature`` and ``checker`` are modules, used as namespaces. The *editor
+surface*, for the language server and ``tribuild fmt``: ``LAYERS``, ``FUNCTIONS`` and
+``SUMMARIES`` (the built-ins and their one-line docs), ``Token``, ``format_text`` (the
+formatter).
 """
 
 from tribuild.lang import dims, signature, types
+from tribuild.lang.builtins.docs import SUMMARIES
 from tribuild.lang.builtins.functions import FUNCTIONS
-from tribuild.lang.builtins.layers import REQUIRED
+from tribuild.lang.builtins.layers import LAYERS, REQUIRED
 from tribuild.lang.check import checker, env, values
 from tribuild.lang.check.body import bind_dim_names, resolve
-from tribuild.lang.check.calls import CallArgs, bind, call, new_ctx
+from tribuild.lang.check.calls import CallArgs, bind, call, new_ctx, subst_type
 from tribuild.lang.check.checker import (
     CANNOT_INSTANTIATE,
     CheckedInstance,
@@ -22,9 +26,10 @@ from tribuild.lang.check.checker import (
     const_value_of,
     evaluate_generic_members,
     evaluate_members,
+    example_input_dims,
     instance_key,
 )
-from tribuild.lang.check.codes import Sink
+from tribuild.lang.check.codes import EXAMPLE_INPUT, Sink
 from tribuild.lang.check.consteval import POISON, Ctx, arith, elements, evaluate, unary
 from tribuild.lang.check.env import Env, ItemRef
 from tribuild.lang.check.values import (
@@ -37,6 +42,7 @@ from tribuild.lang.check.values import (
     Value,
     describe_instance,
     format_value,
+    from_dim,
 )
 from tribuild.lang.signature import ParamSig, Signature, forward_of, signature_of
 from tribuild.lang.syntax import ast, items, tokens
@@ -52,13 +58,16 @@ from tribuild.lang.syntax.items import (
     split_chunks,
     split_items,
 )
+from tribuild.lang.syntax.layout import format_text
 from tribuild.lang.syntax.lexer import lex
 from tribuild.lang.syntax.locate import SourceMap, char_range, line_col
 from tribuild.lang.syntax.parser import parse_item
-from tribuild.lang.syntax.tokens import LexResult
+from tribuild.lang.syntax.tokens import LexResult, Token
 from tribuild.lang.types import ScalarT, TensorT
 
 __all__ = [
+    "EXAMPLE_INPUT", "LAYERS", "SUMMARIES", "Token", "example_input_dims", "format_text",
+    "from_dim", "subst_type",
     "CANNOT_INSTANTIATE", "FUNCTIONS", "POISON", "REQUIRED", "CallArgs", "Callee",
     "CheckedInstance", "Chunk", "Ctx", "Env", "InstanceKey", "ItemEntry", "ItemPlace",
     "ItemRef", "LayerV", "LexResult", "Members", "Pairs", "ParamSig", "ScalarT", "Signature",

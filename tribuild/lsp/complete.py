@@ -23,14 +23,11 @@ import posixpath
 
 from lsprotocol import types as lsp
 
-from tribuild.lang.builtins.docs import SUMMARIES
-from tribuild.lang.builtins.functions import FUNCTIONS
-from tribuild.lang.builtins.layers import LAYERS
-from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.tokens import KEYWORDS, Token
+from tribuild.lang import FUNCTIONS, LAYERS, SUMMARIES, Token, ast
 from tribuild.lsp.hover import builtin_header, item_header, joined
 from tribuild.lsp.navigate import Resolver, entry_at, imp_path
 from tribuild.lsp.symbols import TYPE_NAMES
+from tribuild.project import KEYWORDS
 from tribuild.queries.names import exports, resolve_path, scope
 from tribuild.queries.syntax import item_ast, item_index, lexed
 

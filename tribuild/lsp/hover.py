@@ -12,12 +12,7 @@
 
 from __future__ import annotations
 
-from tribuild.lang.builtins.docs import SUMMARIES
-from tribuild.lang.builtins.functions import FUNCTIONS
-from tribuild.lang.builtins.layers import LAYERS, REQUIRED
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.check.values import describe_instance
-from tribuild.lang.syntax import ast
+from tribuild.lang import FUNCTIONS, LAYERS, REQUIRED, SUMMARIES, ItemRef, ast, describe_instance
 from tribuild.lsp.navigate import Builtin, File, Keyword, Local, Site
 from tribuild.queries.editor import instance_bindings, item_bindings
 from tribuild.queries.syntax import item_ast, item_index, lexed, read_error

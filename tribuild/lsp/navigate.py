@@ -22,12 +22,7 @@ from __future__ import annotations
 import bisect
 
 from tribuild.base.record import fields, is_record, record
-from tribuild.lang.builtins.functions import FUNCTIONS
-from tribuild.lang.builtins.layers import LAYERS
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.items import ItemEntry
-from tribuild.lang.syntax.tokens import Token
+from tribuild.lang import FUNCTIONS, LAYERS, ItemEntry, ItemRef, Token, ast
 from tribuild.queries.names import Scope, imports, item_head, resolve_path, scope
 from tribuild.queries.syntax import item_ast, item_index, lexed
 

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import re
 
-from tribuild.lang.builtins.functions import FUNCTIONS
-from tribuild.lang.builtins.layers import LAYERS
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.syntax.tokens import KEYWORDS
+from tribuild.lang import FUNCTIONS, LAYERS, ItemRef
 from tribuild.lsp.navigate import Local, Resolver, definition_span, references
+from tribuild.project import KEYWORDS
 from tribuild.queries.names import scope
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

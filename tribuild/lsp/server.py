@@ -31,7 +31,7 @@ from pygls.lsp.server import LanguageServer
 
 from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.engine import Cancelled
-from tribuild.lang.syntax.layout import format_text
+from tribuild.lang import format_text
 from tribuild.lsp import complete, navigate, symbols
 from tribuild.lsp import hover as hovering
 from tribuild.lsp import rename as renaming

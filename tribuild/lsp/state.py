@@ -28,8 +28,7 @@ from tribuild.diagnostics import Diagnostic, Loc
 from tribuild.driver.session import Project, salt
 from tribuild.driver.sources import MAX_BYTES, may_import, read_source, scan, too_large
 from tribuild.engine import Database
-from tribuild.lang.check.values import InstanceKey, describe_instance
-from tribuild.lang.syntax import ast
+from tribuild.lang import InstanceKey, ast, describe_instance
 from tribuild.project import DEFAULT_CACHE_DIR
 from tribuild.queries.inputs import SourceText, source_text
 from tribuild.queries.names import import_targets

@@ -15,11 +15,10 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from tribuild.diagnostics import Loc
-from tribuild.lang.check.env import ItemRef
-from tribuild.lang.syntax import ast
-from tribuild.lang.syntax.tokens import KEYWORDS
+from tribuild.lang import ItemRef, ast
 from tribuild.lsp.navigate import Builtin, Local, Resolver
 from tribuild.lsp.positions import to_position
+from tribuild.project import KEYWORDS
 from tribuild.queries.inputs import source_text
 from tribuild.queries.syntax import item_ast, item_index, lexed
 
@@ -176,7 +175,7 @@ def _class_of(symbol, role: str) -> tuple[str, int] | None:
         readonly = _bits("readonly") if symbol.kind == "const" else 0
         return (kind, declaration | readonly)
     if isinstance(symbol, Builtin):
-        from tribuild.lang.builtins.layers import LAYERS
+        from tribuild.lang import LAYERS
 
         return ("class" if symbol.name in LAYERS else "function", _bits("defaultLibrary"))
     if isinstance(symbol, Local):

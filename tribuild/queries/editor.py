@@ -16,11 +16,22 @@ language server reads them (hover).
 from __future__ import annotations
 
 from tribuild.engine import derived
-from tribuild.lang import TensorT, dims
-from tribuild.lang.check.calls import subst_type
-from tribuild.lang.check.checker import Members, check_instance, check_item, example_input_dims
-from tribuild.lang.check.values import InstanceKey, Sym, TensorV, Value, format_value, from_dim
-from tribuild.lang.syntax import ast
+from tribuild.lang import (
+    InstanceKey,
+    Members,
+    Sym,
+    TensorT,
+    TensorV,
+    Value,
+    ast,
+    check_instance,
+    check_item,
+    dims,
+    example_input_dims,
+    format_value,
+    from_dim,
+    subst_type,
+)
 from tribuild.queries.semantic import QueryEnv, generic_members, instance_members, signature
 from tribuild.queries.syntax import item_ast
 

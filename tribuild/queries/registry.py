@@ -7,7 +7,7 @@ import enum
 from types import ModuleType
 
 from tribuild.base.record import is_record
-from tribuild.engine.store import codec
+from tribuild.engine import codec
 
 
 def value_classes(module: ModuleType) -> list[type]:

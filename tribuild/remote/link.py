@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 
-from tribuild.remote.settings import RemoteSettings, valid_url
+from tribuild.remote.options import RemoteSettings, valid_url
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from redis import Redis
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import json
 
-from tribuild.remote import entries, secret, settings
-from tribuild.remote.link import Link
+from tribuild.remote import Link, entries, secret, settings
 
 _LINKS: dict[tuple, Link] = {}
 

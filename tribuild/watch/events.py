@@ -44,7 +44,7 @@ from watchdog.events import (
 
 from tribuild.base.record import record
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from watchdog.observers.api import ObservedWatch
 

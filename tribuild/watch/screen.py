@@ -28,7 +28,7 @@ from tribuild import terminal
 from tribuild.base.record import record
 from tribuild.project import SCHEMA_VERSION
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tribuild.diagnostics_render import Source
 

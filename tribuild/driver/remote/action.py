@@ -19,8 +19,8 @@ Terms:
 from __future__ import annotations
 
 from tribuild.config.load import Target
-from tribuild.engine.store import codec
-from tribuild.remote.entries import content_digest
+from tribuild.engine import codec
+from tribuild.remote import entries
 
 VERSION = 1  # of the key's layout and of the action entry's body
 
@@ -36,9 +36,9 @@ def action_digest(salt: str, target: Target, opt_level: str, files: list[tuple[s
         target.input,
         opt_level,
     )
-    return content_digest(codec.encode((VERSION, salt, what, tuple(files))))
+    return entries.content_digest(codec.encode((VERSION, salt, what, tuple(files))))
 
 
 def imports_digest(salt: str, path: str, text_digest: str) -> str:
     """Where the import list of the file ``path`` whose text has ``text_digest`` is kept."""
-    return content_digest(codec.encode((VERSION, salt, "imports", path, text_digest)))
+    return entries.content_digest(codec.encode((VERSION, salt, "imports", path, text_digest)))

@@ -26,10 +26,9 @@ import re
 from tribuild.config.load import Target
 from tribuild.driver.remote import action
 from tribuild.driver.remote.closures import Closures
-from tribuild.engine.store import codec
+from tribuild.engine import codec
 from tribuild.queries.targets import import_closure
-from tribuild.remote import RemoteSettings, entries
-from tribuild.remote.link import Link
+from tribuild.remote import Link, RemoteSettings, entries
 
 _KERNEL = re.compile(r"kernels/[A-Za-z0-9_][A-Za-z0-9_-]*\.py")
 

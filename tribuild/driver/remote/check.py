@@ -6,8 +6,15 @@ from __future__ import annotations
 import os
 import time
 
-from tribuild.remote import SECRET_VARIABLE, URL_VARIABLE, RemoteSettings, entries, secret, settings
-from tribuild.remote.link import Link
+from tribuild.remote import (
+    SECRET_VARIABLE,
+    URL_VARIABLE,
+    Link,
+    RemoteSettings,
+    entries,
+    secret,
+    settings,
+)
 
 
 def remote_check(configured: RemoteSettings | None) -> tuple[bool, list[str]]:

@@ -17,8 +17,7 @@ from tribuild.driver.sources import may_import
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import import_targets
 from tribuild.queries.targets import closure_of
-from tribuild.remote import entries
-from tribuild.remote.link import Link
+from tribuild.remote import Link, entries
 
 
 class Closures:

@@ -14,7 +14,7 @@ NAME = "remote-stats.json"
 def save(cache_dir: str, where: str, stats: dict, warning: str | None) -> None:
     """Record the last build's ``stats`` (``link.Stats.as_dict``); a cache folder that cannot
     be written only loses them."""
-    from tribuild.engine.store.disk import write_atomic
+    from tribuild.engine import write_atomic
 
     data = {"server": where, "warning": warning, **stats}
     try:

@@ -45,7 +45,7 @@ from tribuild.engine.query import REGISTRY
 from tribuild.engine.store import argtable, codec, columns, packs
 from tribuild.engine.store.loaded import Loaded, deps_of, starts, without
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import MutableSequence, Sequence
     from typing import Any

@@ -27,7 +27,7 @@ from itertools import accumulate
 
 from tribuild.engine.memo import NO_VALUE, Memo
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any

@@ -37,7 +37,7 @@ from tribuild.engine.errors import warn
 from tribuild.engine.memo import NO_VALUE
 from tribuild.engine.store import codec
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any

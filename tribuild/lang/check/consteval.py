@@ -59,7 +59,7 @@ from tribuild.lang.check.values import (
 from tribuild.lang.syntax import ast
 from tribuild.lang.types import ListT, ScalarT
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

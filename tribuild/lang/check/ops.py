@@ -18,7 +18,7 @@ from tribuild.lang.dims import AnyDim, DimLike
 from tribuild.lang.syntax import ast
 from tribuild.lang.types import FLOATS, TensorT, format_shape, promote
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~3 ms)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tribuild.lang.check.consteval import Ctx
 
