@@ -84,17 +84,17 @@ def test_what_sends_a_build_the_full_way(mini, cli, change):
 def test_an_output_deleted_while_the_build_ends_is_made_again_by_the_next(mini, cli, monkeypatch):
     """Someone deletes an output after it was written and before the manifest records it:
     the build still ends well, and the next one is not taken for a no-op."""
-    from tribuild.driver import build as driver
+    from tribuild.driver import explain
 
-    explain = driver._explain
+    why_written = explain.why_written
 
     def deleting(db, keys, result, executed):
         os.unlink(mini / "out" / "mlp.py")
-        return explain(db, keys, result, executed)
+        return why_written(db, keys, result, executed)
 
-    monkeypatch.setattr(driver, "_explain", deleting)
+    monkeypatch.setattr(explain, "why_written", deleting)
     assert cli(["build", "-q"], mini)[0] == 0
-    monkeypatch.setattr(driver, "_explain", explain)
+    monkeypatch.setattr(explain, "why_written", why_written)
     code, _, err = cli(["build"], mini)
     assert code == 0 and "no work to do" not in err and (mini / "out" / "mlp.py").exists()
 

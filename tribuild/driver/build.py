@@ -1,29 +1,22 @@
 """`tribuild build`: build the targets of a project into its output folder.
 
-Terms:
-- *request*: what the command line asked for: target names (empty: all), ``jobs``, an
-  ``-O`` override, ``stop_after`` (``parse``, ``check`` or ``codegen``: stop after that
-  stage, write nothing), ``keep_going`` (report every failing target in full, not just the
-  first), ``timing`` (the ``--timing`` report) and ``trace_memory`` (that report with
-  Python's allocations traced, which slows the build: ``timing.Clock``).
-- *target result*: per target, the files it produced (relative to the output folder), its
-  diagnostics and, for a bug in tribuild, the traceback; for a target that cannot be
-  instantiated (its entry names no layer, its args do not fit), the configuration problem
-  at its line of Tribuild.toml. A target with errors produces nothing, and its previous
-  outputs stay as they were.
-- A failure never stops the other targets: each is its own unit (DESIGN invariant 4). A
-  build with targets that cannot be instantiated writes the others, saves the store, then
-  raises one ConfigError naming every such target (exit 2).
+The request and the results are ``results``' (*request*, *target result*); what else a
+build does has its own module: writing the outputs (``outputs``), writing them early
+(``early``), saying why each was written (``explain.why_written``) and the manifest of a
+whole build (``snapshot``).
+
+A failure never stops the other targets: each is its own unit (DESIGN invariant 4). A build
+with targets that cannot be instantiated writes the others, saves the store, then raises one
+ConfigError naming every such target (exit 2).
 
 The build holds the project lock throughout. A build that writes outputs forgets the
 manifest first and writes it again only when every requested target built, so a failed or
 killed build is never taken for an up-to-date one; one that stops early or dumps (writing
 nothing) leaves it as it is.
 
-With workers (``--jobs N`` on a clean build), each process, this one and the workers, writes
-the files of the targets it built as soon as they are built (*written early*: atomically
-and only if changed, like every output); ``write_result`` then finds them holding their
-bytes, records them and deletes what is stale, as for any build.
+With workers (``--jobs N`` on a clean build), each process writes the files of the targets
+it built as soon as they are built (``early``); ``write_result`` then finds them holding
+their bytes, records them and deletes what is stale, as for any build.
 """
 
 from __future__ import annotations
@@ -31,21 +24,21 @@ from __future__ import annotations
 import os
 from functools import partial
 
-from tribuild.base.hashing import digest
-from tribuild.base.record import record
 from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, explain, outputs, timing
 from tribuild.driver import progress as progress_mod
 from tribuild.driver.check import input_at_config, sort_diagnostics, target_problem
+from tribuild.driver.early import EarlyWriter
 from tribuild.driver.lock import project_lock
 from tribuild.driver.noop import manifest
 from tribuild.driver.pool.scheduler import run_units
 from tribuild.driver.pool.units import Outcome, Unit
+from tribuild.driver.results import BuildResult, Request, TargetResult
 from tribuild.driver.session import Project, open_database, save_database
+from tribuild.driver.snapshot import manifest_of
 from tribuild.driver.sources import load_sources, scan
-from tribuild.engine import NEVER_RAN
-from tribuild.project import CONFIG_FILE, job_count
+from tribuild.project import CONFIG_FILE
 from tribuild.queries.inputs import source_text
 from tribuild.queries.names import UNKNOWN_CODES, imports, with_import_help
 from tribuild.queries.report import QuerySources
@@ -55,139 +48,17 @@ from tribuild.remote import settings as remote_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from tribuild.driver.remote.build_cache import Hit, RemoteBuild
+    from tribuild.driver.remote.build_cache import Hit
 
 STAGES = ("parse", "check", "codegen")
 
 
 def target_build_query():
-    """The codegen contract's ``target_build`` query (interfaces.md)."""
+    """The ``target_build`` query (``tribuild.queries.codegen``), imported when first asked
+    for: a build that stops after the check loads no code generation."""
     from tribuild.queries.codegen import target_build
 
     return target_build
-
-
-@record
-class Request:
-    """What one build is asked to do. Made with ``Request.of`` by the command line and the
-    Python API alike; the plain constructor is for tests that set fields directly."""
-
-    targets: tuple[str, ...] = ()
-    jobs: int | None = None
-    opt_level: str | None = None
-    stop_after: str | None = None
-    keep_going: bool = False
-    timing: bool = False
-    trace_memory: bool = False  # with ``timing``: also trace Python allocations (slow)
-    force: bool = False  # overwrite files at output paths that tribuild did not write
-
-    @classmethod
-    def of(
-        cls,
-        project: Project,
-        *,
-        targets: tuple[str, ...] = (),
-        jobs: int | None = None,
-        opt_level: str | None = None,
-        stop_after: str | None = None,
-        keep_going: bool = False,
-        timing: bool = False,
-        trace_memory: bool = False,
-        force: bool = False,
-    ) -> Request:
-        """The request for ``project``: ``jobs`` None takes ``[project] jobs`` (one process
-        without a Tribuild.toml), 0 is one per CPU; ``trace_memory`` implies ``timing``."""
-        if jobs is None:
-            jobs = project.config.jobs if project.config else 1
-        return cls(
-            tuple(targets),
-            job_count(jobs),
-            opt_level,
-            stop_after,
-            keep_going,
-            timing or trace_memory,
-            trace_memory,
-            force,
-        )
-
-
-class TargetResult:
-    __slots__ = ("name", "files", "diagnostics", "error", "problem")
-
-    def __init__(
-        self,
-        name: str,
-        files: tuple[str, ...] = (),
-        diagnostics: tuple = (),
-        error: str | None = None,
-    ) -> None:
-        self.name, self.files, self.diagnostics, self.error = name, files, diagnostics, error
-        self.problem: ConfigError | None = None  # cannot be instantiated (``_collect``)
-
-    @property
-    def failed(self) -> bool:
-        return (
-            self.error is not None
-            or self.problem is not None
-            or any(d.severity == "error" for d in self.diagnostics)
-        )
-
-
-class BuildResult:
-    """What a build did: ``compute`` fills it in, then ``build`` (the fields past
-    ``opt_level`` start empty)."""
-
-    __slots__ = (
-        "targets",
-        "out_dir",
-        "sources",
-        "opt_level",
-        "report",
-        "generated",
-        "timing",
-        "explain",
-        "inputs",
-        "written_early",
-        "remote",
-    )
-
-    def __init__(
-        self,
-        targets: list[TargetResult],
-        out_dir: str,
-        sources: QuerySources | None = None,
-        opt_level: str = "",
-    ) -> None:
-        self.targets, self.out_dir, self.sources = targets, out_dir, sources
-        self.opt_level = opt_level  # the -O level of the targets
-        self.report: outputs.WriteReport | None = None
-        self.generated: dict[str, bytes] = {}
-        self.timing: timing.Report | None = None
-        self.explain: dict[str, list[str]] = {}  # output -> why written
-        self.inputs: tuple[str, ...] = ()  # the .tri files the targets were made from
-        self.written_early: tuple[str, ...] = ()  # outputs written as built (relative paths)
-        self.remote: RemoteBuild | None = None  # the remote cache's part in this build
-
-    @property
-    def failed(self) -> list[TargetResult]:
-        return [t for t in self.targets if t.failed]
-
-    @property
-    def outputs(self) -> list[str]:
-        """Every file the targets produced (absolute paths), written or already up to date,
-        each once (targets share kernel files)."""
-        return list(
-            dict.fromkeys(os.path.join(self.out_dir, rel) for t in self.targets for rel in t.files)
-        )
-
-    @property
-    def diagnostics(self) -> list:
-        return [d for t in self.targets for d in t.diagnostics]
-
-    def problems(self) -> ConfigError | None:
-        """One ConfigError for every target that cannot be instantiated, or None."""
-        found = [p for t in self.targets if t.problem for p in t.problem.problems]
-        return ConfigError(found) if found else None
 
 
 def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
@@ -239,7 +110,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         with clock.stage("load cache"):
             db = open_database(project)
         try:
-            with db.log(queries=(_unit_query(request),)) as log:  # what ``_explain`` needs
+            with db.log(queries=(_unit_query(request),)) as log:  # what ``why_written`` needs
                 result, units, outcomes = compute(
                     db,
                     project,
@@ -258,12 +129,12 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                         remote.upload(db, _built_here(result))
             if result.report is not None:
                 keys = {u.name: (u.query, u.args) for u in units}
-                result.explain = _explain(db, keys, result, log.executed)
+                result.explain = explain.why_written(db, keys, result, log.executed)
                 explain.record(project.cache_dir, project.root, result.out_dir, result.explain)
             with clock.stage("save cache"):
                 taken = None  # while the save's helper works, if any
                 if not result.failed and request.stop_after is None:
-                    taken = _manifest(db, project, request, result)
+                    taken = manifest_of(db, project, request, result)
                 save_database(db, project)
                 cache.evict(project.cache_dir, config.cache_max_bytes)
                 if taken is not None:  # written last: it vouches for a whole build
@@ -315,7 +186,7 @@ def compute(
     if remote is not None:
         with clock.stage("remote cache"):
             hits = remote.lookup(db, targets, opt)
-    emit = _EarlyWriter(project, targets, result.out_dir, request.force) if write else None
+    emit = EarlyWriter(project, targets, result.out_dir, request.force) if write else None
     here = [t for t in targets if t.name not in hits]
     units, outcomes = run(db, here, request, opt, show, clock, emit)
     with clock.stage("collect outputs"):
@@ -340,56 +211,6 @@ def write_result(project: Project, result: BuildResult, force: bool = False) -> 
         frozenset(result.written_early),
         force,
     )
-
-
-class _EarlyWriter:
-    """The scheduler's emit step for a build that writes: where a target was built, if it
-    built without errors, its files (relative path -> bytes) are its job; the jobs of
-    ``batch`` targets or more are written together (``outputs.write_changed``: atomic, only
-    if changed, one round of fsyncs: syncing after every target costs a quarter more CPU;
-    the last batch is written after the last unit, so it is kept small), by one process at
-    a time (``outputs.writing``). A file that cannot be written is left for
-    ``write_result``, which reports why."""
-
-    batch = 4
-
-    def __init__(self, project: Project, targets, out_dir: str, force: bool = False):
-        self.project, self.out_dir = project, out_dir
-        self.targets = {t.name: t for t in targets}
-        self.force = force
-        self.owned: dict[str, str] | None = None  # what the record lists, read at the first write
-
-    def prepare(self, db, unit: Unit, value) -> dict[str, bytes] | None:
-        t = self.targets[unit.name]
-        if value.problem is not None or judged(db, t, value).failed:
-            return None
-        return target_files(db, self.project, t, value, self.out_dir)
-
-    def run(self, jobs: list[dict[str, bytes]], wait: bool) -> list[tuple[str, ...]] | None:
-        """For each job, the relative paths of its files that were written; None, without
-        waiting, when another process is writing and not ``wait``."""
-        files = {rel: data for job in jobs for rel, data in job.items()}
-        try:
-            paths = outputs.inside_output(self.out_dir, sorted(files))
-            with outputs.writing(self.out_dir, wait) as mine:
-                if not mine:
-                    return None
-                if not self.force:  # a job with a file tribuild did not write: left
-                    if self.owned is None:
-                        self.owned = outputs.Record.load(self.out_dir).owned()
-                    foreign = set(outputs.foreign(paths, files, self.owned))  # to write_result
-                    paths = {
-                        rel: paths[rel] for job in jobs if not foreign & set(job) for rel in job
-                    }
-                done = set(
-                    outputs.write_changed(
-                        {paths[rel]: files[rel] for rel in paths}, early=self.out_dir
-                    )
-                )
-        except (outputs.OutsideOutput, outputs.WriteFailed, OSError):
-            return [() for _ in jobs]
-        written = {rel for rel, path in paths.items() if path in done}
-        return [tuple(rel for rel in sorted(job) if rel in written) for job in jobs]
 
 
 def _remote(project: Project, request: Request):
@@ -568,43 +389,6 @@ def _closure(db, result: BuildResult, t: Target) -> tuple[str, ...]:
     return depfile.import_closure(db, t.entry_path)
 
 
-def _explain(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
-    """Why each output written by this build was written, like ``ninja -d explain``: the
-    engine's chain from the target's query back to the input whose change made it run."""
-    assert result.report is not None  # called once the outputs are written
-    ran, written_now = set(executed), set(result.report.written)
-    remote = result.remote
-    hits: dict[str, Hit] = remote.hits if remote is not None else {}
-    where = remote.link.where if remote is not None else ""
-    out = {}
-    for target in result.targets:
-        written = [rel for rel in target.files if rel in written_now]
-        if not written or (target.name not in keys and target.name not in hits):
-            continue
-        query, args = keys.get(target.name, (None, ()))
-        if target.name in hits:
-            why = [
-                f"target {target.name}: taken from the remote cache "
-                f"{where} (the file on disk was missing or held other bytes)"
-            ]
-        elif (query.name, args) in ran:
-            lines = db.explain(query, *args, label=explain.step_label).splitlines()
-            why = [f"target {target.name}:"] + ["  " + line for line in lines]
-            if lines[-1].endswith(NEVER_RAN):
-                why.append(
-                    "  (no build this cache remembers made this target with this entry, "
-                    "args, input shape and -O level: Tribuild.toml or the command line "
-                    "changed, or the cache is new)"
-                )
-        else:
-            why = [
-                f"target {target.name}: its queries were up to date; the file on disk "
-                "was missing or held other bytes"
-            ]
-        out.update({rel: why for rel in written})
-    return out
-
-
 def _syntax(db, entry_path: str) -> tuple:
     return tuple(
         d
@@ -614,26 +398,4 @@ def _syntax(db, entry_path: str) -> tuple:
     )
 
 
-def _manifest(db, project: Project, request: Request, result: BuildResult) -> dict:
-    """The build's manifest: Tribuild.toml as it was read (and parsed), the sources as the
-    queries read them, the outputs as they are now, with the outputs record (a lost record
-    would leave the next stale outputs in place)."""
-    root = project.root
-    assert project.config_source is not None  # a project loaded from its Tribuild.toml
-    toml_digest, table = project.config_source
-    inputs = {os.path.relpath(project.configured.path, root): toml_digest}
-    for path in result.inputs:
-        text = source_text(db, path).text
-        assert text is not None  # a build that read an unreadable file failed: no manifest
-        inputs[path] = digest(text.encode("utf-8"))
-    prefix = os.path.relpath(result.out_dir, root)
-    outs = [os.path.normpath(os.path.join(prefix, rel)) for t in result.targets for rel in t.files]
-    outs.append(os.path.normpath(os.path.join(prefix, outputs.RECORD)))  # stale removal's
-    return manifest.snapshot(
-        root,
-        project.cache_dir,
-        manifest.request_key(request.targets, request.opt_level),
-        inputs,
-        tuple(outs),
-        config=table,
-    )
+__all__ = ["BuildResult", "Request", "TargetResult", "build", "compute", "select", "write_result"]

@@ -22,9 +22,12 @@ import os
 
 from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.tempname import replace
+from tribuild.engine import NEVER_RAN
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from tribuild.driver.remote.build_cache import Hit
+    from tribuild.driver.results import BuildResult
     from tribuild.driver.session import Project
 
 NAME = "explain.json"
@@ -96,6 +99,43 @@ _PHRASES = {
     "scope": "the names visible in",
     "kernel_source": "the kernel",
 }
+
+
+def why_written(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
+    """Why each output written by this build was written, like ``ninja -d explain``: the
+    engine's chain from the target's query back to the input whose change made it run."""
+    assert result.report is not None  # called once the outputs are written
+    ran, written_now = set(executed), set(result.report.written)
+    remote = result.remote
+    hits: dict[str, Hit] = remote.hits if remote is not None else {}
+    where = remote.link.where if remote is not None else ""
+    out = {}
+    for target in result.targets:
+        written = [rel for rel in target.files if rel in written_now]
+        if not written or (target.name not in keys and target.name not in hits):
+            continue
+        query, args = keys.get(target.name, (None, ()))
+        if target.name in hits:
+            why = [
+                f"target {target.name}: taken from the remote cache "
+                f"{where} (the file on disk was missing or held other bytes)"
+            ]
+        elif (query.name, args) in ran:
+            lines = db.explain(query, *args, label=step_label).splitlines()
+            why = [f"target {target.name}:"] + ["  " + line for line in lines]
+            if lines[-1].endswith(NEVER_RAN):
+                why.append(
+                    "  (no build this cache remembers made this target with this entry, "
+                    "args, input shape and -O level: Tribuild.toml or the command line "
+                    "changed, or the cache is new)"
+                )
+        else:
+            why = [
+                f"target {target.name}: its queries were up to date; the file on disk "
+                "was missing or held other bytes"
+            ]
+        out.update({rel: why for rel in written})
+    return out
 
 
 def step_label(query: str, args: tuple) -> str:
