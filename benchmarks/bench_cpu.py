@@ -70,17 +70,24 @@ def available_bytes() -> int:
 
 
 def worker(
-    python: str, script: str, command: str, spec: dict, work: Path, reuse: bool = False
+    python: str,
+    script: str,
+    command: str,
+    spec: dict,
+    work: Path,
+    reuse: bool = False,
+    tag: str | None = None,
 ) -> dict:
     """Run one worker; its figures, or ``{"error": ...}`` with the end of its stderr. With
-    ``reuse``, the figures an earlier run of the same spec left in ``work`` (see ``--reuse``)."""
-    tag = command.replace(".", "")
+    ``reuse``, the figures an earlier run of the same spec left in ``work`` (see ``--reuse``).
+    Its files in ``work`` are named by ``tag`` (the command by default)."""
+    tag = (tag or command).replace(".", "")
     spec_path, out = work / f"{tag}.spec.json", work / f"{tag}.out.json"
     if reuse and out.exists() and spec_path.exists():
-        if _same_spec(json.loads(spec_path.read_text()), spec):
-            print(f"  {command}: reused from {time.ctime(out.stat().st_mtime)}", flush=True)
+        if _same_spec(json.loads(spec_path.read_text()), spec, command != "tribuild"):
+            print(f"  {tag}: reused from {time.ctime(out.stat().st_mtime)}", flush=True)
             return _figures(out, reused=True)
-        print(f"  {command}: not reused: the earlier run's spec differs", flush=True)
+        print(f"  {tag}: not reused: the earlier run's spec differs", flush=True)
     limit = max(available_bytes() - MARGIN, 2**30)
     spec = {**spec, "max_rss_bytes": min(limit, spec.get("max_rss_bytes") or limit)}
     spec_path.write_text(json.dumps(spec))
@@ -96,16 +103,20 @@ def worker(
             stderr=err,
             env=env,
         )
-    print(f"  {command}: {time.perf_counter() - start:.0f} s, exit {done.returncode}", flush=True)
+    print(f"  {tag}: {time.perf_counter() - start:.0f} s, exit {done.returncode}", flush=True)
     if done.returncode != 0 or not out.exists():
         tail = log.read_text().strip().splitlines()[-3:]
         return {"error": f"exit {done.returncode}: " + " / ".join(tail)}
     return _figures(out, reused=False)
 
 
-def _same_spec(old: dict, new: dict) -> bool:
+def _same_spec(old: dict, new: dict, module_unused: bool) -> bool:
+    """Whether two specs measure the same thing (the memory limit aside, and the generated
+    module's path and level for a runtime that does not read it)."""
+    ignored = {"max_rss_bytes"} | ({"module", "opt_level"} if module_unused else set())
+
     def key(spec: dict) -> dict:
-        return {k: v for k, v in spec.items() if k != "max_rss_bytes"}
+        return {k: v for k, v in spec.items() if k not in ignored}
 
     return key(old) == key(new)
 
@@ -142,7 +153,8 @@ def run_config(name: str, a: argparse.Namespace, llama: str | None) -> dict:
         "seed": a.seed,
         "threads": a.threads,
         "capacity": capacity,
-        "module": str(work / "module" / "model.py"),
+        "module": str(work / f"module-O{a.opt_level}" / "model.py"),
+        "opt_level": a.opt_level,
         "checkpoint": str(work / "checkpoint"),
         "gguf": str(work / "model-tq2_0.gguf"),
         "max_rss_bytes": int(a.max_rss_gib * 2**30) if a.max_rss_gib else None,
@@ -156,26 +168,32 @@ def run_config(name: str, a: argparse.Namespace, llama: str | None) -> dict:
     spec["ids"] = [i for i in _ids(vocab, capacity, a.seed)]
     spec["probe"] = spec["ids"][:8]
     result: dict[str, Any] = {"args": spec["args"], "plan": plan, "runtimes": {}}
-    runs = {"tribuild": "torch_side.py", "transformers": "torch_side.py", "llama.cpp": None}
-    for runtime in RUNTIMES:
+    extra = [r for r in a.runtimes + a.reuse if "@" in r]  # another thread count
+    for runtime in list(RUNTIMES) + sorted(set(extra)):
         reuse = runtime in a.reuse
         if runtime not in a.runtimes and not reuse:
+            result["runtimes"][runtime] = {"error": "not run in this run (--runtimes)"}
             continue
-        if runtime == "llama.cpp":
+        base, _, threads = runtime.partition("@")
+        spec["threads"] = int(threads or a.threads)
+        tag = runtime.replace("@", "_threads")
+        if base == "llama.cpp":
             if llama is None:
                 result["runtimes"][runtime] = {"error": "llama_cpp and gguf are not installed"}
                 continue
             if not Path(spec["gguf"]).exists() and not reuse:
                 print(f"{name}: writing the GGUF file", flush=True)
-                written = worker(llama, "llama_side.py", "write", spec, work)
+                written = worker(llama, "llama_side.py", "write", spec, work, tag="gguf")
                 if "error" in written:
                     result["runtimes"][runtime] = {"error": f"GGUF writer: {written['error']}"}
                     continue
             result["gguf_bytes"] = Path(spec["gguf"]).stat().st_size
-            result["runtimes"][runtime] = worker(llama, "llama_side.py", "run", spec, work, reuse)
+            result["runtimes"][runtime] = worker(
+                llama, "llama_side.py", "run", spec, work, reuse, tag=tag
+            )
         else:
             result["runtimes"][runtime] = worker(
-                sys.executable, str(runs[runtime]), runtime, spec, work, reuse
+                sys.executable, "torch_side.py", base, spec, work, reuse, tag=tag
             )
     result["agreement"] = tables.agreement(result["runtimes"])
     for figures in result["runtimes"].values():
@@ -211,11 +229,13 @@ def machine(a: argparse.Namespace, llama: str | None) -> dict:
     for python, package in ((sys.executable, "torch"), (sys.executable, "transformers")) + (
         ((llama, "llama_cpp_python"), (llama, "gguf")) if llama else ()
     ):
-        done = subprocess.run(
-            [python, "-c", f"from importlib import metadata; print(metadata.version({package!r}))"],
-            capture_output=True,
-            text=True,
+        module = {"llama_cpp_python": "llama_cpp"}.get(package, package)
+        code = (
+            "import importlib\nfrom importlib import metadata\ntry:\n"
+            f"    print(metadata.version({package!r}))\nexcept metadata.PackageNotFoundError:\n"
+            f"    print(importlib.import_module({module!r}).__version__)"
         )
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True)
         versions[package] = done.stdout.strip() or None
     return {
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -233,15 +253,24 @@ def machine(a: argparse.Namespace, llama: str | None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--configs", default="S,bitnet_2b", help="comma-separated: S, bitnet_2b, tiny")
-    p.add_argument("--runtimes", default=",".join(RUNTIMES))
+    p.add_argument(
+        "--runtimes",
+        default=",".join(RUNTIMES),
+        help="of tribuild, transformers, llama.cpp; NAME@N runs NAME on N threads beside",
+    )
     p.add_argument(
         "--reuse",
         default="",
-        help="runtimes whose figures an earlier run of the same spec left in --work are taken "
-        "as they are (marked so in the tables), e.g. transformers,llama.cpp: they do not "
-        "change with tribuild's code",
+        help="runtimes (or kernels, resnet18) whose figures an earlier run of the same spec "
+        "left in --work are taken as they are (marked so in the tables), e.g. "
+        "transformers,llama.cpp: they do not change with tribuild's code",
     )
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--opt-level",
+        default=str(tomllib.loads((ROOT / "Tribuild.toml").read_text())["project"]["opt_level"]),
+        help="of tribuild's generated module (default: Tribuild.toml's)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="the tiny config, few repeats")
     p.add_argument("--out", default=str(RESULTS), help="where cpu.md and cpu.json go")
@@ -280,7 +309,6 @@ def extras(config: str, a: argparse.Namespace) -> tuple[dict, dict]:
         "threads": a.threads,
         "seed": a.seed,
         "work": str(work),
-        "module": str(work / "module" / "model.py"),
         "args": json.loads((work / "prepare.out.json").read_text()),
         "kernel_rounds": 2 if a.quick else 5,
         "max_gemv_layers": 4 if a.quick else 64,
@@ -291,8 +319,8 @@ def extras(config: str, a: argparse.Namespace) -> tuple[dict, dict]:
     }
     print("kernels and ResNet-18", flush=True)
     return (
-        worker(sys.executable, "torch_side.py", "kernels", spec, work),
-        worker(sys.executable, "torch_side.py", "resnet18", spec, work),
+        worker(sys.executable, "torch_side.py", "kernels", spec, work, "kernels" in a.reuse),
+        worker(sys.executable, "torch_side.py", "resnet18", spec, work, "resnet18" in a.reuse),
     )
 
 

@@ -19,14 +19,16 @@ Terms:
 - *tribuild runtime*: the generated module of ``models/bitnet_lm.tri`` loaded with
   ``load_checkpoint``, the backend chosen as a user's would be (``auto``), decoding in a
   ``KVCache``: what ``Model.generate`` does, one step at a time.
-- *GEMV*: one decode-step product ``[1, K] · [N, K]ᵀ`` of a ternary projection as the generated
-  module calls it (``layer.fused(h, kernel=...)`` on activations ``h`` quantized by
-  ``launch.quantize_activations``), cycled over enough layers that their packed weights are
-  twice the last-level cache, so each call reads its weight from memory. *GB/s* counts
-  the bytes a 2-bit kernel must read (packed codes and scale). The float32 ``F.linear`` of
-  the same shape is timed the same way (its GB/s counts float32 bytes). *read bandwidth*:
-  ``torch.sum`` over a float32 buffer of 1 GiB (well past the cache) on the same threads.
-  (``--quick`` runs use fewer layers and a smaller buffer: figures for the smoke run only.)
+- *GEMV*: one decode-step product ``[1, K] · [N, K]ᵀ`` through ``launch.ternary_linear`` (the
+  function every generated ternary layer reaches), cycled over enough weights that their
+  packed bytes are twice the last-level cache, so each call reads its weight from memory:
+  *BitLinear* (``quantize=True``: the int8 activation quantization in the call, as -O3 fuses
+  it) and *ternary* (float activations already quantized, as -O2's separate ``act_quant``
+  leaves them). *GB/s* counts the bytes a 2-bit kernel must read (packed codes and scale),
+  whatever the backend reads. The float32 ``F.linear`` of the same shape is timed the same
+  way (its GB/s counts float32 bytes). *read bandwidth*: ``torch.sum`` over a float32 buffer
+  of 1 GiB (well past the cache) on the same threads.
+  (``--quick`` runs use fewer weights and a smaller buffer: figures for the smoke run only.)
 - *ResNet-18*: the zoo's ``resnet18`` target (-O2) beside its float twin
   (``Model.float_module()``) with each ternary weight replaced once by its ternarized float
   weight and plain ``nn.Conv2d``/``nn.Linear`` forwards: float32 PyTorch as torchvision's
@@ -95,7 +97,7 @@ def prepare(spec: dict, out: Path) -> None:
 
     module_dir = Path(spec["module"]).parent
     if not Path(spec["module"]).exists():
-        write(build(ENTRY, spec["target_args"], "2"), module_dir)
+        write(build(ENTRY, spec["target_args"], spec["opt_level"]), module_dir)
     args = dict(import_generated(spec["module"]).Model.ARGS)
     folder = Path(spec["checkpoint"])
     if not (folder / "config.json").exists():
@@ -240,63 +242,54 @@ def last_level_cache_bytes() -> int:
 
 
 def kernels(spec: dict, out: Path) -> None:
-    """Read bandwidth, the ternary GEMV and the float32 GEMV, in this process, interleaved."""
+    """Read bandwidth, the ternary GEMVs and the float32 GEMV, in this process, interleaved."""
     torch = _torch(spec["threads"])
     import torch.nn.functional as F
 
-    from tribuild.runtime.launch import quantize_activations
-    from tribuild.runtime.nn import TernaryLinear
+    from tribuild.runtime.launch import backend_for, quantize_activations, ternary_linear
     from tribuild.runtime.packing import pack
 
-    generated = import_generated(spec["module"])
     args = spec["args"]
     n, k = args["hidden"], args["dim"]
     buffer = torch.ones(spec["read_bytes"] // 4)
     cache = last_level_cache_bytes()
-    layers = []
+    weights: list[tuple[Any, Any]] = []
     packed_bytes = 0
-    while (packed_bytes < 2 * cache or len(layers) < 2) and len(layers) < spec["max_gemv_layers"]:
-        layer = TernaryLinear(k, n)
-        layer.drop_latents()
-        with torch.no_grad():
-            layer.weight.copy_(pack(torch.randint(-1, 2, (n, k), dtype=torch.int8)))
-            layer.weight_scale.fill_(CODE_SCALE)
-        layer.forget_dense()
-        layers.append(layer)
-        packed_bytes += layer.weight.numel() + 4 * layer.weight_scale.numel()
-    per_layer = packed_bytes / len(layers)
-    kernel = _kernel_for(generated, n, k)
+    limit = spec["max_gemv_layers"]
+    while (packed_bytes < 2 * cache or len(weights) < 2) and len(weights) < limit:
+        packed = pack(torch.randint(-1, 2, (n, k), dtype=torch.int8))
+        weights.append((packed, torch.full((1,), CODE_SCALE)))
+        packed_bytes += packed.numel() + 4
+    per_layer = packed_bytes / len(weights)
     x = torch.randn(1, 1, k)
     h = quantize_activations(x)
     dense = [torch.randn(n, k) for _ in range(max(2, math.ceil(2 * cache / (4 * n * k))))]
-    rounds: dict[str, list[float]] = {"read": [], "ternary": [], "float": []}
+    cases = {
+        "read": [lambda: buffer.sum()],
+        "bitlinear": [lambda w=w: ternary_linear(x, *w, quantize=True) for w in weights],
+        "ternary": [lambda w=w: ternary_linear(h, *w) for w in weights],
+        "float": [lambda w=w: F.linear(x, w) for w in dense],
+    }
+    rounds: dict[str, list[float]] = {name: [] for name in cases}
     with torch.no_grad():
         for _ in range(spec["kernel_rounds"]):
-            rounds["read"].append(_median_calls([lambda: buffer.sum()], 3))
-            rounds["ternary"].append(
-                _median_calls([lambda la=la: la.fused(h, kernel=kernel) for la in layers], 5)
-            )
-            rounds["float"].append(_median_calls([lambda w=w: F.linear(x, w) for w in dense], 5))
+            for name, fns in cases.items():
+                rounds[name].append(_median_calls(fns, 3 if name == "read" else 5))
     t = {name: statistics.median(v) for name, v in rounds.items()}
     figures = {
         "read_gb_s": buffer.numel() * 4 / t["read"] / 1e9,
         "read_bytes": buffer.numel() * 4,
         "gemv_shape": [1, k, n],
-        "ternary_ms": t["ternary"] * 1e3,
-        "ternary_gb_s": per_layer / t["ternary"] / 1e9,
-        "ternary_layers": len(layers),
+        "backend": backend_for(x),
+        "layers": len(weights),
+        "last_level_cache_bytes": cache,
         "float_ms": t["float"] * 1e3,
         "float_gb_s": n * k * 4 / t["float"] / 1e9,
-        "last_level_cache_bytes": cache,
-        "kernel": getattr(kernel, "__name__", str(kernel)),
     }
+    for name in ("bitlinear", "ternary"):
+        figures[f"{name}_ms"] = t[name] * 1e3
+        figures[f"{name}_gb_s"] = per_layer / t[name] / 1e9
     out.write_text(json.dumps(figures, indent=1) + "\n")
-
-
-def _kernel_for(generated: Any, n: int, k: int) -> Any:
-    """The kernel the generated module passes to its ``n x k`` projections (``linear_NxK_*``)."""
-    names = [name for name in vars(generated.K) if name.startswith(f"linear_{n}x{k}_")]
-    return getattr(generated.K, names[0]) if names else None
 
 
 def resnet18(spec: dict, out: Path) -> None:
