@@ -106,7 +106,7 @@ def worker(
     print(f"  {tag}: {time.perf_counter() - start:.0f} s, exit {done.returncode}", flush=True)
     if done.returncode != 0 or not out.exists():
         tail = log.read_text().strip().splitlines()[-3:]
-        return {"error": f"exit {done.returncode}: " + " / ".join(tail)}
+        return {"error": f"failed (exit {done.returncode}): " + " / ".join(tail)}
     return _figures(out, reused=False)
 
 
@@ -179,13 +179,15 @@ def run_config(name: str, a: argparse.Namespace, llama: str | None) -> dict:
         tag = runtime.replace("@", "_threads")
         if base == "llama.cpp":
             if llama is None:
-                result["runtimes"][runtime] = {"error": "llama_cpp and gguf are not installed"}
+                result["runtimes"][runtime] = {
+                    "error": "not run: llama_cpp and gguf are not installed"
+                }
                 continue
             if not Path(spec["gguf"]).exists() and not reuse:
                 print(f"{name}: writing the GGUF file", flush=True)
                 written = worker(llama, "llama_side.py", "write", spec, work, tag="gguf")
                 if "error" in written:
-                    result["runtimes"][runtime] = {"error": f"GGUF writer: {written['error']}"}
+                    result["runtimes"][runtime] = {"error": f"GGUF writer {written['error']}"}
                     continue
             result["gguf_bytes"] = Path(spec["gguf"]).stat().st_size
             result["runtimes"][runtime] = worker(

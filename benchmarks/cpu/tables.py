@@ -139,7 +139,7 @@ def lm_table(report: dict) -> list[str]:
     for name, config in report["configs"].items():
         for runtime, f in config["runtimes"].items():
             if not _ok(f):
-                out.append(f"| {name} | {runtime} | did not run: {f.get('error', '?')} |")
+                out.append(f"| {name} | {runtime} | {f.get('error', '?')} |")
                 continue
             r = _ratios(config, runtime) if runtime != "llama.cpp" else {}
             prefill = [
@@ -181,7 +181,11 @@ def markdown(report: dict) -> str:
         "mapped weights). Ratios in brackets are against llama.cpp. Each row gives the time "
         "its process ended and the 1-minute load average then; a row from an earlier run "
         "(`--reuse`: transformers and llama.cpp do not change with tribuild's code) ran the "
-        "same spec, weights and harness.",
+        "same spec, weights and harness. A runtime named NAME@N ran on N threads instead; "
+        "its ratios are still against llama.cpp on the run's thread count. On a machine with "
+        "more runnable threads than cores, llama.cpp's threads, which meet at a barrier after "
+        "every operation of its graph, lose most while one waits for a core: compare "
+        "llama.cpp@1 with llama.cpp where both ran.",
         "",
         *lm_table(report),
         "",

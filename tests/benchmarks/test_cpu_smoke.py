@@ -53,7 +53,7 @@ def test_llama_cpp_runs_or_says_why(quick_run):
         assert "error" not in figures, figures
         assert report["configs"]["tiny"]["agreement"]["llama.cpp vs transformers (SiLU)"]
     else:
-        assert figures == {"error": "llama_cpp and gguf are not installed"}
+        assert figures == {"error": "not run: llama_cpp and gguf are not installed"}
 
 
 @pytest.mark.bench_smoke
