@@ -63,3 +63,37 @@ def test_an_input_that_does_not_fit_points_at_the_input_line(mini, cli):
         17,
     )
     assert diag["secondary"][0]["path"] == "models/mlp.tri"
+
+
+def test_one_bad_argument_is_one_error_at_its_value(mini, cli):
+    """Issue 37: `width = 0` made every layer built with it err in `.tri` files and said
+    nothing at the `args` line. It is one error, at the value, those errors as its notes,
+    for `check` and `build` alike."""
+    _edit(mini, "args = { width = 48 }", "args = { width = 0 }")
+    for command in (["check"], ["build", "wide"]):
+        code, _, err = cli(command, mini)
+        assert code == 1, err
+        assert err.count("error[") == 1, err
+        assert "Tribuild.toml:14:18: error[E0506]: target `wide`: `width = 0` does not fit " in err
+        assert "14 | args = { width = 0 }\n   |                  ^ " in err, err
+        notes = [line for line in err.splitlines() if line.lstrip().startswith("= note: ")]
+        assert len(notes) == 3 and all(": E0506: " in n for n in notes), err
+        assert "remove it from `args` to use the layer's default" in err
+
+
+def test_an_argument_of_the_wrong_type_is_pointed_at_not_its_table(mini, cli):
+    _edit(mini, "args = { width = 48 }", 'args = { width = "big" }')
+    code, _, err = cli(["check"], mini)
+    assert code == 2
+    assert "Tribuild.toml:14:18: error: target `wide` cannot be built: " in err, err
+    assert '14 | args = { width = "big" }\n   |                  ^^^^^\n' in err, err
+
+
+def test_every_mistake_of_the_targets_in_one_run(mini, cli):
+    """A wrong entry name and a wrong input shape: `check` shows both, not the first."""
+    _edit(mini, 'entry = "models/mlp.tri:MLP"', 'entry = "models/mlp.tri:MPL"')
+    _edit(mini, "input = [2, 64]", "input = [2, 65]")
+    code, _, err = cli(["check"], mini)
+    assert code == 2
+    assert "Tribuild.toml:10:9: error: the example input [2, 65] does not fit" in err, err
+    assert "error: target `mlp` cannot be built: `models/mlp.tri` defines no layer `MPL`" in err

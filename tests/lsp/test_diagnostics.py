@@ -185,3 +185,18 @@ async def test_an_open_document_over_the_size_limit_is_e0001_as_in_check(client:
     assert f"is {len(text.encode())} bytes, more than the limit of {MAX_BYTES}" in found[0].message
     replace_all(client, uri, "let SCALE: int = 2\n", 2)
     assert await diagnostics_until(client, uri, lambda d: d == []) == []
+
+
+async def test_what_codegen_refuses_in_a_file_no_target_reaches(client: LanguageClient):
+    """Issue 37: a new file no target builds applies a layer it builds in `forward`; the
+    server publishes `check`'s E0601 at the `let`, not nothing."""
+    path = client.zoo / "models" / "extra.tri"
+    path.write_text(
+        "layer X(hidden: int = 32) {\n    let fc = Linear(10, hidden)\n"
+        "    fn forward(x: Tensor<float32, [N, 10]>) -> Tensor<float32, [N, 10]> {\n"
+        "        let extra = Linear(hidden, 10)\n        return extra(fc(x))\n    }\n}\n"
+    )
+    uri = open_file(client, path)
+    found = await diagnostics_until(client, uri, lambda d: len(d) > 0)
+    assert [d.code for d in found] == ["E0601"]
+    assert found[0].range.start.line == 3

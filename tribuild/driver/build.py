@@ -28,7 +28,7 @@ from tribuild.config.load import Target
 from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, explain, outputs, timing
 from tribuild.driver import progress as progress_mod
-from tribuild.driver.check import input_at_config, sort_diagnostics, target_problem
+from tribuild.driver.check import at_config, sort_diagnostics, target_problem
 from tribuild.driver.early import EarlyWriter
 from tribuild.driver.lock import project_lock
 from tribuild.driver.noop import manifest
@@ -318,7 +318,7 @@ def _collect(
         else:
             target, value = target_result(db, t, outcomes, request.stop_after)
             assert result.sources is not None and project.config is not None  # set by compute
-            target.diagnostics = input_at_config(project, t, target.diagnostics, result.sources)
+            target.diagnostics = at_config(db, project, t, target.diagnostics, result.sources)
             if any(d.code in UNKNOWN_CODES for d in target.diagnostics):
                 sources = scan(project.root, project.config.sources)
                 target.diagnostics = tuple(with_import_help(db, target.diagnostics, sources))

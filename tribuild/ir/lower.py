@@ -11,7 +11,14 @@ Terms:
   and, for a layer value, its *member path* (``("stages", 3)``).
 - *Unsupported*: a construct the checker accepts but codegen cannot express (a layer built
   inside `forward`, a non-tensor `forward` input, a stateful layer's functional root...);
-  it carries a message and a span, and becomes a build problem, never a crash.
+  it carries a message and a span (and, where the cause is elsewhere, that place's label,
+  a label at the use and a help), and becomes a build problem, never a crash.
+- *generic lowering* (``lower_generic``): a layer lowered with its construction parameters
+  symbolic, as the generic check checks it, so `check` finds what codegen refuses in a layer
+  no target or default instance reaches. What depends on the parameters' values (a
+  condition, a loop's length, a weight's shape, a symbolic operand) is *undecided*
+  (``Undecided``): the generic lowering stops there and reports nothing, as any instance
+  may be fine.
 - *fn bodies*: a user `fn` (or functional layer) called from a body is lowered in place, on
   the argument types of that call, as a ``fn_call`` node holding its own graph.
 - *functional entry*: a functional layer built as a target's instance. Its *data input* is
@@ -34,6 +41,7 @@ from tribuild.lang import (
     REQUIRED,
     CallArgs,
     Callee,
+    Choice,
     Ctx,
     Env,
     InstanceKey,
@@ -46,6 +54,8 @@ from tribuild.lang import (
     TensorT,
     TensorV,
     Trit,
+    Unk,
+    UnkList,
     Value,
     arith,
     ast,
@@ -66,13 +76,35 @@ FnItem = Callable[[ItemRef], "tuple[ast.Fn | ast.Layer, Signature]"]
 
 
 MAX_FN_NESTING = 32  # fn calls inside fn calls; real programs nest a few levels
+MAX_FORKS = 32  # branches a generic lowering follows on conditions it cannot decide
 
 
 class Unsupported(Exception):
-    def __init__(self, message: str, span: ast.Span):
+    """``span`` is the cause; ``label`` its label; ``uses`` (span, label) where it shows."""
+
+    def __init__(
+        self,
+        message: str,
+        span: ast.Span,
+        label: str = "",
+        uses: tuple[tuple[ast.Span, str], ...] = (),
+        help: str | None = None,
+        quote: ast.Span | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.span = span
+        self.label = label
+        self.uses = uses
+        self.help = help
+        self.quote = quote  # the source text of this span replaces ``QUOTE`` in ``help``
+
+
+QUOTE = "{quote}"
+
+
+class Undecided(Unsupported):
+    """A construct codegen refuses for some values only, met with symbolic ones."""
 
 
 class _TooDeep(Unsupported):
@@ -115,11 +147,46 @@ def lower_instance(
     return body.run_all(forward.body, forward.name_span)
 
 
-def _lower_functional(
-    item: ast.Layer, sig: Signature, key: InstanceKey, env: Env, fn_item: FnItem
+def lower_generic(
+    item: ast.Layer,
+    sig: Signature,
+    path: str,
+    item_id: str,
+    scope: tuple[tuple[str, Value], ...],
+    members: tuple[tuple[str, Value], ...],
+    env: Env,
+    fn_item: FnItem,
 ) -> Graph:
-    body = _Body(new_ctx(Sink(key.path, key.item_id), env), fn_item)
-    body.scope.update(key.args)
+    """``lower_instance`` with the construction parameters symbolic: ``scope`` and ``members``
+    are the generic check's (``Members``). Raises Unsupported for what codegen refuses
+    whatever the arguments, Undecided where it depends on them."""
+    key = InstanceKey(path, item_id, item.name, ())
+    if item.body is not None:
+        return _lower_functional(item, sig, key, env, fn_item, scope)
+    forward = forward_of(item)
+    if forward is None:
+        raise Unsupported(f"`{item.name}` has no `forward`", item.name_span)
+    body = _Body(new_ctx(Sink(path, item_id), env), fn_item, symbolic=True)
+    body.scope.update(scope)
+    for name, _ in members:
+        body.paths[name] = (name,)
+    for p in sig.inputs:
+        if not isinstance(p.type, TensorT):
+            raise Unsupported(f"`forward` input `{p.name}` is not a tensor", forward.name_span)
+        body.param(p, TensorV(_resolve_tensor(p.type, body)))
+    return body.run_all(forward.body, forward.name_span)
+
+
+def _lower_functional(
+    item: ast.Layer,
+    sig: Signature,
+    key: InstanceKey,
+    env: Env,
+    fn_item: FnItem,
+    generic: tuple[tuple[str, Value], ...] | None = None,
+) -> Graph:
+    body = _Body(new_ctx(Sink(key.path, key.item_id), env), fn_item, symbolic=generic is not None)
+    body.scope.update(key.args if generic is None else generic)
     data = [p for p in sig.inputs if isinstance(p.type, TensorT) and not p.type.ternary]
     for p in sig.inputs:
         if not isinstance(p.type, TensorT):
@@ -130,7 +197,7 @@ def _lower_functional(
         t = _resolve_tensor(p.type, body)
         weight = not data or p is not data[-1]
         if weight and (t.dims is None or any(dims.as_int(d) is None for d in t.dims)):
-            raise Unsupported(
+            raise (Undecided if body.symbolic else Unsupported)(
                 f"weight `{p.name}` of `{item.name}` has no fixed shape ({t})", item.name_span
             )
         body.param(p, TensorV(t), weight)
@@ -183,11 +250,25 @@ def _single_symbol(d: dims.DimLike) -> str | None:
     return None
 
 
+def _unknown(value: object) -> bool:
+    """A value the generic check leaves open: a symbol, or a value known by its type only."""
+    if isinstance(value, tuple):
+        return any(_unknown(v) for v in value)
+    return isinstance(value, (Sym, Unk, UnkList, Choice))
+
+
 class _Body:
-    def __init__(self, ctx: Ctx, fn_item: FnItem, depth: int = 0):
+    """``symbolic``: lowering with symbolic construction parameters (``lower_generic``);
+    ``built``: a `let` in this body whose value is a layer -> the `let`'s span and the span
+    of the layer expression, for E0601 at the construction."""
+
+    def __init__(self, ctx: Ctx, fn_item: FnItem, depth: int = 0, symbolic: bool = False):
         self.ctx = ctx
         self.fn_item = fn_item
         self.depth = depth  # fn calls around this body
+        self.symbolic = symbolic
+        self.forks = [0]  # copies made by ``both``, shared with the copies
+        self.built: dict[str, tuple[ast.Span, ast.Span]] = {}
         self.b = Builder()
         self.scope: dict[str, Value] = {}
         self.refs: dict[str, int | tuple[int, ...]] = {}
@@ -223,15 +304,44 @@ class _Body:
     # -- statements ---------------------------------------------------------------------
 
     def run(self, stmts: tuple[ast.Stmt, ...]) -> None:
-        for stmt in stmts:
+        for i, stmt in enumerate(stmts):
             if self.output is not None:
                 return
+            if self.symbolic and isinstance(stmt, ast.If) and self.undecided(stmt.cond):
+                self.both(stmt, stmts[i + 1 :])  # raises
             self.statement(stmt)
+
+    def undecided(self, cond: ast.Expr) -> bool:
+        value = self.expr(cond).value
+        return type(value) is not bool and _unknown(value)
+
+    def both(self, stmt: ast.If, rest: tuple[ast.Stmt, ...]) -> None:
+        """An `if` on construction parameters, lowered symbolically: each branch, then what
+        follows it in this block, on a copy of the body (the nodes are shared: a generic
+        graph is never used). Raises what a branch refuses, else Undecided, as what follows
+        the block depends on the branch taken. At most ``MAX_FORKS`` copies per body."""
+        self.forks[0] += 2
+        if self.forks[0] > MAX_FORKS:
+            raise Undecided("too many conditions on construction parameters", stmt.cond.span)
+        for branch in (stmt.then, stmt.otherwise or ()):
+            fork = _Body(self.ctx, self.fn_item, self.depth, symbolic=True)
+            fork.b, fork.forks, fork.symbols = self.b, self.forks, self.symbols
+            fork.scope, fork.refs = dict(self.scope), dict(self.refs)
+            fork.paths, fork.built = dict(self.paths), dict(self.built)
+            try:
+                fork.run(branch + rest)
+            except Undecided:
+                pass
+        raise Undecided("a condition on construction parameters", stmt.cond.span)
 
     def statement(self, stmt: ast.Stmt) -> None:
         match stmt:
             case ast.Let(name=name, value=e) | ast.Assign(name=name, value=e):
-                self.bind(name, self.expr(e))
+                value = self.expr(e)
+                self.bind(name, value)
+                self.built.pop(name, None)
+                if isinstance(value.value, LayerV) and value.path is None:
+                    self.built[name] = (stmt.span, e.span)
             case ast.Return(value=e):
                 out = self.expr(e) if e is not None else None
                 if out is None or not isinstance(out.ref, int):
@@ -256,6 +366,8 @@ class _Body:
     def _for(self, var: str, iterable: ast.Expr, body: tuple[ast.Stmt, ...]) -> None:
         source = self.expr(iterable)
         items = elements(source.value, iterable.span, self.ctx)
+        if source.ref is None and self.symbolic and not isinstance(items, tuple):
+            raise Undecided("`for` over a list whose length is not known yet", iterable.span)
         if source.ref is not None or not isinstance(items, tuple):
             raise Unsupported(
                 "`for` over something other than a construction-time list", iterable.span
@@ -269,6 +381,8 @@ class _Body:
     def const_bool(self, cond: ast.Expr) -> bool:
         value = self.expr(cond).value
         if type(value) is not bool:
+            if self.symbolic and _unknown(value):
+                raise Undecided("a condition on construction parameters", cond.span)
             raise Unsupported("a condition that is not a construction-time bool", cond.span)
         return value
 
@@ -316,12 +430,16 @@ class _Body:
             value = evaluate(e.value, self.scope, self.ctx)
             if base is not None and type(i) is int and isinstance(value, tuple):
                 return base + (i % len(value),)
+            if base is not None and self.symbolic and (_unknown(i) or _unknown(value)):
+                return base + (0,)  # some element of a member list: which one is undecided
         return None
 
     def operand(self, x: Lowered) -> int:
         if isinstance(x.ref, int):
             return x.ref
         value = x.value.value if isinstance(x.value, Trit) else x.value
+        if self.symbolic and _unknown(value):
+            raise Undecided("an operand whose value is not known yet", (0, 0))
         if isinstance(value, Sym) or not isinstance(value, (int, float, bool)):
             raise Unsupported(f"a {type(value).__name__} operand of a tensor operation", (0, 0))
         return self.b.const(value)
@@ -330,6 +448,8 @@ class _Body:
         self, kind: str, operands: tuple[Lowered, ...], value: Value, **attrs: object
     ) -> Lowered:
         if not isinstance(value, TensorV):
+            if self.symbolic and _unknown(value):
+                raise Undecided(f"`{kind}` whose result is not known yet", (0, 0))
             raise Unsupported(f"`{kind}` whose result is not a tensor", (0, 0))
         inputs = tuple(self.operand(x) for x in operands)
         return Lowered(value, self.b.add(node(kind, inputs, value.type, **attrs)))
@@ -347,7 +467,7 @@ class _Body:
         match func.value:
             case LayerV() as layer:
                 if func.path is None:
-                    raise Unsupported("a layer applied in `forward` must be a member", e.func.span)
+                    raise self._not_a_member(e.func)
                 x = lowered[e.args[0].span]
                 if layer.name != "Sequential":
                     return self.emit("apply", (x,), value, path=func.path, layer=layer)
@@ -359,7 +479,28 @@ class _Body:
                 return self.builtin_call(name, names, defaults, args, lowered, value, e.span)
             case Callee(ref=ref) if ref is not None and ref.kind in ("fn", "functional"):
                 return self.fn_call(ref, args, lowered, value, e.span)
+        if self.symbolic and _unknown(func.value):
+            raise Undecided(f"`{what}` is chosen by construction parameters", e.span)
         raise Unsupported(f"calling `{what}` on tensors", e.span)
+
+    def _not_a_member(self, func: ast.Expr) -> Unsupported:
+        """E0601 for a layer applied that is no member: at the `let` that built it in this
+        body when there is one (the fix is there), the application as a second label."""
+        message = "a layer applied in `forward` must be a member"
+        built = self.built.get(func.id) if isinstance(func, ast.Name) else None
+        if built is None:
+            return Unsupported(message, func.span)
+        let, value = built
+        name = func.id if isinstance(func, ast.Name) else ""
+        return Unsupported(
+            message,
+            let,
+            f"`{name}` is built here, inside `forward`",
+            ((func.span, "and applied here"),),
+            f"make it a member: move `let {name} = {QUOTE}` into the layer's body, beside "
+            "its other members",
+            value,
+        )
 
     def steps(self, layers: tuple[LayerV, ...], x: Value, span: ast.Span) -> tuple[TensorT, ...]:
         """The type after each layer of a Sequential applied to ``x``."""

@@ -31,6 +31,7 @@ from tribuild.engine import Database
 from tribuild.lang import InstanceKey, ast, describe_instance
 from tribuild.project import DEFAULT_CACHE_DIR
 from tribuild.queries.inputs import SourceText, source_text
+from tribuild.queries.lower import file_lowering_report, lowering_report
 from tribuild.queries.names import import_targets
 from tribuild.queries.report import QuerySources
 from tribuild.queries.semantic import (
@@ -216,6 +217,8 @@ class EditorState:
                 add(diag)
             if read_error(self.db, path) is None:
                 roots.extend(default_instances(self.db, path))
+                for diag in file_lowering_report(self.db, path):  # what codegen refuses
+                    add(diag)
         for target in self.project.config.targets if self.project.config else ():
             report = target_report(
                 self.db, target.entry_path, target.entry_layer, target.args, target.input
@@ -227,6 +230,9 @@ class EditorState:
                 if not diag.notes:  # instance diagnostics come with their chains below
                     add(diag)
             assert report.root is not None  # a target without a problem has its instance
+            if not any(d.severity == "error" for d in report.diagnostics):
+                for diag in lowering_report(self.db, report.root):  # as `check` does
+                    add(diag)
             roots.append(report.root)
         for root in dict.fromkeys(roots):
             # ``instance_report``: the cut diagnostics, then each reached instance's own, in
