@@ -6,8 +6,8 @@ The Python API (imports nothing heavy until called):
 - ``build(project_dir=".", jobs=None, timing=False, targets=(), opt_level=None,
   trace_memory=False)``: what `tribuild build` does, returning the result (outputs,
   diagnostics, timing report).
-- ``summary(model)``: print (and return) a table of a generated module's layers: weight
-  shapes, ternary and float parameter counts, packed bytes.
+- ``summary(model)``: print a table of a generated module's layers (``print_it=False``:
+  return it as text): weight shapes, ternary and float parameter counts, packed bytes.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ def build(
     return run(project_dir, jobs, timing, targets, opt_level, trace_memory)
 
 
-def summary(model: nn.Module) -> str:
-    """Print and return a table of ``model``'s layers (a generated module, its float twin, or
-    any ``nn.Module``): weight shapes, ternary and float parameter counts, packed bytes
-    (``tribuild.runtime.summary``)."""
+def summary(model: nn.Module, print_it: bool = True) -> str | None:
+    """Print a table of ``model``'s layers (a generated module, its float twin, or any
+    ``nn.Module``): weight shapes, ternary and float parameter counts, packed bytes
+    (``tribuild.runtime.summary``); ``print_it=False`` returns it as text instead."""
     from tribuild.runtime.summary import summary as run
 
-    return run(model)
+    return run(model, print_it)

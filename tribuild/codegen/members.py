@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tribuild.codegen.pyname import attr, literal
+from tribuild.codegen.pyname import attr, literal, member
 from tribuild.ir.graph import Graph, MemberPath, sequential_layers
-from tribuild.lang import InstanceKey, LayerV, Value, dims
+from tribuild.lang import InstanceKey, LayerV, TensorT, Value, dims
 
 ClassOf = Callable[[InstanceKey], str]
 Kernels = dict[tuple[object, ...], tuple[str, ...]]
@@ -136,6 +136,28 @@ def init_lines(
             else f"setattr(self, {literal(attrs[name])}, {code})"
         )
     return out
+
+
+HALF = ("float16", "bfloat16")  # the float dtypes a layer's parameters are cast to
+
+
+def dtype_lines(g: Graph, attrs: dict[str, str]) -> list[str]:
+    """The statements of ``__init__`` that put the parameters of each built-in layer into
+    the dtype it is applied to in ``forward``: a declared ``Tensor<float16, ...>`` is a
+    contract, and PyTorch's layers are made in float32. A user layer's class does this for
+    its own members (its instance's graph says what dtype reaches them); a layer applied to
+    several dtypes takes the first."""
+    out: dict[str, str] = {}
+    for n in g.nodes:
+        if n.op not in ("apply", "ternary") or not n.inputs:
+            continue
+        layer = n.attr("layer")
+        if isinstance(layer, LayerV) and layer.ref is not None:
+            continue
+        t = g.nodes[n.inputs[0]].type
+        if isinstance(t, TensorT) and t.dtype in HALF:
+            out.setdefault(member(n.attr("path"), attrs), t.dtype)
+    return [f"{target}.to(torch.{dtype})" for target, dtype in out.items()]
 
 
 def weight_lines(g: Graph, attrs: dict[str, str]) -> list[str]:

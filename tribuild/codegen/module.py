@@ -25,7 +25,7 @@ from tribuild.base.record import record
 from tribuild.codegen.body import body_lines
 from tribuild.codegen.fmt import wrap, wrap_text
 from tribuild.codegen.kernels import KernelSpec, node_kernels
-from tribuild.codegen.members import init_lines, weight_access, weight_lines
+from tribuild.codegen.members import dtype_lines, init_lines, weight_access, weight_lines
 from tribuild.codegen.pyname import RESERVED, docstring, ident, literal, member_names
 from tribuild.ir.graph import Graph, Node
 from tribuild.lang import InstanceKey, LayerV, TensorT, Value, describe_instance, dims
@@ -168,29 +168,57 @@ class _Emitter:
         return lines
 
 
-def _shape_test(x: str, t: TensorT) -> str | None:
-    """A Python condition true when tensor ``x`` does not have ``t``'s rank and fixed dims."""
+def _shape_test(x: str, t: TensorT, dtype: str | None) -> str | None:
+    """A Python condition true when tensor ``x`` does not have ``t``'s rank and fixed dims,
+    or (``dtype``: where the dtype it must have is read) its dtype."""
+    dtype_test = [f"{x}.dtype != {dtype}"] if dtype is not None else []
     if t.dims is None:
-        return None
+        return dtype_test[0] if dtype_test else None
     rank = len(t.dims)
     fixed = [(i, v) for i, d in enumerate(t.dims) if (v := dims.as_int(d)) is not None]
     first = fixed[0][0] if fixed else rank
     if fixed and [i for i, _ in fixed] == list(range(first, rank)):
-        return f"{x}.shape[{first}:] != {literal(tuple(v for _, v in fixed))}"
-    return " or ".join([f"{x}.dim() != {rank}"] + [f"{x}.shape[{i}] != {v}" for i, v in fixed])
+        tests = [f"{x}.shape[{first}:] != {literal(tuple(v for _, v in fixed))}"]
+    else:
+        tests = [f"{x}.dim() != {rank}"] + [f"{x}.shape[{i}] != {v}" for i, v in fixed]
+    return " or ".join(tests + dtype_test)
+
+
+def _checked_dtype(t: object) -> str | None:
+    """The dtype an entry's input is checked for: None for trits, which a tensor may hold in
+    several dtypes."""
+    if not isinstance(t, TensorT) or t.ternary or t.dtype == "trit":
+        return None
+    return t.dtype
+
+
+def input_dtypes(g: Graph, weights: dict[int, str]) -> list[str]:
+    """The declared dtypes of the inputs an entry's ``forward`` checks the dtype of, in order:
+    the class's ``input_dtypes``, which ``model.Module._apply`` follows when the model is moved
+    (``.half()``, ``.to(torch.float64)``), so a model moved to a dtype takes inputs of it."""
+    return [
+        d
+        for i in g.params()
+        if i not in weights and (d := _checked_dtype(g.nodes[i].type)) is not None
+    ]
 
 
 def input_checks(g: Graph, inputs: list[str], weights: dict[int, str], layer: str) -> list[str]:
-    """The statements that check each tensor input of an entry's ``forward`` (its rank and
-    its fixed dims, as declared in the ``.tri`` signature), once per call: a comparison of
-    ``x.shape`` with a tuple, and on a mismatch ``model.wrong_input``, whose ValueError names
-    the layer, the declared type and the shape given."""
+    """The statements that check each tensor input of an entry's ``forward`` (its rank, its
+    fixed dims and its dtype, as declared in the ``.tri`` signature), once per call: a
+    comparison of ``x.shape`` with a tuple and of ``x.dtype`` with ``self.input_dtypes[k]``,
+    and on a mismatch ``model.wrong_input``, whose ValueError names the layer, the declared
+    type and what came."""
     out = []
+    k = 0
     for i, x in zip(g.params(), inputs, strict=True):
         t = g.nodes[i].type
         if i in weights or not isinstance(t, TensorT):
             continue
-        test = _shape_test(x, t)
+        dtype = None
+        if _checked_dtype(t) is not None:
+            dtype, k = f"self.input_dtypes[{k}]", k + 1
+        test = _shape_test(x, t, dtype)
         if test is not None:
             args = ", ".join(literal(a) for a in (layer, g.nodes[i].name, str(t)))
             out += [f"if {test}:", f"    model.wrong_input({args}, {x})"]
@@ -221,10 +249,18 @@ def class_text(
             f"ARGS = {{{', '.join(f'{literal(k)}: {literal(v)}' for k, v in inst.key.args)}}}",
             "    ",
         )
+        declared = input_dtypes(inst.graph, weight_access(inst.graph, attrs))
+        if declared:
+            lines += wrap(
+                f"input_dtypes = ({''.join(f'torch.{d}, ' for d in declared).rstrip()})",
+                "    ",
+            )
         lines.append("")
     lines += ["    def __init__(self):", "        super().__init__()"]
-    for line in init_lines(inst.members, attrs, kernels, children.__getitem__) + weight_lines(
-        inst.graph, attrs
+    for line in (
+        init_lines(inst.members, attrs, kernels, children.__getitem__)
+        + weight_lines(inst.graph, attrs)
+        + dtype_lines(inst.graph, attrs)
     ):
         lines += wrap(line, "        ")
     checked = inst.key.name if root else None

@@ -150,6 +150,17 @@ class Module(nn.Module):
         if "forward" in cls.__dict__:
             register_class(cls)
 
+    input_dtypes: tuple[torch.dtype, ...] = ()
+    """The dtypes the entry's ``forward`` takes, one per input it checks: as declared in the
+    ``.tri`` signature (a class attribute of the generated entry), and after a move of the
+    model (``.half()``, ``.to(torch.float64)``) what that move makes of them."""
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "Module":
+        out = super()._apply(fn, recurse)
+        if self.input_dtypes:  # what the move does to a float tensor of each declared dtype
+            self.input_dtypes = tuple(fn(torch.empty(0, dtype=d)).dtype for d in self.input_dtypes)
+        return out
+
     def __reduce_ex__(self, protocol: Any) -> tuple:
         cls = type(self)
         return _rebuild, (cls.__module__, class_file(cls), cls.__qualname__), self.__getstate__()
@@ -371,12 +382,12 @@ class Module(nn.Module):
                     module._parameters.pop(f"latent_{name}", None)
         return self
 
-    def summary(self) -> str:
-        """Print (and return) a table of the layers: weight shapes, ternary and float
-        parameter counts, packed bytes (``tribuild.runtime.summary``)."""
+    def summary(self, print_it: bool = True) -> str | None:
+        """Print a table of the layers: weight shapes, ternary and float parameter counts,
+        packed bytes (``tribuild.runtime.summary``); ``print_it=False`` returns it instead."""
         from tribuild.runtime.summary import summary
 
-        return summary(self)
+        return summary(self, print_it)
 
 
 class ModuleList(nn.ModuleList):
@@ -403,5 +414,9 @@ def nchw(x: torch.Tensor) -> torch.Tensor:
 def wrong_input(layer: str, name: str, declared: str, x: object) -> None:
     """Raise the ValueError of a generated ``forward`` given an input ``x`` that does not fit
     the declared type of its parameter ``name``."""
-    shape = _shape(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-    raise ValueError(f"{layer}: input {name} must be {declared}, got shape {shape}")
+    if isinstance(x, torch.Tensor):
+        dtype = str(x.dtype).removeprefix("torch.")
+        got = f"Tensor<{dtype}, {_shape(x.shape)}>"
+    else:
+        got = type(x).__name__
+    raise ValueError(f"{layer}: input {name} must be {declared}, got {got}")

@@ -46,8 +46,9 @@ def summary_rows(model: nn.Module) -> list[tuple[str, str, str, int, int, int]]:
     return [r for n, m in model.named_modules() if (r := _row(n, m)) is not None]
 
 
-def summary(model: nn.Module, print_it: bool = True) -> str:
-    """The table of ``model``'s layers as text; printed unless ``print_it`` is false."""
+def summary(model: nn.Module, print_it: bool = True) -> str | None:
+    """The table of ``model``'s layers: printed, or returned as text when ``print_it`` is
+    false (not both: a REPL shows what a call returns, so it showed the table twice)."""
     rows = summary_rows(model)
     total = (
         "total",
@@ -72,6 +73,7 @@ def summary(model: nn.Module, print_it: bool = True) -> str:
     text = f"{type(model).__name__}\n" + "\n".join(lines)
     if print_it:
         print(text)
+        return None
     return text
 
 
