@@ -124,3 +124,27 @@ def test_arguments_are_checked_before_any_work(mini):
             tribuild.build(str(mini), **bad)
     with pytest.raises(ValueError, match="opt_level"):
         tribuild.compile_model(str(mini / "models" / "mlp.tri"), "MLP", opt_level=None)
+
+
+def test_compile_model_without_torch_says_which_extra_to_install(mini):
+    """Issue 37: after `make zoo` alone (the compiler's install: no torch), compile_model
+    died with "No module named 'torch'" from inside the cache folder. It says which extra
+    to install. The process has no torch: ``sys.modules["torch"] = None`` makes every
+    import of it fail as a missing package's does."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import tribuild\n"
+        "try:\n"
+        "    tribuild.compile_model('models/mlp.tri', 'MLP')\n"
+        "except ModuleNotFoundError as err:\n"
+        "    print(err.name, '|', err)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=mini, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    name, message = run.stdout.strip().split(" | ")
+    assert name == "torch"
+    assert message.endswith(
+        "needs `torch`, which is not installed: pip install 'tribuild[runtime]'"
+    )

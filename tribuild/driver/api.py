@@ -100,8 +100,23 @@ def _import(stem: str, path: str, code: bytes):
     assert spec is not None and spec.loader is not None  # a .py path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    exec(compile(code, path, "exec"), module.__dict__)
+    try:
+        exec(compile(code, path, "exec"), module.__dict__)
+    except ModuleNotFoundError as err:
+        sys.modules.pop(name, None)
+        if err.name not in RUNTIME_PACKAGES:
+            raise
+        # the compiler needs neither (invariant 3): a project built by `make zoo` alone, or
+        # `pip install tribuild`, has no torch; the generated module is what needs it
+        raise ModuleNotFoundError(
+            f"the generated module {path} needs `{err.name}`, which is not installed: "
+            "pip install 'tribuild[runtime]'",
+            name=err.name,
+        ) from None
     return module
+
+
+RUNTIME_PACKAGES = frozenset({"torch", "numpy"})  # what the extra `runtime` installs
 
 
 def build(
