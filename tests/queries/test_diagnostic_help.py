@@ -137,3 +137,38 @@ def test_build_and_check_print_the_import_help(tmp_path, monkeypatch):
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             assert main(args) == 1
         assert 'help: import it: from "blocks.tri" import TransformerBlock' in err.getvalue(), args
+
+
+def test_a_returned_member_output_of_the_wrong_width_labels_the_member(tmp_path):
+    """Issue 37: E0309 at a `return` whose dims a member set points at the member's
+    construction too, where the 11 is written."""
+    text = """layer Net(hidden: int = 8) {
+    let fc = Linear(4, hidden)
+    let fc2 = Linear(hidden, 11)
+    fn forward(x: Tensor<float32, [N, 4]>) -> Tensor<float32, [N, 10]> {
+        return fc2(fc(x))
+    }
+}
+"""
+    (diag,) = checked(tmp_path, {"a.tri": text})
+    assert diag.code == "E0309"
+    (member,) = diag.secondary
+    assert member.message == "`fc2`, whose output is returned, is built here"
+    assert (
+        member.loc.item == diag.primary.loc.item and member.loc.span[0] < diag.primary.loc.span[0]
+    )
+
+
+def test_the_name_a_failed_import_meant_is_not_a_second_error(tmp_path):
+    """Issue 37: `import Blok` (did you mean `Block`?) then a use of `Block`: one error."""
+    diags = checked(
+        tmp_path,
+        {
+            "lib.tri": "layer Block(c: int = 4) {\n    let fc = Linear(c, c)\n"
+            "    fn forward(x: Tensor<float32, [N, c]>) -> Tensor<float32, [N, c]> {\n"
+            "        return fc(x)\n    }\n}\n",
+            "main.tri": 'from "lib.tri" import Blok\n'
+            + NET.format(head="fn ", body="").replace("let fc = Linear(c, c)", "let fc = Block(c)"),
+        },
+    )
+    assert [(d.code, d.help) for d in diags] == [("E0203", "did you mean `Block`?")]

@@ -24,7 +24,7 @@ import posixpath
 from functools import partial
 
 from tribuild.base.record import record, replace
-from tribuild.diagnostics import Diagnostic, Label, Loc, did_you_mean, register
+from tribuild.diagnostics import Diagnostic, Label, Loc, closest, did_you_mean, register
 from tribuild.engine import derived
 from tribuild.lang import ItemRef, ast
 from tribuild.queries.syntax import item_ast, item_names, read_error
@@ -193,6 +193,11 @@ def _bring_in(db, path: str, imp: ResolvedImport, names: dict) -> list[Diagnosti
         ref = public.get(name)
         if ref is None:
             names.setdefault(name, (ItemRef(imp.target, name, "unresolved"), loc))
+            # the name it most likely meant too: its uses are the same mistake, which the
+            # import's did-you-mean already reports (not one E0307 per use)
+            meant = closest(name, list(public))
+            if meant is not None:
+                names.setdefault(meant, (ItemRef(imp.target, meant, "unresolved"), loc))
             diags.append(_unknown_import(name, imp.target, loc, public))
         elif name in names and names[name][0] != ref:
             diags.append(_twice(name, loc, names[name][1], E_IMPORT_CONFLICT, "imported"))

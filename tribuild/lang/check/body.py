@@ -116,10 +116,16 @@ def bind_dim_names(t: Type | None, scope: dict[str, Value]) -> None:
 
 
 def check_declared(
-    body: Body, declared: Type, value: Value, span: ast.Span, code: str, what: str
+    body: Body,
+    declared: Type,
+    value: Value,
+    span: ast.Span,
+    code: str,
+    what: str,
+    secondary: tuple[tuple[ast.Span, str], ...] = (),
 ) -> Value:
     """Unify ``value`` with a declared type, binding names seen here first; POISON when the
-    type is unknown (already reported)."""
+    type is unknown (already reported). ``secondary``: labels for a mismatch."""
     if not isinstance(declared, TensorT) and unknown_type(declared, body.ctx.env):
         return POISON
     declared = resolve(declared, body.scope, body.ctx)
@@ -136,6 +142,7 @@ def check_declared(
             span,
             f"{what}: {message}" if what else message,
             label=f"expected {shown}",
+            secondary=secondary,
             help=cast_help(declared, value),
         )
         return POISON
@@ -201,8 +208,21 @@ def _return(stmt: ast.Return, e: ast.Expr | None, body: Body) -> None:
         return
     value = evaluate(e, body.scope, body.ctx)
     if body.ret is not None and not is_poison(value):
-        value = check_declared(body, body.ret, value, e.span, RETURN_MISMATCH, "returned value")
+        value = check_declared(
+            body, body.ret, value, e.span, RETURN_MISMATCH, "returned value", _made_by(e, body)
+        )
     body.returned.append(value)
+
+
+def _made_by(e: ast.Expr, body: Body) -> tuple[tuple[ast.Span, str], ...]:
+    """For a returned value that a member computes (`return fc2(h)`): a label at the member's
+    construction, where its output's dims are set (as E0401 labels a member it applies)."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name)):
+        return ()
+    origin = body.ctx.origins.get(e.func.id)
+    if origin is None or e.func.id in body.locals:
+        return ()
+    return ((origin, f"`{e.func.id}`, whose output is returned, is built here"),)
 
 
 def _branch(stmts: tuple[ast.Stmt, ...], body: Body, scope: dict[str, Value]) -> Body:
