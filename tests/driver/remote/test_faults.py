@@ -49,6 +49,8 @@ def test_nothing_listening(clone, cli, monkeypatch, zoo_reference):
     got = stats(folder)
     assert (got["errors"], got["hits"], got["entries_written"]) == (1, 0, 0)
     assert snapshot(folder) == zoo_reference
+    code, out, _ = cli(["cache", "stats"], folder)  # it said `warning: warning:` (issue 37)
+    assert code == 0 and "  warning: remote cache " in out and "warning: warning" not in out
 
 
 def test_a_hanging_server_costs_one_timeout_per_build(

@@ -47,6 +47,7 @@ def describe(cache_dir: str) -> str | None:
         ]
     except (KeyError, TypeError, ValueError):
         return f"{os.path.join(cache_dir, NAME)}: unreadable"
-    if data.get("warning"):
-        lines.append(f"  warning: {data['warning']}")
+    if data.get("warning"):  # the build's warning line, which says `warning:` itself
+        warning = str(data["warning"])
+        lines.append(f"  {warning if warning.startswith('warning: ') else 'warning: ' + warning}")
     return "\n".join(lines)
