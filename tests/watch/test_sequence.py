@@ -49,6 +49,8 @@ def test_each_step_gives_the_outputs_of_a_clean_build(project, watch, tmp_path, 
         _apply(project, step)
         if "problem" in step:
             assert step["problem"] in session.events.next("problem")["message"], step["name"]
+        if "fixed" in step:  # a fixed Tribuild.toml is said to be, as fixed errors are
+            assert session.events.next("config_fixed")["path"] == step["fixed"], step["name"]
         if step.get("rebuild", True):
             event = session.events.next("rebuild")
             assert event["failed"] == step.get("failed", []), step["name"]

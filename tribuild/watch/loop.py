@@ -57,6 +57,7 @@ class Watcher:
         self.options = options
         self.screen = screen
         self.changes = Changes(options.debounce)
+        self.config_broken = False  # the last Tribuild.toml read was refused (``_reload``)
         self.db: Database = None  # type: ignore[assignment]  # opened by run()
         self.changed: set[str] = set()  # since the last rebuild reported
 
@@ -154,9 +155,13 @@ class Watcher:
                 f"{err.excerpted()}\n(keeping the previous configuration until it is fixed)",
                 failing=False,
             )
+            self.config_broken = True
             return
         project.cache_dir = self.project.cache_dir
         self.project = project
+        if self.config_broken:  # as fixed `.tri` errors are said to be
+            self.config_broken = False
+            self.screen.config_fixed(os.path.relpath(project.configured.path, project.root))
 
     def _report(self, result, log, seconds: float, phases: dict[str, float]) -> Rebuild:
         ran = set(log.executed)

@@ -99,6 +99,10 @@ class Plain:
         self.say(message)
         self.failing = self.failing or failing
 
+    def config_fixed(self, path: str) -> None:
+        """A Tribuild.toml reported broken reads well again, and is in use."""
+        self.say(f"{path} fixed: using it")
+
     def cancelled(self, changed: tuple[str, ...]) -> None: ...
 
     def command(self, command: str, code: int) -> None:
@@ -175,6 +179,9 @@ class Json:
 
     def problem(self, message: str, failing: bool = True) -> None:
         self.emit("problem", message=message)
+
+    def config_fixed(self, path: str) -> None:
+        self.emit("config_fixed", path=path)
 
     def cancelled(self, changed: tuple[str, ...]) -> None:
         self.emit("cancelled", changed=list(changed))
