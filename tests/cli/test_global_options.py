@@ -72,3 +72,16 @@ def test_version_and_help(tmp_path):
         ("--touch", "update the module's and depfile's modification times"),
     ):
         assert f"{option} {words}" in compile_help, (option, compile_help)
+
+
+def test_a_global_option_after_the_command_says_where_it_goes(tmp_path):
+    """Issue 37: `tribuild check -C p2` was argparse's "unrecognized arguments: -C"."""
+    for args, line in (
+        (["check", "-C", "p2"], "tribuild -C p2 check"),
+        (["build", "--color=never", "mlp"], "tribuild --color=never build mlp"),
+        (["check", "-Cp2", "models"], "tribuild -Cp2 check models"),
+    ):
+        run = tribuild(*args, cwd=tmp_path)
+        assert run.returncode == 2, run.stderr
+        assert "is a global option: it comes before the command" in run.stderr, run.stderr
+        assert run.stderr.rstrip().endswith(f"help: {line}"), run.stderr

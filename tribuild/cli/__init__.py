@@ -161,8 +161,37 @@ def main(argv: list[str] | None = None) -> int:
                 return code
             build = command("build")
             return _run(build.run, build.Options.of(line))
+    misplaced = _misplaced_global(argv)
+    if misplaced is not None:
+        print(misplaced, file=sys.stderr)
+        return EXIT_USAGE
     args = parser().parse_args(argv)
     return _run(command(args.command).run, args)
+
+
+GLOBAL_OPTIONS = ("-C", "--directory", "--color")
+
+
+def _misplaced_global(argv: list[str]) -> str | None:
+    """The usage error of a global option written after the command (`tribuild check -C
+    p2`), which argparse reports as "unrecognized arguments" without saying where it goes."""
+    if not argv or argv[0] not in COMMANDS:
+        return None
+    for i, arg in enumerate(argv[1:], 1):
+        if arg == "--":
+            return None
+        name = arg.partition("=")[0]
+        if name in GLOBAL_OPTIONS or (arg.startswith("-C") and not arg.startswith("--")):
+            fixed = (
+                [arg, *argv[i + 1 : i + 2]] if "=" not in arg and arg in GLOBAL_OPTIONS else [arg]
+            )
+            rest = argv[1:i] + argv[i + len(fixed) :]
+            line = " ".join(["tribuild", *fixed, argv[0], *rest])
+            return (
+                f"tribuild: {name if name in GLOBAL_OPTIONS else '-C'} is a global option: it "
+                f"comes before the command\n  help: {line}"
+            )
+    return None
 
 
 def _global_options(argv: list[str]) -> tuple[list[str], int | None]:
