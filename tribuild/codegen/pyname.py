@@ -74,7 +74,7 @@ register_load_state_dict_post_hook register_load_state_dict_pre_hook register_mo
 register_parameter register_state_dict_post_hook register_state_dict_pre_hook requires_grad_
 set_extra_state set_submodule share_memory smart_apply state_dict summary to to_empty train training
 type xpu
-zero_grad
+zero_grad input_dtypes reset_parameters _ddp_params_and_buffers_to_ignore
 """.split()
 )
 

@@ -25,6 +25,7 @@ from torch import nn
 from tribuild.runtime.epilogue import ACTIVATIONS, activation_name
 from tribuild.runtime.kernel_files import class_file, generated_class
 from tribuild.runtime.launch import unpacked_codes
+from tribuild.runtime.model import FollowsDtypes
 from tribuild.runtime.nn import MultiHeadAttention, TernaryConv2d, TernaryLayer, TernaryLinear
 from tribuild.runtime.ternarize import nearest_trits_ste, ternarize_ste
 
@@ -95,7 +96,7 @@ def _rebuild_twin(module_name: str, path: str, qualname: str) -> nn.Module:
     return cls.__new__(cls)
 
 
-class FloatModule(nn.Module):
+class FloatModule(FollowsDtypes):
     """The base of twin classes."""
 
     GENERATED: type = nn.Module  # the generated class this one is the twin of
@@ -119,6 +120,7 @@ def float_class(cls: Any) -> Any:
             {
                 "GENERATED": cls,
                 "forward": cls.forward,
+                "input_dtypes": getattr(cls, "input_dtypes", ()),  # forward checks them
                 "__module__": cls.__module__,
                 "__qualname__": f"{cls.__qualname__}Float",
                 "__doc__": f"The float twin of {cls.__name__} (tribuild.runtime.float_twin).",

@@ -140,7 +140,22 @@ def fill(model: M, state: Mapping[str, torch.Tensor], copied: Collection[str] = 
     return model.eval()
 
 
-class Module(nn.Module):
+class FollowsDtypes(nn.Module):
+    """What a generated class and its float twin share: ``input_dtypes``, the dtypes the
+    entry's ``forward`` takes, one per input it checks: as declared in the ``.tri``
+    signature (a class attribute of the generated entry), and after a move of the model
+    (``.half()``, ``.to(torch.float64)``) what that move makes of them."""
+
+    input_dtypes: tuple[torch.dtype, ...] = ()
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "FollowsDtypes":
+        out = super()._apply(fn, recurse)
+        if self.input_dtypes:  # what the move does to a float tensor of each declared dtype
+            self.input_dtypes = tuple(fn(torch.empty(0, dtype=d)).dtype for d in self.input_dtypes)
+        return out
+
+
+class Module(FollowsDtypes):
     """The base of every generated class (see the module doc)."""
 
     ARGS: dict = {}
@@ -149,17 +164,6 @@ class Module(nn.Module):
         super().__init_subclass__(**kwargs)
         if "forward" in cls.__dict__:
             register_class(cls)
-
-    input_dtypes: tuple[torch.dtype, ...] = ()
-    """The dtypes the entry's ``forward`` takes, one per input it checks: as declared in the
-    ``.tri`` signature (a class attribute of the generated entry), and after a move of the
-    model (``.half()``, ``.to(torch.float64)``) what that move makes of them."""
-
-    def _apply(self, fn: Any, recurse: bool = True) -> "Module":
-        out = super()._apply(fn, recurse)
-        if self.input_dtypes:  # what the move does to a float tensor of each declared dtype
-            self.input_dtypes = tuple(fn(torch.empty(0, dtype=d)).dtype for d in self.input_dtypes)
-        return out
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
         cls = type(self)
