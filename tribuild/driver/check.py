@@ -247,7 +247,10 @@ def target_problem(project: Project, target: Target, problem: str) -> ConfigErro
         given = dict(target.args)
         named = [n for n in _ARGUMENT.findall(problem) if n in given]
         key += tuple(named[:1])
-    line, col = Locator(text).value(key)
+    locator = Locator(text)
+    # a keyword the layer does not have is wrong in its name; any other, in its value
+    at = locator.key if len(key) > 3 and "is not a parameter" in problem else locator.value
+    line, col = at(key)
     expected = (
         "construction arguments that fit the layer's parameters"
         if field == "args"
