@@ -7,12 +7,23 @@ BASE := $(VENV)/.base
 STAMP := $(VENV)/.installed
 NODE_STAMP := editors/vscode/node_modules/.installed
 
-.PHONY: zoo test lint test-cuda
+.PHONY: zoo test test-fast test-all lint test-cuda
 zoo: $(BASE)
 	$(VENV)/bin/tribuild build
 
+# `make test`: every test but the slow families (tests marked `slow`, and those tests/conftest.py
+# marks by path: training runs, kill-point runs, torch.distributed, the Triton interpreter,
+# the real Redis server), which `make test-all` adds and CI runs (.ci/run). `make test-fast`:
+# the compiler's own tests (no torch), for the inner loop.
 test: $(STAMP) $(NODE_STAMP)
+	$(VENV)/bin/python -m pytest -n 2 -q -m "not slow"
+
+test-all: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q
+
+FAST_TESTS := tests/base tests/config tests/engine tests/lang tests/ir tests/queries
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -n 2 -q -m "not slow" $(FAST_TESTS)
 
 # Style, lint and types (ruff and mypy, configured in pyproject.toml; both come with the dev
 # extra). mypy checks tribuild/, strictly in engine, ir and codegen, except the modules that

@@ -1,0 +1,32 @@
+"""The test families `make test` leaves to `make test-all` (which CI runs: .ci/run), marked
+``slow`` here by their path, beside the tests marked ``slow`` where they are defined.
+
+They are the families whose cost is of their nature, not of a bug: training runs
+(`tests/examples/test_train_*`), builds killed at every point (`tests/reliability/test_crash`),
+processes under `torch.distributed` (`tests/runtime/test_distributed`), the Triton kernels
+run through Triton's interpreter (`tests/runtime/test_kernels_*`) and the shared cache against
+a real Redis server (`tests/driver/remote/`). Each of those is also run, for a change of its
+own area, by naming it: `pytest tests/runtime/test_kernels_linear.py` ignores no marker.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SLOW_FAMILIES = (
+    "tests/examples/test_train_",
+    "tests/reliability/test_crash.py",
+    "tests/runtime/test_distributed.py",
+    "tests/runtime/test_kernels_",
+    "tests/driver/remote/",
+)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+        if path.startswith(SLOW_FAMILIES):
+            item.add_marker(pytest.mark.slow)
