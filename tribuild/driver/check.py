@@ -171,8 +171,8 @@ def args_at_config(
     argument causes an instance's errors when the target with that argument left to its
     default has none (``hidden = 0``: every layer built with width 0 errs, and the fix is
     the one value). Errors no single argument explains stay where they are."""
-    if not target.args or project.config is None:
-        return tuple(diags)
+    if not target.args or project.config is None or not any(d.notes for d in diags):
+        return tuple(diags)  # (an instance's diagnostics carry their chain as notes)
     report = target_report(db, target.entry_path, target.entry_layer, target.args, target.input)
     if report.root is None:
         return tuple(diags)
