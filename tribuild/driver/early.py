@@ -14,8 +14,11 @@ from tribuild.driver import outputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from tribuild.config.load import Target
     from tribuild.driver.pool.units import Unit
     from tribuild.driver.session import Project
+    from tribuild.engine import Database
+    from tribuild.queries.codegen import TargetBuild
 
 
 class EarlyWriter:
@@ -29,13 +32,15 @@ class EarlyWriter:
 
     batch = 4
 
-    def __init__(self, project: Project, targets, out_dir: str, force: bool = False):
+    def __init__(
+        self, project: Project, targets: tuple[Target, ...], out_dir: str, force: bool = False
+    ) -> None:
         self.project, self.out_dir = project, out_dir
         self.targets = {t.name: t for t in targets}
         self.force = force
         self.owned: dict[str, str] | None = None  # what the record lists, read at the first write
 
-    def prepare(self, db, unit: Unit, value) -> dict[str, bytes] | None:
+    def prepare(self, db: Database, unit: Unit, value: TargetBuild) -> dict[str, bytes] | None:
         from tribuild.driver.build import judged, target_files
 
         t = self.targets[unit.name]

@@ -26,9 +26,13 @@ from tribuild.engine import NEVER_RAN
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
+    from tribuild.config.load import Target
     from tribuild.driver.remote.build_cache import Hit
     from tribuild.driver.results import BuildResult
     from tribuild.driver.session import Project
+    from tribuild.engine import Database, Query
 
 NAME = "explain.json"
 
@@ -101,7 +105,12 @@ _PHRASES = {
 }
 
 
-def why_written(db, keys: dict, result: BuildResult, executed: list) -> dict[str, list[str]]:
+def why_written(
+    db: Database,
+    keys: dict[str, tuple[Query, tuple[object, ...]]],
+    result: BuildResult,
+    executed: list[tuple[str, tuple[object, ...]]],
+) -> dict[str, list[str]]:
     """Why each output written by this build was written, like ``ninja -d explain``: the
     engine's chain from the target's query back to the input whose change made it run."""
     assert result.report is not None  # called once the outputs are written
@@ -120,7 +129,7 @@ def why_written(db, keys: dict, result: BuildResult, executed: list) -> dict[str
                 f"target {target.name}: taken from the remote cache "
                 f"{where} (the file on disk was missing or held other bytes)"
             ]
-        elif (query.name, args) in ran:
+        elif query is not None and (query.name, args) in ran:  # None: taken from the remote
             lines = db.explain(query, *args, label=step_label).splitlines()
             why = [f"target {target.name}:"] + ["  " + line for line in lines]
             if lines[-1].endswith(NEVER_RAN):
@@ -138,14 +147,14 @@ def why_written(db, keys: dict, result: BuildResult, executed: list) -> dict[str
     return out
 
 
-def step_label(query: str, args: tuple) -> str:
+def step_label(query: str, args: tuple[object, ...]) -> str:
     """A key of the why-chain in the user's words: ``the class generated for `Dense(64, 48)`
     in models/lib/blocks.tri``, not ``class_source(InstanceKey(...), ...)``; the query's
     name follows in brackets for who wants to look further (``--queries`` graphs)."""
     from tribuild.codegen.kernels import KernelSpec
     from tribuild.lang import InstanceKey, format_value
 
-    def arg(a) -> str | None:
+    def arg(a: object) -> str | None:
         if isinstance(a, InstanceKey):
             shown = ", ".join(format_value(v) for _, v in a.args)
             return f"`{a.name}({shown})` in {a.path}"
@@ -185,7 +194,7 @@ def unknown(root: str, out_dir: str, output: str) -> str:
     )
 
 
-def graph(project: Project, queries: bool) -> dict:
+def graph(project: Project, queries: bool) -> dict[str, list[Any]]:
     """The file graph of the project's targets, or (``queries``) the query graph of the
     database its last build saved."""
     from tribuild.driver.build import select
@@ -200,7 +209,7 @@ def graph(project: Project, queries: bool) -> dict:
     return file_graph(db, targets)
 
 
-def file_graph(db, targets) -> dict:
+def file_graph(db: Database, targets: tuple[Target, ...]) -> dict[str, list[Any]]:
     """``{"nodes": [...], "edges": [[from, to], ...]}`` of the file graph."""
     from tribuild.driver.depfile import import_closure
     from tribuild.queries.names import import_targets
@@ -211,7 +220,7 @@ def file_graph(db, targets) -> dict:
     return {"nodes": [f"target:{t.name}" for t in targets] + files, "edges": edges}
 
 
-def query_graph(db) -> dict:
+def query_graph(db: Database) -> dict[str, list[Any]]:
     g = db.graph()
     label = {node: f"{node[0]}{node[1]!r}" for node in g.nodes}
     return {
@@ -220,7 +229,7 @@ def query_graph(db) -> dict:
     }
 
 
-def dot(graph: dict) -> str:
+def dot(graph: dict[str, list[Any]]) -> str:
     lines = ["digraph tribuild {"]
     lines += [f"  {json.dumps(node)};" for node in graph["nodes"]]
     lines += [f"  {json.dumps(a)} -> {json.dumps(b)};" for a, b in graph["edges"]]

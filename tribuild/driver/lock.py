@@ -22,13 +22,19 @@ from contextlib import contextmanager
 
 from tribuild.base.files import drop_special
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
 
 class Busy(RuntimeError):
     """The lock is held by another process and the caller chose not to wait."""
 
 
 @contextmanager
-def project_lock(cache_dir: str, on_wait=None, wait: bool = True):
+def project_lock(
+    cache_dir: str, on_wait: Callable[[str], None] | None = None, wait: bool = True
+) -> Iterator[None]:
     """Hold the lock of the project whose cache folder is ``cache_dir`` while the block runs.
     ``on_wait(message)`` is called once if another process holds it."""
     if os.path.lexists(cache_dir) and not os.path.isdir(cache_dir):

@@ -25,6 +25,7 @@ from tribuild.project import job_count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from tribuild.diagnostics import Diagnostic
     from tribuild.driver import timing
     from tribuild.driver.outputs import WriteReport
     from tribuild.driver.remote.build_cache import RemoteBuild
@@ -83,7 +84,7 @@ class TargetResult:
         self,
         name: str,
         files: tuple[str, ...] = (),
-        diagnostics: tuple = (),
+        diagnostics: tuple[Diagnostic, ...] = (),
         error: str | None = None,
     ) -> None:
         self.name, self.files, self.diagnostics, self.error = name, files, diagnostics, error
@@ -146,7 +147,7 @@ class BuildResult:
         )
 
     @property
-    def diagnostics(self) -> list:
+    def diagnostics(self) -> list[Diagnostic]:
         return [d for t in self.targets for d in t.diagnostics]
 
     def problems(self) -> ConfigError | None:

@@ -18,9 +18,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tribuild.driver.results import BuildResult, Request
     from tribuild.driver.session import Project
+    from tribuild.engine import Database
 
 
-def manifest_of(db, project: Project, request: Request, result: BuildResult) -> dict:
+def manifest_of(
+    db: Database, project: Project, request: Request, result: BuildResult
+) -> dict[str, object]:
     """The build's manifest: Tribuild.toml as it was read (and parsed), the sources as the
     queries read them, the outputs as they are now, with the outputs record (a lost record
     would leave the next stale outputs in place)."""

@@ -52,7 +52,8 @@ def autotune_key(prefix: str, digest: str) -> str:
 
 def content_digest(data: bytes) -> str:
     """The SHA-256 of ``data`` in hex: a blob's name."""
-    return sha256(data).hexdigest()
+    name: str = sha256(data).hexdigest()
+    return name
 
 
 def frame(key: str, body: bytes, secret: bytes | None) -> bytes:

@@ -20,6 +20,9 @@ from tribuild.remote.options import RemoteSettings, valid_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from redis import Redis
 
 
@@ -44,7 +47,7 @@ class Stats:
         self.seconds = 0.0  # waiting on the server
         self.import_seconds = 0.0  # importing the ``redis`` package
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, int | float]:
         return {name: getattr(self, name) for name in self.FIELDS}
 
 
@@ -68,7 +71,7 @@ class Link:
         scheme, sep, rest = url.partition("://")
         return scheme + sep + rest.rpartition("@")[2] if sep else url
 
-    def client(self):
+    def client(self) -> Redis:
         """The ``redis`` client, made on first use (that import costs ~0.1 s)."""
         if self._client is None:
             begin = time.perf_counter()
@@ -91,7 +94,7 @@ class Link:
         """The values of ``keys`` (None where absent, and everywhere once down)."""
         if not keys or self.down:
             return [None] * len(keys)
-        got = self._call(lambda: self.client().mget(keys))
+        got: list[bytes | None] | None = self._call(lambda: self.client().mget(keys))
         if got is None or len(got) != len(keys) or not all(_bytes_or_none(v) for v in got):
             if got is not None:
                 self._fail("the server's reply to MGET is not a list of values")
@@ -104,7 +107,7 @@ class Link:
         if not items or self.down:
             return False
 
-        def send() -> list:
+        def send() -> Any:
             pipe = self.client().pipeline(transaction=False)
             for key, value in items:
                 pipe.set(key, value)
@@ -140,7 +143,7 @@ class Link:
             except Exception:  # noqa: BLE001 (a broken socket being closed)
                 pass
 
-    def _call(self, fn):
+    def _call(self, fn: Callable[[], Any]) -> Any:
         """``fn()``, timed (the client's import aside); None after any error, which takes
         the link down."""
         try:
@@ -174,7 +177,7 @@ class Link:
         return f"warning: remote cache {self.where}: {self.warning}{tail}; {state}"
 
 
-def _bytes_or_none(value) -> bool:
+def _bytes_or_none(value: object) -> bool:
     return value is None or type(value) is bytes
 
 

@@ -49,9 +49,13 @@ from tribuild.base.files import OWN_FILE_BYTES, open_regular, remove_entry
 from tribuild.base.hashing import digest
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 NAME = "build-manifest.json"
 RACY_NS = 2_000_000_000  # FAT's 2 s tick; ext4 and xfs stamp files from a coarse clock too
-_SIGNATURES: dict[str, tuple[int, list[list]]] = {}  # package folder -> its signature
+_SIGNATURES: dict[str, tuple[int, list[list[Any]]]] = {}  # package folder -> its signature
 
 
 def request_key(targets: tuple[str, ...], opt_level: str | None) -> str:
@@ -66,7 +70,7 @@ def tool_stamp() -> str:
     return f"{zlib.crc32(chr(0).join(entries).encode()):08x}:{len(entries)}"
 
 
-def package_signature(package: str = PACKAGE_DIR) -> tuple[int, list[list]]:
+def package_signature(package: str = PACKAGE_DIR) -> tuple[int, list[list[Any]]]:
     """(when it was taken, in ``time.time_ns()``, and the rows of) the package signature of
     ``package``, sorted by path; taken once per process (what it describes is the code this
     process runs). Like ``package_hash``, it does not follow symbolic links to folders."""
@@ -134,7 +138,7 @@ def up_to_date(root: str, cache_dir: str, key: str, name: str = NAME) -> bool:
     return vouching(root, cache_dir, key, name) is not None
 
 
-def vouching(root: str, cache_dir: str, key: str, name: str = NAME) -> dict | None:
+def vouching(root: str, cache_dir: str, key: str, name: str = NAME) -> dict[str, Any] | None:
     """The manifest ``name`` in ``cache_dir`` if it says a build of ``key`` has nothing to
     do, else None."""
     path = os.path.join(cache_dir, name)
@@ -152,7 +156,7 @@ def vouching(root: str, cache_dir: str, key: str, name: str = NAME) -> dict | No
     return data
 
 
-def _load(path: str) -> tuple[dict, int]:
+def _load(path: str) -> tuple[dict[str, Any], int]:
     """The manifest at ``path`` and its mtime (``OSError`` when it is not a regular file of
     at most ``OWN_FILE_BYTES``)."""
     with open_regular(path, OWN_FILE_BYTES) as file:
@@ -169,7 +173,7 @@ def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def _check_inputs(root: str, inputs: list, racy_from: int) -> bool | None:
+def _check_inputs(root: str, inputs: list[Any], racy_from: int) -> bool | None:
     """None if an input changed; else whether an entry was re-stamped (in place). An input
     is hashed when its stamp moved or it is racily clean (mtime at or after ``racy_from``);
     a racily clean one whose tick has passed is re-stamped, so the manifest is written
@@ -191,14 +195,14 @@ def _check_inputs(root: str, inputs: list, racy_from: int) -> bool | None:
     return restamped
 
 
-def _outputs_unchanged(root: str, outputs: list) -> bool:
+def _outputs_unchanged(root: str, outputs: list[Any]) -> bool:
     for rel, *stamp in outputs:
         if _stamp(os.stat(os.path.join(root, rel))) != stamp:
             return False
     return True
 
 
-def recorded_config(cache_dir: str, digest: str) -> dict | None:
+def recorded_config(cache_dir: str, digest: str) -> dict[str, Any] | None:
     """The table of Tribuild.toml recorded by the manifest in ``cache_dir`` if that file's
     bytes then had ``digest`` and this tribuild wrote it there; else None."""
     try:
@@ -221,8 +225,8 @@ def snapshot(
     key: str,
     inputs: dict[str, str],
     outputs: tuple[str, ...],
-    config: dict | None = None,
-) -> dict:
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The manifest of a build of ``key`` made from ``inputs`` (root-relative path -> digest
     of the bytes the build used) that left ``outputs`` (root-relative), and the ``config``
     table parsed from the recorded bytes of Tribuild.toml, with the files as they are now
@@ -230,13 +234,13 @@ def snapshot(
     the build, is recorded with size -1, so the next check rebuilds; a file changed after
     this is seen by its stamp."""
 
-    def entry(rel: str) -> list:
+    def entry(rel: str) -> list[Any]:
         try:
             return [rel, *_stamp(os.stat(os.path.join(root, rel)))]
         except FileNotFoundError:  # deleted since the build wrote it: rebuild next time
             return [rel, -1, 0, 0, 0]
 
-    def input_entry(rel: str) -> list:
+    def input_entry(rel: str) -> list[Any]:
         path, size, mtime, ctime, inode = entry(rel)
         if size >= 0 and file_digest(os.path.join(root, rel)) != inputs[rel]:
             size = -1
@@ -254,7 +258,7 @@ def snapshot(
     return data
 
 
-def write(cache_dir: str, data: dict, name: str = NAME) -> None:
+def write(cache_dir: str, data: dict[str, Any], name: str = NAME) -> None:
     """Write a ``snapshot`` as the manifest ``name``."""
     _write(os.path.join(cache_dir, name), data)
 
@@ -264,7 +268,7 @@ def forget(cache_dir: str) -> None:
     remove_entry(os.path.join(cache_dir, NAME))
 
 
-def _write(path: str, data: dict) -> None:
+def _write(path: str, data: dict[str, Any]) -> None:
     """Not synced: a manifest lost, emptied or cut short by a crash of the machine does not
     parse, and the next build takes the full way."""
     from tribuild.base.tempname import replace

@@ -16,6 +16,10 @@ import posixpath
 from tribuild.config.load import resolves_inside
 from tribuild.config.problems import ConfigError, Problem
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 KERNELS = "kernels"  # the folder of the kernel files, in the output folder
 
 
@@ -53,7 +57,7 @@ def _normal(relpath: str) -> str:
     return norm
 
 
-def inside_output(out_dir: str, relpaths) -> dict[str, str]:
+def inside_output(out_dir: str, relpaths: Iterable[str]) -> dict[str, str]:
     """``resolve`` each of ``relpaths``: relpath -> path; refuse (WriteFailed) a path whose
     folder leads outside ``out_dir`` through a symbolic link (each folder checked once), and
     an output folder that is not a folder."""

@@ -115,7 +115,7 @@ def _early(out_dir: str) -> dict[str, str]:
     return found
 
 
-def _journal_row(line: str):
+def _journal_row(line: str) -> object:
     """A line of the early journal parsed, or None."""
     try:
         return json.loads(line)

@@ -24,6 +24,10 @@ from tribuild.driver.outputs.paths import KERNELS, resolve
 from tribuild.driver.outputs.records import EARLY, RECORD, Record, drop_records
 from tribuild.driver.outputs.writing import holds
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 
 _HEADER = re.compile(
@@ -75,7 +79,9 @@ def adopted(out_dir: str) -> dict[str, str]:
     return found
 
 
-def remove_temps(folder: str, owns, older_than: float | None = None) -> tuple[str, ...]:
+def remove_temps(
+    folder: str, owns: Callable[[str], bool], older_than: float | None = None
+) -> tuple[str, ...]:
     """Delete the temporary files a killed writer left in ``folder`` for the names that
     ``owns(name)`` accepts; their names. Call it only while no other process can be writing
     those files (under the project lock), or with ``older_than`` (seconds): then only

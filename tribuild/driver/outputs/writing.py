@@ -29,9 +29,13 @@ from tribuild.base.tempname import create_beside
 from tribuild.driver.outputs.paths import WriteFailed
 from tribuild.driver.outputs.records import EARLY
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 _SYNC_THREADS = 32  # fsyncs in flight at once
 
-_SYNCERS: dict = {}  # pid -> the _Syncers of that process
+_SYNCERS: dict[int, "_Syncers"] = {}  # pid -> the _Syncers of that process
 
 
 def write_if_changed(path: str, data: bytes) -> bool:
@@ -98,7 +102,7 @@ def _relative_to(out_dir: str, full: str) -> str:
 
 
 @contextmanager
-def writing(out_dir: str, wait: bool):
+def writing(out_dir: str, wait: bool) -> Iterator[bool]:
     """Hold the right to create files in ``out_dir`` (an exclusive ``flock`` on the folder,
     for processes of one build writing at once); yields False, without waiting, when another
     holds it and not ``wait``. Two processes creating files in one folder at once make the
@@ -150,7 +154,9 @@ class _Syncers:
     paths are all done, so no sync is ever cut short by the end of the process."""
 
     def __init__(self) -> None:
-        self.jobs: SimpleQueue = SimpleQueue()
+        self.jobs: SimpleQueue[tuple[int, str, SimpleQueue[tuple[int, BaseException | None]]]] = (
+            SimpleQueue()
+        )
         self.threads = 0
 
     def run(self, paths: list[str]) -> None:

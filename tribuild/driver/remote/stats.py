@@ -8,10 +8,14 @@ import os
 
 from tribuild.base.files import read_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 NAME = "remote-stats.json"
 
 
-def save(cache_dir: str, where: str, stats: dict, warning: str | None) -> None:
+def save(cache_dir: str, where: str, stats: dict[str, int | float], warning: str | None) -> None:
     """Record the last build's ``stats`` (``link.Stats.as_dict``); a cache folder that cannot
     be written only loses them."""
     from tribuild.engine import write_atomic
@@ -24,7 +28,7 @@ def save(cache_dir: str, where: str, stats: dict, warning: str | None) -> None:
         pass
 
 
-def load(cache_dir: str) -> dict | None:
+def load(cache_dir: str) -> dict[str, Any] | None:
     try:
         data = json.loads(read_text(os.path.join(cache_dir, NAME)))
     except (OSError, ValueError):
