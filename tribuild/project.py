@@ -20,6 +20,7 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 """tribuild's own source folder: its files' signature salts the store and the manifest."""
 
 OPT_LEVELS = ("0", "1", "2", "3", "s")
+INT64_LIMIT = 2**63  # integers, as .tri literals and as arguments, lie in [-2**63, 2**63)
 """Optimization levels as the command line spells them; Tribuild.toml writes 0-3 as integers."""
 
 KEYWORDS = frozenset(

@@ -36,7 +36,14 @@ from tribuild.config.remote import KEYS as _REMOTE_KEYS
 from tribuild.config.remote import RemoteSettings, read_settings
 from tribuild.config.schema import Checker
 from tribuild.diagnostics import closest
-from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, KEYWORDS, OPT_LEVELS, job_count
+from tribuild.project import (
+    CONFIG_FILE,
+    DEFAULT_CACHE_DIR,
+    INT64_LIMIT,
+    KEYWORDS,
+    OPT_LEVELS,
+    job_count,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,11 +68,18 @@ _CACHE_KEYS = ("dir", "max_size_mb") + _REMOTE_KEYS
 _TARGET_KEYS = ("entry", "args", "input")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # a leading - reads as an option
 MAX_TARGET_NAME = 128  # with ``.NAME.py.XXXXXXXX.tmp`` well within a file name's 255 bytes
-SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "triton", "tribuild", "numpy"}
+SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | {
+    "torch",
+    "triton",
+    "tribuild",
+    "numpy",
+    "sitecustomize",  # not in stdlib_module_names, yet Python imports them at start
+    "usercustomize",
+}
 """Target names refused: ``out/NAME.py`` would be imported instead of that module by the
 generated modules in the folder (Python puts a script's folder first on ``sys.path``)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ARG_EXPECTED = "an integer, a finite float, a boolean, a string or an array of those"
+_ARG_EXPECTED = "a 64-bit integer, a finite float, a boolean, a string or an array of those"
 # required key -> the help shown when it is missing
 _REQUIRED_TOP = {"project": 'add a [project] section with a name = "..." line'}
 _REQUIRED_PROJECT = {"name": 'add a line name = "my-project"'}
@@ -215,7 +229,7 @@ class _Reader:
         cache = self._section(top, "cache", _CACHE_KEYS, {})
         where = ("project",)
         max_mb = c.get(cache, ("cache",), "max_size_mb", 512, self._positive_int)
-        return Config(
+        config = Config(
             root=self.root,
             name=c.get(project, where, "name", None, self._string),
             sources=c.get(project, where, "sources", (".",), self._sources),
@@ -228,6 +242,34 @@ class _Reader:
             path=os.path.abspath(path),
             remote=read_settings(c, cache),
         )
+        if "dir" in cache and config.cache_dir and config.sources and config.out:
+            self._cache_apart(config)
+        return config
+
+    def _cache_apart(self, config: Config) -> None:
+        """Refuse a cache folder that is the root or holds it, holds a source folder, or is,
+        holds or lies in the output folder: the build writes ``build-manifest.json`` and
+        ``explain.json`` there and ``cache clear`` deletes what it takes for its own files
+        (``dir = "."`` overwrote a user's files of those names)."""
+        real = os.path.realpath
+        cache = real(os.path.join(self.root, config.cache_dir))
+        out = real(os.path.join(self.root, config.out))
+        why = None
+        if _within(real(self.root), cache):
+            why = "is the project root or holds it"
+        elif any(_within(real(os.path.join(self.root, s)), cache) for s in config.sources):
+            why = "holds a source folder"
+        elif _within(out, cache) or _within(cache, out):
+            why = "is, holds or lies in the output folder"
+        if why is not None:
+            where = ("cache", "dir")
+            self.c.report(
+                where,
+                f"cache folder `{config.cache_dir}` {why}: tribuild writes and deletes files "
+                "of its own there",
+                self.c.locator.value(where),
+                expected=f'a folder of its own, such as "{DEFAULT_CACHE_DIR}"',
+            )
 
     def _section(
         self, top: dict, name: str, allowed: tuple[str, ...], required: dict[str, str]
@@ -420,14 +462,19 @@ def _is_positive_int(value: Any) -> bool:
 
 def _bad_arg(value: Any, item: Path = ()) -> tuple[Path, Any] | None:
     """The first part of an argument value that is not an allowed one, with its index path
-    (a tuple is a list: ``compile_model``'s arguments come from Python)."""
+    (a tuple is a list: ``compile_model``'s arguments come from Python). The one rule for
+    every way a value comes in (Tribuild.toml's args, ``--arg``, ``compile_model``), and the
+    .tri literals' (E0105): an integer beyond 64 bits or a float that is not finite is
+    refused, never generated as ``TernaryLinear(8, 99999...)`` or ``float('inf')``."""
     if isinstance(value, (list, tuple)):
         for index, element in enumerate(value):
             bad = _bad_arg(element, item + (index,))
             if bad is not None:
                 return bad
         return None
-    if isinstance(value, (int, str)) or (isinstance(value, float) and math.isfinite(value)):
+    if isinstance(value, int) and -INT64_LIMIT <= value < INT64_LIMIT:  # as a .tri literal
+        return None
+    if isinstance(value, str) or (isinstance(value, float) and math.isfinite(value)):
         return None
     return item, value
 
@@ -467,6 +514,11 @@ def _what_is_there(full: str) -> str | None:
     if stat.S_ISREG(mode):
         return "is a file, not a folder"
     return "is not a regular file (a FIFO, socket or device)"
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both absolute and resolved)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def resolves_inside(root: str, path: str) -> bool:

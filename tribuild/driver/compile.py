@@ -27,7 +27,7 @@ import tomllib
 
 from tribuild.base.hashing import digest
 from tribuild.base.record import record
-from tribuild.config.load import Target
+from tribuild.config.load import Target, arg_value
 from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, outputs, timing
 from tribuild.driver.build import Request, TargetResult, generated, run, target_result
@@ -70,11 +70,7 @@ def parse_arg(text: str) -> tuple[str, object]:
                 "a string that is not a bare word"
             ) from None
         parsed = value
-    return name.strip(), _frozen(parsed)
-
-
-def _frozen(value):
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+    return name.strip(), arg_value(name.strip(), parsed)  # Tribuild.toml's rule for args
 
 
 def compile_file(

@@ -239,8 +239,26 @@ def _no_layer(db, entry_path: str, layer: str) -> str:
     layers = sorted(n for n, r in scope(db, entry_path).names if r.kind in ("layer", "functional"))
     close = closest(layer, layers)
     listed = f"its layers: {', '.join(layers)}" if layers else "it defines no layer"
+    hidden = _first_syntax_error(db, entry_path)
+    if hidden:  # two byte order marks once hid a whole file's items behind this message
+        listed += f" that parses; its first syntax error, which may hide one: {hidden}"
     guess = f"did you mean `{close}`? " if close else ""
     return f"`{entry_path}` defines no layer `{layer}`{HELP}{guess}{listed}"
+
+
+def _first_syntax_error(db, path: str) -> str | None:
+    """``line L, column C: message`` of a file's first syntax error, or None."""
+    from tribuild.queries.report import QuerySources  # the report builds on this module
+
+    for entry in item_index(db, path):
+        for diag in item_ast(db, path, entry.id).diagnostics:
+            sources = QuerySources(db)
+            text = sources.text(path)
+            start, _ = sources.char_range(diag.primary.loc)
+            line = text.count("\n", 0, start) + 1
+            column = start - text.rfind("\n", 0, start)
+            return f"line {line}, column {column}: {diag.message}"
+    return None
 
 
 def import_closure(db, entry_path: str) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ handed the call evaluators when it is made (``calls.new_ctx``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from tribuild.diagnostics import did_you_mean
@@ -361,6 +362,8 @@ def float_arith(op: str, a: Value, b: Value, node: ast.Expr, ctx: Ctx) -> Value:
         return type_error(
             ctx, node.span, f"`{op}` of a negative number to a fractional power has no real value"
         )
+    if type(out) is float and not math.isfinite(out):  # `1e308 * 10.0`: as the literal 1e999
+        return type_error(ctx, node.span, f"`{op}` overflows a float: it would be infinity")
     return int64(op, out, node, ctx)
 
 

@@ -16,11 +16,11 @@ from tribuild.diagnostics import register
 from tribuild.lang.syntax import ast
 from tribuild.lang.syntax.cursor import E_TOO_DEEP, MAX_DEPTH, ParserState
 from tribuild.lang.syntax.lexer import E_INVALID_NUMBER
+from tribuild.project import INT64_LIMIT
 
 E_POSITIONAL_AFTER_KEYWORD = register("E0106", "positional argument after keyword argument")
 
 MAX_CHAIN = 100  # operators in one chain; deeper trees risk Python's recursion limit later on
-INT64_LIMIT = 2**63
 _MAX_DIGITS = {2: 64, 8: 22, 10: 19, 16: 16}
 
 _PREC = {

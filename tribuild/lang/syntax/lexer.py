@@ -139,4 +139,6 @@ def describe_error(text: str) -> tuple[str, str]:
         return E_UNTERMINATED_COMMENT, "unterminated block comment: expected `*/`"
     if _NUMBER_START.match(text):
         return E_INVALID_NUMBER, f"invalid number literal `{text}`"
+    if text == "\ufeff":  # the one a file's start may hold is dropped when it is read
+        return E_INVALID_CHAR, "invalid character '\\ufeff' (a byte order mark: remove it)"
     return E_INVALID_CHAR, f"invalid character {text!r}"
