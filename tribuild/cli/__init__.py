@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     import argparse
     from types import ModuleType
 
+
+def _control(ch: str) -> bool:
+    """A control character other than tab (C0, DEL and C1: what ``base.printable`` escapes)."""
+    return (ch < " " and ch != "\t") or "\x7f" <= ch < "\xa0"
+
+
 _GC_THRESHOLDS = (50_000, 20, 100)  # Python's defaults: (700, 10, 10)
 
 COMMANDS = {
@@ -148,6 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     `tribuild build` line (``up_to_date.simple``) is answered from the manifest when nothing
     changed, and otherwise built without argparse."""
     argv = sys.argv[1:] if argv is None else argv
+    for position, arg in enumerate(argv, 1):
+        if any(_control(ch) for ch in arg):  # echoed by an error it would reach the terminal
+            from tribuild.base.printable import printable
+
+            print(
+                printable(
+                    f"tribuild: error: argument {position} ({arg!r}) holds a control "
+                    "character: no file, target or value tribuild takes has one"
+                ),
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     argv, code = _global_options(argv)
     if code is not None:
         return code

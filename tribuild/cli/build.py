@@ -122,6 +122,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from tribuild.cli import formats
+    from tribuild.config.problems import ConfigError
+
+    try:
+        return _build(args)
+    except ConfigError as err:  # the document still (json, github), for whoever reads it
+        sys.stdout.write(formats.config_document(err, args.format, "build", shared.version()) or "")
+        raise  # and the text on stderr, exit 2 (``cli._run``)
+
+
+def _build(args) -> int:
+    from tribuild.cli import formats
     from tribuild.driver import dump, progress
     from tribuild.driver.build import Request, build
     from tribuild.driver.outputs import why_kept

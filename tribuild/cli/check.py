@@ -40,10 +40,8 @@ def run(args) -> int:
 
     try:
         result = check(shared.project(), tuple(args.paths))
-    except ConfigError as err:
-        if args.format == "json":  # the one object still, for the editor or annotator reading it
-            json.dump(formats.check_config_json(err), sys.stdout, indent=1)
-            print()
+    except ConfigError as err:  # the document still, for the editor or annotator reading it
+        sys.stdout.write(formats.config_document(err, args.format, "check", shared.version()) or "")
         raise  # and the text on stderr, exit 2 (``cli._run``)
     if args.format in ("json", "sarif"):
         if args.format == "json":

@@ -10,6 +10,7 @@ Formats (``--format``):
 
 from __future__ import annotations
 
+from tribuild.base.printable import printable
 from tribuild.diagnostics_render import to_json
 from tribuild.project import SCHEMA_VERSION
 
@@ -38,10 +39,80 @@ def check_config_json(err) -> dict:
         "diagnostics": [],
         "files": 0,
         "errors": len(err.problems),
-        "config_errors": [
-            {"path": p.path, "line": p.line, "col": p.column, "message": p.message, "help": p.help}
-            for p in err.problems
-        ],
+        "config_errors": config_errors(err),
+    }
+
+
+def config_errors(err) -> list[dict]:
+    return [
+        {"path": p.path, "line": p.line, "col": p.column, "message": p.message, "help": p.help}
+        for p in err.problems
+    ]
+
+
+def build_config_json(err) -> dict:
+    """`build --format json` when Tribuild.toml has problems: nothing built, each problem
+    in ``config_errors`` (as `check`'s), ``opt_level`` null (the configuration gives it)."""
+    return {
+        "version": SCHEMA_VERSION,
+        "kind": "build",
+        "ok": False,
+        "opt_level": None,
+        "targets": [],
+        "written": [],
+        "unchanged": [],
+        "removed": [],
+        "kept": [],
+        "config_errors": config_errors(err),
+    }
+
+
+def config_document(err, format: str, kind: str, version: str) -> str | None:
+    """The document ``--format`` prints when Tribuild.toml has problems (a ``ConfigError``),
+    or None for the text format: the reader (an editor, CI's annotator) still gets one."""
+    import json
+
+    if format == "json":
+        data = check_config_json(err) if kind == "check" else build_config_json(err)
+    elif format == "sarif":
+        data = _log([_config_result(p) for p in err.problems], {}, version)
+    elif format == "github":
+        return "".join(
+            _annotation("error", _config_props(p), _config_text(p)) for p in err.problems
+        )
+    else:
+        return None
+    return json.dumps(data, indent=1) + "\n"
+
+
+def _config_text(problem) -> str:
+    return problem.message + (f"\nhelp: {problem.help}" if problem.help else "")
+
+
+def _relative(path: str) -> str:
+    """A configuration problem's file as the annotator and SARIF viewers take it: relative to
+    the current folder (CI runs in the checkout), in POSIX form."""
+    import os
+
+    return os.path.relpath(path).replace(os.sep, "/")
+
+
+def _config_props(problem) -> dict:
+    props: dict = {"file": _relative(problem.path)}
+    if problem.line is not None:
+        props |= {"line": problem.line, "col": problem.column or 1}
+    return props | {"title": "Tribuild.toml"}
+
+
+def _config_result(problem) -> dict:
+    location: dict = {"artifactLocation": {"uri": _relative(problem.path)}}
+    if problem.line is not None:
+        location["region"] = {"startLine": problem.line, "startColumn": problem.column or 1}
+    return {
+        "ruleId": "config",
+        "level": "error",
+        "message": {"text": _config_text(problem)},
+        "locations": [{"physicalLocation": location}],
     }
 
 
@@ -91,6 +162,10 @@ def sarif(diagnostics, sources, version: str) -> dict:
                 ],
             }
         )
+    return _log(results, rules, version)
+
+
+def _log(results: list, rules: dict, version: str) -> dict:
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -141,9 +216,13 @@ def github(diagnostics, sources) -> str:
             "endColumn": data["end_col"],
             "title": f"{diag.code}",
         }
-        text = ",".join(f"{k}={_escape(str(v), True)}" for k, v in props.items())
-        lines.append(f"::{command} {text}::{_escape(_message(data), False)}")
-    return "".join(line + "\n" for line in lines)
+        lines.append(_annotation(command, props, _message(data)))
+    return "".join(lines)
+
+
+def _annotation(command: str, props: dict, message: str) -> str:
+    text = ",".join(f"{k}={_escape(str(v), True)}" for k, v in props.items())
+    return f"::{command} {text}::{_escape(message, False)}\n"
 
 
 def _message(data: dict) -> str:
@@ -154,8 +233,9 @@ def _message(data: dict) -> str:
 
 def _escape(text: str, property_value: bool) -> str:
     """Escape as the Actions runner unescapes: ``%``, CR and LF, and in a property value
-    also ``:`` and ``,``."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    also ``:`` and ``,``; every other control character as ``\\x1b`` (a file name or a
+    message must not reach the log's terminal as an escape sequence)."""
+    text = printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
     if property_value:
         text = text.replace(":", "%3A").replace(",", "%2C")
     return text

@@ -50,15 +50,16 @@ class Problem:
         offending line of the file under a gutter, with carets under the key or value."""
         path = _shown(self.path)
         where = path if self.line is None else f"{path}:{self.line}:{self.column}"
-        out = [f"{where}: error: {self.message}"]
+        out = [printable(f"{where}: error: {self.message}")]  # a message may quote the file
         text = _line(self.path, self.line)
         if text is not None and self.column:
             gutter = " " * len(str(self.line))
             start = min(self.column - 1, len(text))
             carets = "^" * token_width(text[start:])
-            out += [f"{gutter} |", f"{self.line} | {text}", f"{gutter} | {' ' * start}{carets}"]
+            shown = printable(text)
+            out += [f"{gutter} |", f"{self.line} | {shown}", f"{gutter} | {' ' * start}{carets}"]
         if self.help is not None:
-            out.append(f"{' ' * len(str(self.line or ''))} = help: {self.help}")
+            out.append(f"{' ' * len(str(self.line or ''))} = help: {printable(self.help)}")
         return "\n".join(out) + ("\n" if len(out) > 2 else "")  # an excerpt: a blank line after
 
 

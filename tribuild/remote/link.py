@@ -14,8 +14,10 @@ Terms:
 
 from __future__ import annotations
 
+import re
 import time
 
+from tribuild.base.printable import printable
 from tribuild.remote.options import RemoteSettings, valid_url
 
 TYPE_CHECKING = False
@@ -174,15 +176,26 @@ class Link:
         more = self.problems - 1
         tail = f" (and {more} more problem{'s' * (more != 1)})" if more else ""
         state = "building locally" if self.down else "those targets built locally"
-        return f"warning: remote cache {self.where}: {self.warning}{tail}; {state}"
+        # the URL may come from a repository's Tribuild.toml, the warning from the server
+        return printable(f"warning: remote cache {self.where}: {self.warning}{tail}; {state}")
 
 
 def _bytes_or_none(value: object) -> bool:
     return value is None or type(value) is bytes
 
 
+_KINDS = {"bytes": "a string", "int": "an integer", "list": "an array", "NoneType": "nothing"}
+
+
 def _describe(error: Exception) -> str:
     if isinstance(error, ImportError):
         return "the `redis` package is not installed (pip install 'tribuild[remote]')"
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    said = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    if isinstance(error, OSError) or type(error).__module__.startswith("redis"):
+        return said  # the client's own account: refused, timed out, a protocol error
+    # any other error is the client tripping over a reply it did not expect: a server that
+    # is not Redis (``+OK`` to everything made "'bytes' object has no attribute 'get'")
+    found = re.match(r"'(\w+)' object has no attribute 'get'", text)
+    what = f"{_KINDS.get(found[1], found[1])} where Redis sends a map" if found else said
+    return f"the server does not answer as Redis does: the client could not read its reply ({what})"

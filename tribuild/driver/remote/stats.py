@@ -1,18 +1,21 @@
 """``<cache dir>/remote-stats.json``: what the last build that used a remote did with it,
-for ``tribuild cache stats``."""
+for ``tribuild cache stats``. Read as the other cache files are (``read_regular``: a regular
+file of bounded size, no link followed, no FIFO waited on); its texts are printed escaped."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from tribuild.base.files import read_text
+from tribuild.base.files import read_regular
+from tribuild.base.printable import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 NAME = "remote-stats.json"
+MAX_BYTES = 1 << 20  # a few hundred bytes written; a link to /dev/zero or a FIFO is no record
 
 
 def save(cache_dir: str, where: str, stats: dict[str, int | float], warning: str | None) -> None:
@@ -30,8 +33,8 @@ def save(cache_dir: str, where: str, stats: dict[str, int | float], warning: str
 
 def load(cache_dir: str) -> dict[str, Any] | None:
     try:
-        data = json.loads(read_text(os.path.join(cache_dir, NAME)))
-    except (OSError, ValueError):
+        data = json.loads(read_regular(os.path.join(cache_dir, NAME), MAX_BYTES))
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -42,8 +45,9 @@ def describe(cache_dir: str) -> str | None:
     if data is None:
         return None
     try:
+        server = printable(str(data["server"]))  # the URL may come from a Tribuild.toml
         lines = [
-            f"remote {data['server']} (last build): {data['hits']} hits, {data['misses']} "
+            f"remote {server} (last build): {data['hits']} hits, {data['misses']} "
             f"misses, {data['refused']} entries refused, {data['errors']} errors",
             f"  read {data['bytes_read'] / 1024:.1f} KiB, wrote {data['bytes_written'] / 1024:.1f}"
             f" KiB ({data['entries_written']} entries), {data['seconds']:.3f}s waiting on the "
@@ -52,6 +56,6 @@ def describe(cache_dir: str) -> str | None:
     except (KeyError, TypeError, ValueError):
         return f"{os.path.join(cache_dir, NAME)}: unreadable"
     if data.get("warning"):  # the build's warning line, which says `warning:` itself
-        warning = str(data["warning"])
+        warning = printable(str(data["warning"]))
         lines.append(f"  {warning if warning.startswith('warning: ') else 'warning: ' + warning}")
     return "\n".join(lines)
