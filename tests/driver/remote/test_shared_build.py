@@ -275,3 +275,46 @@ def test_remote_check(remote_env, clone, cli, monkeypatch):
     monkeypatch.setenv("TRIBUILD_REMOTE_CACHE", "")
     code, out, _ = cli(["cache", "remote-check"], folder)
     assert code == 1 and "no remote cache configured" in out
+
+
+def _poison(remote_env, key: bytes, count: int) -> None:
+    listed = json.dumps([f"models/missing{i}.tri" for i in range(count)]).encode()
+    remote_env.client().set(key, entries.frame(key.decode(), listed, None))
+
+
+def test_an_import_list_naming_100000_files_is_checked_not_followed(
+    remote_env, clone, cli, zoo_reference
+):
+    """Well framed (no secret set), a list naming 100,000 missing files made a fresh clone
+    read them all (12-35 s). A list longer than ``MAX_LISTED`` is checked against its file
+    first, refused and replaced."""
+    cli(["build", "-q"], clone("first"))
+    client = remote_env.client()
+    lists = {k: client.get(k) for k in keys(remote_env, "imp")}
+    victim = next(k for k, v in lists.items() if b"resnet_blocks.tri" in v)
+    _poison(remote_env, victim, 100_000)
+    second = clone("second")
+    code, _, err = cli(["build", "-q"], second)
+    assert code == 0 and "it names 100000 files, not what the file imports" in err, err
+    assert err.count("warning") == 1 and stats(second)["refused"] == 1
+    assert snapshot(second) == zoo_reference
+    assert client.get(victim) == lists[victim]
+
+
+def test_a_list_naming_missing_files_is_corrected_though_no_target_imports_its_file(
+    remote_env, clone, cli
+):
+    """A short list naming files that are not there is checked when they turn out missing,
+    for every file of the scan: only the closures of built targets were corrected before."""
+    first = clone("first")
+    (first / "models" / "unused.tri").write_text('import "mlp.tri"\n')
+    cli(["build", "-q"], first)
+    client = remote_env.client()
+    lists = {k: client.get(k) for k in keys(remote_env, "imp")}
+    (victim,) = [k for k, v in lists.items() if v is not None and b'["models/mlp.tri"]' in v]
+    _poison(remote_env, victim, 3)
+    second = clone("second")
+    (second / "models" / "unused.tri").write_text('import "mlp.tri"\n')
+    code, _, err = cli(["build", "-q"], second)
+    assert code == 0 and "it names 3 files, not what the file imports" in err, err
+    assert client.get(victim) == lists[victim]
