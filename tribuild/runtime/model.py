@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from tribuild.runtime.kernel_files import class_file, generated_class, load_kernels, register_class
 from tribuild.runtime.launch import backend_for, unpacked_codes
@@ -117,10 +118,23 @@ def _rebuild(module_name: str, path: str, qualname: str) -> nn.Module:
 M = TypeVar("M", bound=nn.Module)
 
 
+class _NoFillsOnMeta(TorchFunctionMode):
+    """Skips the random fills of PyTorch's initialization (``normal_``, ``uniform_``) on meta
+    tensors, which have nothing to fill: meta ``normal_`` runs a reference implementation
+    that imports ``torch._dynamo``, seconds of a first load."""
+
+    SKIPPED = frozenset({torch.Tensor.normal_, torch.Tensor.uniform_})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func in self.SKIPPED and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            return args[0]
+        return func(*args, **(kwargs or {}))
+
+
 def empty_model(cls: type[M]) -> M:
     """An instance of the generated class ``cls`` on the meta device, its ternary layers
     shells (``nn.shell``): no storage, nothing initialized, for ``fill``."""
-    with torch.device("meta"), shell():
+    with torch.device("meta"), shell(), _NoFillsOnMeta():
         return cls()
 
 

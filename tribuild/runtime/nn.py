@@ -84,7 +84,7 @@ from tribuild.runtime.launch import (
     ternary_conv2d,
     ternary_linear,
 )
-from tribuild.runtime.packing import pack, packed_cols, unpack
+from tribuild.runtime.packing import pack_ternary, packed_cols, unpack
 from tribuild.runtime.ternarize import dequantize, ternarize, ternarize_ste
 
 Kernel = Callable[..., torch.Tensor]
@@ -285,9 +285,9 @@ class TernaryLayer(nn.Module):
             stamp = (id(latent), latent._version)
             if not sharded and self._synced.get(name) == stamp:
                 continue
-            codes, scale = ternarize(whole(latent.detach()), self.scale_mode)
+            packed, scale = pack_ternary(whole(latent.detach()), self.scale_mode)
             with torch.no_grad():
-                self._buffers[name] = pack(codes)
+                self._buffers[name] = packed
                 self._buffers[f"{name}_scale"] = scale
             self._dense, self._folded = {}, None
             self._synced[name] = stamp

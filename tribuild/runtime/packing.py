@@ -16,12 +16,13 @@ Terms:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 
 from tribuild.base.record import record
-from tribuild.runtime.ternarize import ternarize
+from tribuild.runtime.ternarize import ternary_scale
 
 CODES_PER_BYTE = 4
 _PLACES = 4 ** torch.arange(CODES_PER_BYTE, dtype=torch.int32)  # 1 << 2t: field t of a byte
@@ -39,16 +40,40 @@ def pack(codes: torch.Tensor) -> torch.Tensor:
         low, high = torch.aminmax(rows)  # one pass over the codes
         if int(low) < -1 or int(high) > 1:
             raise ValueError("codes must lie in {-1, 0, 1}")
-    out, k = rows.shape
-    # Bytes all the way (a weight is loaded tensor by tensor: its passes are the load time):
-    # in two's complement -1 is 0b...11, so (c & 3) ^ ((c >> 1) & 1) maps -1, 0, 1 to the
-    # codes 0b10, 0b00, 0b01.
+    cols, device = packed_cols(rows.shape[1]), codes.device
+    packed = torch.empty(rows.shape[0], cols, dtype=torch.uint8, device=device)
+    for start, stop in _chunks(rows):
+        packed[start:stop] = _pack_rows(rows[start:stop])
+    return packed
+
+
+CHUNK_CODES = 1 << 18
+"""Codes ``pack`` and ``pack_ternary`` take at once: every pass over a chunk stays in the
+CPU's cache, and its temporaries are small enough for the allocator to reuse (a pass over a
+whole weight of millions of codes makes a tensor the allocator maps and unmaps, faulting in
+every page: most of a checkpoint's load time, measured)."""
+
+
+def _chunks(rows: torch.Tensor) -> Iterator[tuple[int, int]]:
+    step = max(1, CHUNK_CODES // max(rows.shape[1], 1))
+    for start in range(0, rows.shape[0], step):
+        yield start, min(start + step, rows.shape[0])
+
+
+def _pack_rows(rows: torch.Tensor) -> torch.Tensor:
+    """``pack`` of a ``[r, K]`` block of codes known to lie in {-1, 0, 1}."""
     c = rows.to(torch.int8)
-    c = (c & 3) ^ ((c >> 1) & 1)
-    if k % CODES_PER_BYTE:
-        c = F.pad(c, (0, -k % CODES_PER_BYTE))  # padding is code 0b00, which decodes as 0
-    v = c.view(torch.uint8).reshape(out, -1, CODES_PER_BYTE)
-    return v[..., 0] | (v[..., 1] << 2) | (v[..., 2] << 4) | (v[..., 3] << 6)
+    if c.shape[1] % CODES_PER_BYTE:
+        c = F.pad(c, (0, -c.shape[1] % CODES_PER_BYTE))  # padding is 0b00, which decodes as 0
+    if c.shape[1] == 0:
+        return torch.empty(c.shape[0], 0, dtype=torch.uint8, device=c.device)
+    # Four codes as the bytes of one int32 word w (little-endian: code t in bits 8t..8t+7).
+    # In two's complement -1 is 0b...11, so per byte (c & 3) ^ ((c >> 1) & 1) maps -1, 0, 1
+    # to the 2-bit codes 0b10, 0b00, 0b01; then byte t moves to bits 2t..2t+1 of the low byte
+    # (the shifts bring no other code's bits below bit 8: each code is at most 2).
+    w = c.contiguous().view(torch.int32)
+    m = (w & 0x03030303) ^ ((w >> 1) & 0x01010101)
+    return ((m | (m >> 6) | (m >> 12) | (m >> 18)) & 0xFF).to(torch.uint8)
 
 
 def unpack(packed: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
@@ -66,9 +91,18 @@ def unpack(packed: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> torch.T
 
 
 def pack_ternary(w: torch.Tensor, scale: str = "tensor") -> tuple[torch.Tensor, torch.Tensor]:
-    """Ternarize a float weight and pack it: ``(packed, g)``, what a generated module stores."""
-    codes, g = ternarize(w, scale)
-    return pack(codes), g
+    """Ternarize a float weight and pack it: ``(packed, g)``, what a generated module stores;
+    ``pack(ternarize(w, scale)[0])`` and the same ``g``, computed a chunk of rows at a time (no
+    int8 codes of the whole weight)."""
+    g = ternary_scale(w, scale)
+    rows = w.detach().reshape(w.shape[0], -1)
+    cols, device = packed_cols(rows.shape[1]), w.device
+    packed = torch.empty(rows.shape[0], cols, dtype=torch.uint8, device=device)
+    for start, stop in _chunks(rows):
+        part = g if g.numel() == 1 else g[start:stop, None]
+        codes = rows[start:stop].float().div(part).round_().clamp_(-1, 1)  # ternarize's steps
+        packed[start:stop] = _pack_rows(codes)
+    return packed, g
 
 
 @record
