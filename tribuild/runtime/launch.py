@@ -2,12 +2,15 @@
 
 Terms:
 - *backend*: ``triton`` runs the kernels of ``tribuild.runtime.kernels.triton``; ``torch`` runs
-  the same arithmetic in PyTorch (float32 accumulation and epilogue, result in ``x``'s dtype). In
-  ``auto`` mode (the default) CUDA tensors take ``triton``, as do CPU tensors when
-  ``TRITON_INTERPRET=1`` (the interpreter); everything else takes ``torch``. The variable is
-  read once, at the first choice for a CPU tensor (Triton, too, reads it once, when its kernels
-  are defined): reading the environment costs more than a small layer's Python.
-  :func:`force_backend` overrides the choice, for tests.
+  the same arithmetic in PyTorch (float32 accumulation and epilogue, result in ``x``'s dtype);
+  ``cpu`` runs BitLinear calls (``quantize``, float32) on the native kernels of
+  ``tribuild.runtime.kernels.cpu`` (``tribuild.runtime.native``) and everything else as
+  ``torch`` does (``DENSE_BACKENDS``). In ``auto`` mode (the default) CUDA tensors take
+  ``triton``, as do CPU tensors when ``TRITON_INTERPRET=1`` (the interpreter); other CPU tensors
+  take ``cpu`` when the native kernels build and load (once per process, at the first choice),
+  else ``torch``. The variable is read once, at the first choice for a CPU tensor (Triton, too,
+  reads it once, when its kernels are defined): reading the environment costs more than a small
+  layer's Python. :func:`force_backend` overrides the choice (``torch``: the reference path).
 - *packed*: the uint8 ``[N, ceil(K/4)]`` weight of ``tribuild.runtime.packing``; *scale* its
   float32 ``[1]`` or ``[N]`` scale; the epilogue is ``act(scale · acc + bias + residual)``.
 - *unpacked cache*: the torch backend decodes a packed weight once and keeps the float32
@@ -51,9 +54,11 @@ from tribuild.runtime.epilogue import activation_name, apply_epilogue
 from tribuild.runtime.packing import packed_cols, unpack
 from tribuild.runtime.ternarize import quantize_activations as quantize_activations_torch
 
-BACKENDS = ("auto", "triton", "torch")
+BACKENDS = ("auto", "triton", "torch", "cpu")
 GEMV_MAX_ROWS = 4  # up to this many rows (memory-bound decoding) the GEMV kernel runs, not the GEMM
 SMALL_GEMM_MAX_ROWS = 16  # up to this many the GEMM runs 16-row tiles (family gemm_small)
+# The backends whose convolutions and unquantized linear layers run PyTorch's dense arithmetic.
+DENSE_BACKENDS = ("torch", "cpu")
 _backend = "auto"
 _cpu_backend: str | None = None  # auto mode's choice for CPU tensors, once TRITON_INTERPRET is read
 _unpacked: dict[int, tuple[weakref.ref, int, tuple[int, ...], torch.Tensor]] = {}
@@ -73,15 +78,33 @@ def force_backend(name: str) -> Iterator[None]:
 
 
 def backend_for(x: torch.Tensor) -> str:
-    """The backend a call on ``x`` takes now: ``triton`` or ``torch``."""
+    """The backend a call on ``x`` takes now: ``triton``, ``torch`` or ``cpu``."""
     global _cpu_backend
     if _backend != "auto":
         return _backend
     if x.is_cuda:
         return "triton"
     if _cpu_backend is None:
-        _cpu_backend = "triton" if autotune.interpreted() else "torch"
+        if autotune.interpreted():
+            _cpu_backend = "triton"
+        else:
+            from tribuild.runtime import native
+
+            _cpu_backend = "torch" if native.library() is None else "cpu"
     return _cpu_backend
+
+
+def native_takes(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    quantize: bool,
+) -> bool:
+    """Whether the ``cpu`` backend's kernels run this linear call (``native.takes``)."""
+    from tribuild.runtime import native
+
+    return native.takes(x, packed, bias, residual, quantize)
 
 
 def unpacked_codes(packed: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -277,7 +300,14 @@ def ternary_linear(
     if packed.shape[1] != packed_cols(k):
         raise ValueError(f"packed weight {tuple(packed.shape)} does not fit K={k}")
     _check_epilogue(scale, bias, residual, n, (*x.shape[:-1], n))
-    if backend_for(x) == "torch":
+    backend = backend_for(x)
+    if backend == "cpu" and native_takes(x, packed, bias, residual, quantize):
+        from tribuild.runtime import native
+
+        if torch.compiler.is_compiling():
+            return native.CPU_TERNARY_LINEAR(x, packed, scale, bias, residual, act)
+        return native.linear(x, packed, scale, bias, residual, act)
+    if backend != "triton":
         if quantize:
             x = quantize_activations_torch(x)
         acc = x.float() @ unpacked_codes(packed, (n, k)).T
@@ -477,7 +507,7 @@ def ternary_conv2d(
             f"packed weight {tuple(packed.shape)} does not fit a weight of shape {shape}"
         )
     _check_epilogue(scale, bias, residual, n, tuple(conv2d_shape(x, packed, size, strides, pads)))
-    if backend_for(x) == "torch":
+    if backend_for(x) != "triton":
         acc = dense_conv2d(x.float(), unpacked_codes(packed, shape), None, strides, pads, groups)
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)
     if configs is None and torch.compiler.is_compiling():
@@ -573,7 +603,7 @@ def quantize_activations(
     While autograd records (training), the torch path runs on any device: the kernel has no
     backward, the torch path the straight-through estimator's. On the Triton backend a traced
     call is the operator ``tribuild::quantize_activations``."""
-    if backend_for(x) == "torch" or (x.requires_grad and torch.is_grad_enabled()):
+    if backend_for(x) != "triton" or (x.requires_grad and torch.is_grad_enabled()):
         return quantize_activations_torch(x)
     if configs is None and torch.compiler.is_compiling():
         return QUANTIZE_ACTIVATIONS(x, opt_level)

@@ -56,7 +56,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from tribuild.runtime.kernel_files import class_file, generated_class, load_kernels, register_class
-from tribuild.runtime.launch import backend_for, unpacked_codes
+from tribuild.runtime.launch import DENSE_BACKENDS, backend_for, unpacked_codes
 from tribuild.runtime.nn import (
     TernaryLayer,
     building_shell,
@@ -420,7 +420,7 @@ class ModuleList(nn.ModuleList):
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
-    if backend_for(x) != "torch":
+    if backend_for(x) not in DENSE_BACKENDS:
         return x
     return x.contiguous(memory_format=torch.channels_last)
 

@@ -78,6 +78,7 @@ from torch import nn
 
 from tribuild.runtime.epilogue import ACTIVATIONS, IN_PLACE, activation_name
 from tribuild.runtime.launch import (
+    DENSE_BACKENDS,
     backend_for,
     dense_conv2d,
     quantize_activations,
@@ -602,7 +603,7 @@ class TernaryConv2d(TernaryLayer):
         return dense_conv2d(x, w, bias, self.stride, self.padding, self.groups)
 
     def run(self, x, scale, bias, act, residual, kernel):
-        if backend_for(x) == "torch":
+        if backend_for(x) in DENSE_BACKENDS:
             y = self._conv(x, self.dense_weight("weight", x.dtype, scale), _same_dtype(bias, x))
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
         if kernel is not None:
@@ -629,7 +630,7 @@ class TernaryConv2d(TernaryLayer):
             if torch.compiler.is_compiling():
                 return self._conv(x, self.dense_weight("weight", x.dtype), self.bias)
             self.sync_latents()
-        if backend_for(x) == "torch":
+        if backend_for(x) in DENSE_BACKENDS:
             return self._conv(x, self.dense_weight("weight", x.dtype), self._parameters.get("bias"))
         return self.run(
             x, self._buffers["weight_scale"], self._parameters.get("bias"), None, None, self.kernel
@@ -683,7 +684,9 @@ class MultiHeadAttention(TernaryLayer):
             self.sync_latents()
         if w is not None:
             qkv = F.linear(x, w, self.in_proj_bias)
-        elif backend_for(x) == "torch" or (self.has_latent and torch.compiler.is_compiling()):
+        elif backend_for(x) in DENSE_BACKENDS or (
+            self.has_latent and torch.compiler.is_compiling()
+        ):
             qkv = F.linear(x, self.dense_weight("in_proj_weight", x.dtype), self.in_proj_bias)
         elif self.kernel is not None:
             qkv = self.kernel(

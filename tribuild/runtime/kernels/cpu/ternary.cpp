@@ -1,0 +1,419 @@
+// Ternary linear layers on the CPU over 2-bit codes, BitLinear's int8 quantization fused.
+//
+// Compiled once per instruction set by tribuild.runtime.kernels.cpu.build (the same source:
+// the ISA is the compiler's flags, seen here as __AVX2__, __AVX512BW__, __AVX512VNNI__), loaded
+// with ctypes; every entry point is extern "C" and takes plain pointers.
+//
+// Terms:
+// - *codes*: c in {-1, 0, +1}; stored offset, c' = c + 1 in {0, 1, 2} (2 bits), so that
+//   maddubs/dpbusd (unsigned x signed bytes) multiply them with the int8 activations q:
+//   sum c q = sum c' q - sum q, and sum q is one number per row.
+// - *layout* (tb_repack): channels in groups of GROUP = 4, K in blocks of BLOCK = 128; the
+//   weight is bytes [groups][blocks][4 channels][32]; byte j of a channel's 32 bytes holds, in
+//   bits 2t..2t+1, the code of k = 128 b + 32 t + j. One 32-byte load, shifted by 2t and
+//   masked, gives the 32 codes that meet 32 consecutive activations. K is padded to a
+//   multiple of 128 and N to a multiple of 4 with c' = 1 (zero weights); the activations'
+//   padding is q = 0.
+// - *quantization* (BitLinear, tribuild.runtime.ternarize): per row, amax = max(max|x|, eps),
+//   s = 127 / amax (a float32 division), q = clamp(round_half_even(x s), -128, 127). The
+//   product of a row is (float)(sum c q) / s, then the epilogue, in float32, as
+//   tribuild.runtime.epilogue does it: act(y * scale + bias + residual), one rounding a step
+//   (the build passes -ffp-contract=off: no fused multiply-adds the reference does not have).
+// - *int16 run*: maddubs sums two products into an int16 lane, at most 2 * 2 * 128 = 512 in
+//   magnitude; RUN = 8 blocks (4 maddubs each) sum to at most 16384 before they are widened
+//   to int32 (madd with ones), so no lane saturates or wraps.
+// - *threads*: OpenMP with the count the caller passes (torch.get_num_threads()); loaded into
+//   a process that imported torch, libgomp.so.1 is torch's own, so the pool is PyTorch's.
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#if defined(__AVX2__) || defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+constexpr int64_t GROUP = 4;
+constexpr int64_t BLOCK = 128;
+constexpr int64_t BLOCK_BYTES = BLOCK / 4;  // one channel's bytes of one block
+constexpr int64_t RUN = 8;                  // blocks summed in int16 before widening
+constexpr int64_t ROW_CHUNK = 32;           // rows whose activations a group's codes meet at once
+
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t blocks_of(int64_t k) { return cdiv(k, BLOCK); }
+inline int64_t groups_of(int64_t n) { return cdiv(n, GROUP); }
+
+enum Act { NONE = 0, RELU = 1, RELU6 = 2, SILU = 3, GELU = 4, SIGMOID = 5 };
+
+struct Epilogue {
+  const float* scale;
+  int64_t channel_scale;
+  const float* bias;
+  const float* residual;
+  int act;
+  float* out;
+  int32_t* raw;  // tests: the integer sums instead of the epilogue
+  const float* s;
+};
+
+inline float activate(float y, int act) {
+  switch (act) {
+    case RELU: return y > 0.0f ? y : 0.0f;
+    case RELU6: return std::min(std::max(y, 0.0f), 6.0f);
+    case SILU: return y / (1.0f + std::exp(-y));
+    case GELU: return 0.5f * y * (1.0f + std::erf(y * 0.70710678118654752f));
+    case SIGMOID: return 1.0f / (1.0f + std::exp(-y));
+    default: return y;
+  }
+}
+
+// Output (row, channel) from its integer sum (sum c' q) and its row's sum q.
+inline void finish(const Epilogue& e, int64_t row, int64_t ch, int64_t n, int32_t dot) {
+  if (e.raw) {
+    e.raw[row * n + ch] = dot;
+    return;
+  }
+  float y = static_cast<float>(dot) / e.s[row];
+  y = y * e.scale[e.channel_scale ? ch : 0];
+  if (e.bias) y = y + e.bias[ch];
+  if (e.residual) y = y + e.residual[row * n + ch];
+  e.out[row * n + ch] = activate(y, e.act);
+}
+
+// ---- activation quantization (shared by every ISA: it reads each x once) ----
+
+void quantize_row(const float* x, int64_t k, int64_t kp, float eps, int8_t* q, float* s,
+                  int32_t* qsum) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(x[i]));
+  amax = std::max(amax, eps);
+  const float scale = 127.0f / amax;
+  int32_t total = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    float v = std::nearbyint(x[i] * scale);  // the default rounding mode: half to even
+    v = std::min(std::max(v, -128.0f), 127.0f);
+    q[i] = static_cast<int8_t>(v);
+    total += q[i];
+  }
+  std::memset(q + k, 0, static_cast<size_t>(kp - k));
+  *s = scale;
+  *qsum = total;
+}
+
+#if defined(__AVX2__) || defined(__AVX512BW__)
+inline int32_t hsum8(__m256i v) {
+  __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4e));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0xb1));
+  return _mm_cvtsi128_si32(a);
+}
+#endif
+
+// ---- one row, one group of 4 channels, codes unpacked in registers (decode) ----
+
+void gemv_group(const uint8_t* w, const int8_t* q, int64_t nblocks, int32_t dot[GROUP]) {
+#if defined(__AVX512BW__)
+  const __m512i mask = _mm512_set1_epi8(3);
+  __m512i acc01 = _mm512_setzero_si512(), acc23 = _mm512_setzero_si512();
+#if !defined(__AVX512VNNI__)
+  const __m512i ones = _mm512_set1_epi16(1);
+#endif
+  for (int64_t b0 = 0; b0 < nblocks; b0 += RUN) {
+    const int64_t b1 = std::min(nblocks, b0 + RUN);
+#if !defined(__AVX512VNNI__)
+    __m512i run01 = _mm512_setzero_si512(), run23 = _mm512_setzero_si512();
+#endif
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* wb = w + b * GROUP * BLOCK_BYTES;
+      const __m512i w01 = _mm512_loadu_si512(wb);
+      const __m512i w23 = _mm512_loadu_si512(wb + 64);
+      for (int t = 0; t < 4; ++t) {
+        const __m512i x = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b * BLOCK + 32 * t)));
+        const __m512i c01 = _mm512_and_si512(_mm512_srli_epi16(w01, 2 * t), mask);
+        const __m512i c23 = _mm512_and_si512(_mm512_srli_epi16(w23, 2 * t), mask);
+#if defined(__AVX512VNNI__)
+        acc01 = _mm512_dpbusd_epi32(acc01, c01, x);
+        acc23 = _mm512_dpbusd_epi32(acc23, c23, x);
+#else
+        run01 = _mm512_add_epi16(run01, _mm512_maddubs_epi16(c01, x));
+        run23 = _mm512_add_epi16(run23, _mm512_maddubs_epi16(c23, x));
+#endif
+      }
+    }
+#if !defined(__AVX512VNNI__)
+    acc01 = _mm512_add_epi32(acc01, _mm512_madd_epi16(run01, ones));
+    acc23 = _mm512_add_epi32(acc23, _mm512_madd_epi16(run23, ones));
+#endif
+  }
+  dot[0] = hsum8(_mm512_castsi512_si256(acc01));
+  dot[1] = hsum8(_mm512_extracti64x4_epi64(acc01, 1));
+  dot[2] = hsum8(_mm512_castsi512_si256(acc23));
+  dot[3] = hsum8(_mm512_extracti64x4_epi64(acc23, 1));
+#elif defined(__AVX2__)
+  const __m256i mask = _mm256_set1_epi8(3);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[GROUP];
+  for (int c = 0; c < GROUP; ++c) acc[c] = _mm256_setzero_si256();
+  for (int64_t b0 = 0; b0 < nblocks; b0 += RUN) {
+    const int64_t b1 = std::min(nblocks, b0 + RUN);
+    __m256i run[GROUP];
+    for (int c = 0; c < GROUP; ++c) run[c] = _mm256_setzero_si256();
+    for (int64_t b = b0; b < b1; ++b) {
+      const int8_t* qb = q + b * BLOCK;
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 32));
+      const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64));
+      const __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 96));
+      const uint8_t* wb = w + b * GROUP * BLOCK_BYTES;
+      for (int c = 0; c < GROUP; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + c * 32));
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, mask), x0);
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), mask), x1);
+        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), x2);
+        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), mask), x3);
+        run[c] = _mm256_add_epi16(run[c], _mm256_add_epi16(_mm256_add_epi16(p0, p1),
+                                                           _mm256_add_epi16(p2, p3)));
+      }
+    }
+    for (int c = 0; c < GROUP; ++c) acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(run[c], ones));
+  }
+  for (int c = 0; c < GROUP; ++c) dot[c] = hsum8(acc[c]);
+#else
+  for (int c = 0; c < GROUP; ++c) dot[c] = 0;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const uint8_t* wb = w + b * GROUP * BLOCK_BYTES;
+    const int8_t* qb = q + b * BLOCK;
+    for (int c = 0; c < GROUP; ++c) {
+      int32_t sum = 0;
+      for (int j = 0; j < BLOCK_BYTES; ++j) {
+        const int v = wb[c * BLOCK_BYTES + j];
+        sum += (v & 3) * qb[j] + ((v >> 2) & 3) * qb[32 + j] + ((v >> 4) & 3) * qb[64 + j] +
+               ((v >> 6) & 3) * qb[96 + j];
+      }
+      dot[c] += sum;
+    }
+  }
+#endif
+}
+
+// ---- several rows: a group's codes unpacked once to bytes, then MR rows at a time ----
+// ``codes`` is [blocks][4 slices t][4 channels][32] bytes of c', the slice t of every channel
+// side by side; ``dot`` is [MR][4].
+
+void unpack_group(const uint8_t* w, int64_t nblocks, uint8_t* codes) {
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const uint8_t* wb = w + b * GROUP * BLOCK_BYTES;
+    uint8_t* cb = codes + b * GROUP * BLOCK;
+#if defined(__AVX2__)
+    const __m256i mask = _mm256_set1_epi8(3);
+    for (int c = 0; c < GROUP; ++c) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + c * 32));
+      for (int t = 0; t < 4; ++t)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(cb + (t * GROUP + c) * 32),
+                            _mm256_and_si256(_mm256_srli_epi16(v, 2 * t), mask));
+    }
+#else
+    for (int c = 0; c < GROUP; ++c)
+      for (int t = 0; t < 4; ++t)
+        for (int j = 0; j < BLOCK_BYTES; ++j)
+          cb[(t * GROUP + c) * 32 + j] = (wb[c * BLOCK_BYTES + j] >> (2 * t)) & 3;
+#endif
+  }
+}
+
+template <int MR>
+void tile(const uint8_t* codes, const int8_t* q, int64_t kp, int64_t nblocks, int32_t dot[][GROUP]) {
+#if defined(__AVX2__)
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[MR][GROUP];
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < GROUP; ++c) acc[r][c] = _mm256_setzero_si256();
+  for (int64_t b0 = 0; b0 < nblocks; b0 += RUN) {
+    const int64_t b1 = std::min(nblocks, b0 + RUN);
+    __m256i run[MR][GROUP];
+    for (int r = 0; r < MR; ++r)
+      for (int c = 0; c < GROUP; ++c) run[r][c] = _mm256_setzero_si256();
+    for (int64_t s = b0 * 4; s < b1 * 4; ++s) {  // slices of 32 weights
+      const uint8_t* cs = codes + s * GROUP * 32;
+      __m256i cv[GROUP];
+      for (int c = 0; c < GROUP; ++c)
+        cv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cs + c * 32));
+      for (int r = 0; r < MR; ++r) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + r * kp + s * 32));
+        for (int c = 0; c < GROUP; ++c)
+          run[r][c] = _mm256_add_epi16(run[r][c], _mm256_maddubs_epi16(cv[c], x));
+      }
+    }
+    for (int r = 0; r < MR; ++r)
+      for (int c = 0; c < GROUP; ++c)
+        acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(run[r][c], ones));
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < GROUP; ++c) dot[r][c] = hsum8(acc[r][c]);
+#else
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < GROUP; ++c) {
+      int32_t sum = 0;
+      for (int64_t s = 0; s < nblocks * 4; ++s) {
+        const uint8_t* cs = codes + (s * GROUP + c) * 32;
+        const int8_t* x = q + r * kp + s * 32;
+        for (int j = 0; j < 32; ++j) sum += cs[j] * x[j];
+      }
+      dot[r][c] = sum;
+    }
+#endif
+}
+
+void emit(const Epilogue& e, int64_t row, int64_t g, int64_t n, const int32_t* dot,
+          const int32_t* qsum) {
+  for (int64_t c = 0; c < GROUP; ++c) {
+    const int64_t ch = g * GROUP + c;
+    if (ch < n) finish(e, row, ch, n, dot[c] - qsum[row]);
+  }
+}
+
+// The product of the quantized rows q [m][kp] with the channels of groups [g0, g1).
+void run_groups(const uint8_t* w, const int8_t* q, const int32_t* qsum, int64_t m, int64_t kp,
+                int64_t n, int64_t g0, int64_t g1, const Epilogue& e, uint8_t* codes) {
+  const int64_t nblocks = kp / BLOCK;
+  const int64_t group_bytes = nblocks * GROUP * BLOCK_BYTES;
+  int32_t dot[2][GROUP];
+  if (m == 1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      gemv_group(w + g * group_bytes, q, nblocks, dot[0]);
+      emit(e, 0, g, n, dot[0], qsum);
+    }
+    return;
+  }
+  for (int64_t r0 = 0; r0 < m; r0 += ROW_CHUNK) {
+    const int64_t r1 = std::min(m, r0 + ROW_CHUNK);
+    for (int64_t g = g0; g < g1; ++g) {
+      unpack_group(w + g * group_bytes, nblocks, codes);
+      int64_t r = r0;
+      for (; r + 2 <= r1; r += 2) {
+        tile<2>(codes, q + r * kp, kp, nblocks, dot);
+        emit(e, r, g, n, dot[0], qsum);
+        emit(e, r + 1, g, n, dot[1], qsum);
+      }
+      if (r < r1) {
+        tile<1>(codes, q + r * kp, kp, nblocks, dot);
+        emit(e, r, g, n, dot[0], qsum);
+      }
+    }
+  }
+}
+
+struct Quantized {
+  int8_t* q;
+  float* s;
+  int32_t* qsum;
+};
+
+void* aligned(size_t bytes) {
+  return std::aligned_alloc(64, cdiv(static_cast<int64_t>(bytes), 64) * 64);
+}
+
+void linear(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, Epilogue e,
+            float eps, int threads) {
+  const int64_t kp = blocks_of(k) * BLOCK;
+  const int64_t groups = groups_of(n);
+  Quantized qz{static_cast<int8_t*>(aligned(m * kp)), static_cast<float*>(aligned(m * 4)),
+               static_cast<int32_t*>(aligned(m * 4))};
+  e.s = qz.s;
+  // Small products are not worth waking the pool for.
+  const int nt = (m * n * kp < (int64_t(1) << 18)) ? 1 : std::max(1, threads);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && m > 1)
+  for (int64_t r = 0; r < m; ++r) quantize_row(x + r * k, k, kp, eps, qz.q + r * kp, qz.s + r, qz.qsum + r);
+#pragma omp parallel num_threads(nt)
+  {
+    int tid = 0, count = 1;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+    count = omp_get_num_threads();
+#endif
+    const int64_t per = cdiv(groups, count);
+    const int64_t g0 = std::min(groups, tid * per), g1 = std::min(groups, g0 + per);
+    uint8_t* codes = m > 1 ? static_cast<uint8_t*>(aligned(kp * GROUP)) : nullptr;
+    if (g0 < g1) run_groups(w, qz.q, qz.qsum, m, kp, n, g0, g1, e, codes);
+    std::free(codes);
+  }
+  std::free(qz.q);
+  std::free(qz.s);
+  std::free(qz.qsum);
+}
+
+}  // namespace
+
+extern "C" {
+
+// What this build is: the ISA it was compiled for (tribuild checks it at load).
+const char* tb_isa() {
+#if defined(__AVX512VNNI__)
+  return "avx512vnni";
+#elif defined(__AVX512BW__)
+  return "avx512";
+#elif defined(__AVX2__)
+  return "avx2";
+#else
+  return "portable";
+#endif
+}
+
+int64_t tb_layout_bytes(int64_t n, int64_t k) { return groups_of(n) * blocks_of(k) * GROUP * BLOCK_BYTES; }
+
+// The kernel's layout (see the top) of a weight packed as tribuild.runtime.packing packs it:
+// uint8 [n][ceil(k / 4)], code of k in bits 2 (k % 4) of byte k / 4, 0b00 = 0, 0b01 = +1,
+// 0b10 = -1 (0b11 decodes as 0, as everywhere).
+void tb_repack(const uint8_t* packed, int64_t n, int64_t k, uint8_t* out) {
+  const int64_t row_bytes = cdiv(k, 4), nblocks = blocks_of(k);
+  std::memset(out, 0x55, static_cast<size_t>(tb_layout_bytes(n, k)));  // c' = 1 everywhere: zero
+  for (int64_t ch = 0; ch < n; ++ch) {
+    const int64_t g = ch / GROUP, c = ch % GROUP;
+    for (int64_t i = 0; i < k; ++i) {
+      const int code = (packed[ch * row_bytes + i / 4] >> (2 * (i % 4))) & 3;
+      const int value = (code & 1) - (code >> 1);
+      const int64_t b = i / BLOCK, t = (i % BLOCK) / 32, j = i % 32;
+      uint8_t& byte = out[((g * nblocks + b) * GROUP + c) * BLOCK_BYTES + j];
+      byte = static_cast<uint8_t>((byte & ~(3 << (2 * t))) | ((value + 1) << (2 * t)));
+    }
+  }
+}
+
+// out [m][n] = act(scale * (quantize(x) . codes) + bias + residual) for x [m][k] float32.
+// ``scale`` has 1 or n values (``channel_scale``); ``bias``, ``residual`` may be null;
+// ``act`` is an Act.
+void tb_linear(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n,
+               const float* scale, int64_t channel_scale, const float* bias, const float* residual,
+               int act, float* out, float eps, int threads) {
+  Epilogue e{scale, channel_scale, bias, residual, act, out, nullptr, nullptr};
+  linear(x, m, k, w, n, e, eps, threads);
+}
+
+// The integer sums sum_k c q (raw [m][n]) and the row scales s [m], for tests.
+void tb_linear_raw(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n,
+                   int32_t* raw, float eps, int threads) {
+  static const float one = 1.0f;
+  Epilogue e{&one, 0, nullptr, nullptr, NONE, nullptr, raw, nullptr};
+  linear(x, m, k, w, n, e, eps, threads);
+}
+
+// The quantization alone: q [m][k] int8 and s [m], for tests.
+void tb_quantize(const float* x, int64_t m, int64_t k, int8_t* q, float* s, float eps) {
+  const int64_t kp = blocks_of(k) * BLOCK;
+  int8_t* row = static_cast<int8_t*>(aligned(kp));
+  for (int64_t r = 0; r < m; ++r) {
+    int32_t total;
+    quantize_row(x + r * k, k, kp, eps, row, s + r, &total);
+    std::memcpy(q + r * k, row, static_cast<size_t>(k));
+  }
+  std::free(row);
+}
+
+}  // extern "C"
