@@ -1,6 +1,7 @@
 """The native CPU kernels (``tribuild.runtime.kernels.cpu``) on every ISA this machine runs,
 plus the portable one: integer sums bit-exact against an integer reference, the quantization
-exact against ``ternarize.quantize_activations``, outputs against a float64 oracle, on odd
+exact against ``ternarize.quantize_activations``, outputs (quantized, and float activations
+summed in float32) against a float64 oracle, on odd
 shapes (K not a multiple of the vector width, N of 1, rows 1 to 17 and 300, the decode and
 the GEMM paths); the ISA choice from CPU flags; the launcher (``launch.ternary_linear`` on the
 ``cpu`` backend) against the torch path.
@@ -135,6 +136,36 @@ def test_outputs_match_the_float64_oracle(lib, m, n, k, act):
     torch.testing.assert_close(out.double(), expected, rtol=2e-6, atol=2e-6 * float(y.abs().max()))
 
 
+@pytest.mark.parametrize("act", ["none", "gelu"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 3), (2, 13, 200), (17, 6, 1100), (300, 5, 131)])
+def test_float_activations_match_the_float64_oracle(lib, m, n, k, act):
+    """Without quantization: ``x`` as it is, summed in float32 (to float32's rounding)."""
+    codes, packed = weights(n, k, k)
+    x = activations(m, k, m)
+    gen = torch.Generator().manual_seed(4)
+    scale, bias, residual = torch.rand(1, generator=gen) + 0.5, torch.randn(n), torch.randn(m, n)
+    out = torch.empty(m, n)
+    w = repack(lib, packed, n, k)
+    lib.cdll.tb_linear_f32(
+        x.data_ptr(),
+        m,
+        k,
+        w.data_ptr(),
+        n,
+        scale.data_ptr(),
+        0,
+        bias.data_ptr(),
+        residual.data_ptr(),
+        native.ACT_CODES[act],
+        out.data_ptr(),
+        2,
+    )
+    y = (x.double() @ codes.double().T) * scale.double() + bias.double() + residual.double()
+    y = torch.nn.functional.gelu(y) if act == "gelu" else y
+    bound = 1e-6 * float((x.double().abs() @ codes.double().abs().T).max() + y.abs().max())
+    torch.testing.assert_close(out.double(), y, rtol=0, atol=bound)
+
+
 def test_threads_do_not_change_results(lib):
     codes, packed = weights(37, 999, 1)
     x = activations(5, 999, 2)
@@ -190,11 +221,12 @@ def cpu_backend():
 
 @pytest.mark.parametrize("shape", [(1, 64), (3, 1, 130), (2, 9, 64), (300, 33)])
 @pytest.mark.parametrize("epilogue", ["plain", "channel-bias-relu-residual"])
-def test_launch_matches_the_torch_path(cpu_backend, shape, epilogue):
+@pytest.mark.parametrize("quantize", [True, False])
+def test_launch_matches_the_torch_path(cpu_backend, shape, epilogue, quantize):
     k, n = shape[-1], 19
     codes, packed = weights(n, k, 5)
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
-    kwargs: dict = {"quantize": True}
+    kwargs: dict = {"quantize": quantize}
     scale = torch.tensor([0.7])
     if epilogue != "plain":
         scale = torch.rand(n) + 0.5
@@ -221,9 +253,8 @@ def test_layout_is_converted_once_and_follows_changes(cpu_backend):
 def test_what_the_kernels_do_not_take_runs_the_torch_path(cpu_backend):
     codes, packed = weights(8, 40, 2)
     x = torch.randn(2, 40, dtype=torch.float64)
-    with launch.force_backend("torch"):
-        expected = launch.ternary_linear(x, packed, torch.ones(1), quantize=True)
-    found = launch.ternary_linear(x, packed, torch.ones(1), quantize=True)
-    assert found.dtype == torch.float64 and torch.equal(found, expected)
-    plain = launch.ternary_linear(x.float(), packed, torch.ones(1))  # not BitLinear: torch path
-    torch.testing.assert_close(plain, x.float() @ codes.float().T)
+    for quantize in (True, False):
+        with launch.force_backend("torch"):
+            expected = launch.ternary_linear(x, packed, torch.ones(1), quantize=quantize)
+        found = launch.ternary_linear(x, packed, torch.ones(1), quantize=quantize)
+        assert found.dtype == torch.float64 and torch.equal(found, expected)

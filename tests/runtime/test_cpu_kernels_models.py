@@ -97,5 +97,7 @@ def test_operator_against_its_fake():
     from tribuild.runtime.packing import pack
 
     codes = torch.randint(-1, 2, (9, 70), dtype=torch.int8)
-    args = (torch.randn(3, 70), pack(codes), torch.rand(9) + 0.5, torch.randn(9), None, "relu")
-    torch.library.opcheck(native.CPU_TERNARY_LINEAR, args)
+    for quantize in (True, False):
+        x, scale = torch.randn(3, 70), torch.rand(9) + 0.5
+        args = (x, pack(codes), scale, torch.randn(9), None, "relu", quantize)
+        torch.library.opcheck(native.CPU_TERNARY_LINEAR, args)

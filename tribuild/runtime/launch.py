@@ -3,14 +3,15 @@
 Terms:
 - *backend*: ``triton`` runs the kernels of ``tribuild.runtime.kernels.triton``; ``torch`` runs
   the same arithmetic in PyTorch (float32 accumulation and epilogue, result in ``x``'s dtype);
-  ``cpu`` runs BitLinear calls (``quantize``, float32) on the native kernels of
-  ``tribuild.runtime.kernels.cpu`` (``tribuild.runtime.native``) and everything else as
-  ``torch`` does (``DENSE_BACKENDS``). In ``auto`` mode (the default) CUDA tensors take
-  ``triton``, as do CPU tensors when ``TRITON_INTERPRET=1`` (the interpreter); other CPU tensors
-  take ``cpu`` when the native kernels build and load (once per process, at the first choice),
-  else ``torch``. The variable is read once, at the first choice for a CPU tensor (Triton, too,
-  reads it once, when its kernels are defined): reading the environment costs more than a small
-  layer's Python. :func:`force_backend` overrides the choice (``torch``: the reference path).
+  ``cpu`` runs linear calls on float32 activations (BitLinear's quantized ones on int8) on the
+  native kernels of ``tribuild.runtime.kernels.cpu`` (``tribuild.runtime.native``) and
+  everything else as ``torch`` does (``DENSE_BACKENDS``). In ``auto`` mode (the default) CUDA
+  tensors take ``triton``, as do CPU tensors when ``TRITON_INTERPRET=1`` (the interpreter);
+  other CPU tensors take ``cpu`` when the native kernels build and load (once per process, at
+  the first choice), else ``torch``. The variable is read once, at the first choice for a CPU
+  tensor (Triton, too, reads it once, when its kernels are defined): reading the environment
+  costs more than a small layer's Python. :func:`force_backend` overrides the choice
+  (``torch``: the reference path).
 - *packed*: the uint8 ``[N, ceil(K/4)]`` weight of ``tribuild.runtime.packing``; *scale* its
   float32 ``[1]`` or ``[N]`` scale; the epilogue is ``act(scale · acc + bias + residual)``.
 - *unpacked cache*: the torch backend decodes a packed weight once and keeps the float32
@@ -295,6 +296,14 @@ def ternary_linear(
     with ``quantize``, ``x`` first goes through :func:`quantize_activations` (BitLinear), which
     the decode kernel fuses. On the Triton backend a traced call is the operator
     ``tribuild::ternary_linear`` (``configs``, for tests and tuning, is not: it is eager only)."""
+    site = None
+    if _backend == "cpu" or (_backend == "auto" and _cpu_backend == "cpu"):
+        from tribuild.runtime import native  # loaded already: the backend is chosen
+
+        if not torch.compiler.is_compiling():
+            site = native.site_key(x, packed, scale, bias, act, residual, quantize)
+            if (prepared := native.prepared(site, packed)) is not None:
+                return prepared(x, scale, bias, residual)
     act = activation_name(act)
     n, k = packed.shape[0], x.shape[-1]
     if packed.shape[1] != packed_cols(k):
@@ -305,8 +314,8 @@ def ternary_linear(
         from tribuild.runtime import native
 
         if torch.compiler.is_compiling():
-            return native.CPU_TERNARY_LINEAR(x, packed, scale, bias, residual, act)
-        return native.linear(x, packed, scale, bias, residual, act)
+            return native.CPU_TERNARY_LINEAR(x, packed, scale, bias, residual, act, quantize)
+        return native.linear(x, packed, scale, bias, residual, act, site, quantize)
     if backend != "triton":
         if quantize:
             x = quantize_activations_torch(x)

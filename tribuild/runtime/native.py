@@ -1,5 +1,6 @@
-"""The ``cpu`` backend's launches: BitLinear layers on the native kernels of
-``tribuild.runtime.kernels.cpu`` (2-bit codes, int8 activations, the quantization fused).
+"""The ``cpu`` backend's launches: ternary linear layers on the native kernels of
+``tribuild.runtime.kernels.cpu`` (2-bit codes; BitLinear's int8 quantization fused, integer
+sums; or float32 activations as they are, float32 sums).
 
 Terms:
 - *library*: the kernels built for the machine's ISA (``kernels.cpu.build``), loaded once per
@@ -10,9 +11,13 @@ Terms:
   ≤ 2 bits a weight), cached while the packed tensor lives and is not modified (keyed by its
   identity and version counter, as ``launch``'s unpacked cache). The packed tensor, the
   state_dict's, is left as it is.
-- *takes*: what the kernels run: a quantized (BitLinear) call on float32 activations, float32
-  epilogue operands, ``1 ≤ K ≤ MAX_K`` (the int32 sums stay exact and below 2^24 · 2^7); the
+- *takes*: what the kernels run: float32 activations (quantized or not), float32 epilogue
+  operands, ``1 ≤ K ≤ MAX_K`` (the int32 sums stay exact and below 2^24 · 2^7); the
   rest stays on the torch path, never a wrong result.
+- *prepared launch*: what a call site's launch needs (the converted weight, the shape, the
+  epilogue's constants), made at its first call and kept by :func:`site_key` while the packed
+  tensor lives unmodified; ``launch.ternary_linear`` looks it up before its checks, so a
+  repeated call does one lookup and the C call.
 - *operator*: while ``torch.compile`` or ``torch.export`` traces, a call is
   ``tribuild::cpu_ternary_linear`` (its fake gives the shape), as the Triton launches are.
 """
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import NamedTuple
 
 import torch
 
@@ -72,9 +76,11 @@ def library(asking: str = "a ternary layer") -> build.Library | None:
 
 
 def reset() -> None:
-    """Forget the loaded library and the converted weights: the next call loads again (tests)."""
+    """Forget the loaded library, the converted weights and the prepared launches: the next
+    call loads again (tests)."""
     _state.clear()
     _layouts.clear()
+    _sites.clear()
 
 
 def takes(
@@ -86,8 +92,7 @@ def takes(
 ) -> bool:
     """Whether the kernels run this call (see *takes*; the library loaded first)."""
     return (
-        quantize
-        and library() is not None
+        library() is not None
         and x.dtype == torch.float32
         and packed.dtype == torch.uint8
         and 0 < x.shape[-1] <= MAX_K
@@ -116,14 +121,97 @@ def layout(lib: build.Library, packed: torch.Tensor, n: int, k: int) -> torch.Te
     return out
 
 
-class Call(NamedTuple):
-    """What a call passes the kernel besides ``x`` and ``out``."""
+class Launch:
+    """A call site's launch, made once (see *prepared launch*): the C function, the weight in
+    the kernels' layout (held, with its address), the shape and the epilogue's constants."""
 
-    weight: int
-    scale: int
-    channel_scale: int
-    bias: int | None
-    act: int
+    __slots__ = ("fn", "weight", "address", "n", "k", "channel_scale", "act", "quantize")
+
+    def __init__(
+        self,
+        lib: build.Library,
+        weight: torch.Tensor,
+        n: int,
+        k: int,
+        channel: bool,
+        act: str,
+        quantize: bool,
+    ):
+        self.fn = lib.cdll.tb_linear if quantize else lib.cdll.tb_linear_f32
+        self.weight, self.address, self.quantize = weight, weight.data_ptr(), quantize
+        self.n, self.k, self.channel_scale, self.act = n, k, channel, ACT_CODES[act]
+
+    def __call__(
+        self,
+        x: torch.Tensor,
+        scale: torch.Tensor,
+        bias: torch.Tensor | None,
+        residual: torch.Tensor | None,
+    ) -> torch.Tensor:
+        out = torch.empty((*x.shape[:-1], self.n), dtype=torch.float32)
+        m = out.numel() // self.n if self.n else 0
+        if m:
+            # held in names: a temporary's memory would be freed before the kernel reads it
+            x2 = x if x.is_contiguous() else x.contiguous()
+            b = None if bias is None else bias.contiguous()
+            res = None if residual is None else residual.contiguous()
+            args = (
+                x2.data_ptr(),
+                m,
+                self.k,
+                self.address,
+                self.n,
+                scale.data_ptr(),
+                self.channel_scale,
+                None if b is None else b.data_ptr(),
+                None if res is None else res.data_ptr(),
+                self.act,
+                out.data_ptr(),
+            )
+            if self.quantize:
+                self.fn(*args, EPS, torch.get_num_threads())
+            else:
+                self.fn(*args, torch.get_num_threads())
+        return out
+
+
+PREPARED_LAUNCHES = 4096  # call sites kept; past it, all are dropped
+_sites: dict[tuple, tuple[weakref.ref, int, Launch]] = {}
+
+
+def site_key(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    act: str | None,
+    residual: torch.Tensor | None,
+    quantize: bool,
+) -> tuple:
+    """What a prepared launch depends on beyond the packed tensor's identity and version: with
+    equal keys, the checks of the first call hold for the next."""
+    return (
+        id(packed),
+        quantize,
+        x.shape,
+        x.dtype,
+        x.device,
+        x.requires_grad,
+        act,
+        scale.numel(),
+        scale.dtype,
+        None if bias is None else (bias.shape, bias.dtype),
+        None if residual is None else (residual.shape, residual.dtype),
+    )
+
+
+def prepared(key: tuple, packed: torch.Tensor) -> Launch | None:
+    """The launch prepared for ``key`` (:func:`site_key`) if ``packed`` is still the tensor
+    and the version it was made for, else None."""
+    hit = _sites.get(key)
+    if hit is not None and hit[0]() is packed and hit[1] == packed._version:
+        return hit[2]
+    return None
 
 
 def linear(
@@ -133,36 +221,22 @@ def linear(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
     act: str,
+    key: tuple | None = None,
+    quantize: bool = True,
 ) -> torch.Tensor:
-    """``act(scale · (quantize_activations(x) @ codesᵀ) + bias + residual)`` on the kernels,
-    arguments checked by the caller and :func:`takes`; the library must be loaded."""
+    """``act(scale · (quantize_activations(x) @ codesᵀ) + bias + residual)`` on the kernels
+    (without ``quantize``, ``x`` as it is, summed in float32), arguments checked by the caller
+    and :func:`takes`; the library must be loaded. With ``key`` (:func:`site_key`, made before
+    ``act`` was canonical), the launch is kept for it."""
     lib = _state["lib"]
     assert lib is not None
     n, k = packed.shape[0], x.shape[-1]
-    x2 = x if x.dim() == 2 and x.is_contiguous() else x.reshape(-1, k).contiguous()
-    m = x2.shape[0]
-    out = torch.empty((*x.shape[:-1], n), dtype=torch.float32)
-    if m:
-        w = layout(lib, packed, n, k)
-        # held in names: a temporary's memory would be freed before the kernel reads it
-        b = None if bias is None else bias.contiguous()
-        res = None if residual is None else residual.contiguous()
-        lib.cdll.tb_linear(
-            x2.data_ptr(),
-            m,
-            k,
-            w.data_ptr(),
-            n,
-            scale.data_ptr(),
-            scale.numel() > 1,
-            None if b is None else b.data_ptr(),
-            None if res is None else res.data_ptr(),
-            ACT_CODES[act],
-            out.data_ptr(),
-            EPS,
-            torch.get_num_threads(),
-        )
-    return out
+    launch = Launch(lib, layout(lib, packed, n, k), n, k, scale.numel() > 1, act, quantize)
+    if key is not None:
+        if len(_sites) >= PREPARED_LAUNCHES:
+            _sites.clear()
+        _sites[key] = (weakref.ref(packed), packed._version, launch)
+    return launch(x, scale, bias, residual)
 
 
 def _linear_op(
@@ -172,6 +246,7 @@ def _linear_op(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
     act: str,
+    quantize: bool,
 ) -> torch.Tensor:
     """The operator's implementation: the kernels, or the torch path in a process where they
     cannot be had (a traced graph run where it was not traced)."""
@@ -179,13 +254,13 @@ def _linear_op(
         from tribuild.runtime import launch
 
         with launch.force_backend("torch"):
-            return launch.ternary_linear(x, packed, scale, bias, act, residual, quantize=True)
-    return linear(x, packed, scale, bias, residual, act)
+            return launch.ternary_linear(x, packed, scale, bias, act, residual, quantize=quantize)
+    return linear(x, packed, scale, bias, residual, act, None, quantize)
 
 
 CPU_TERNARY_LINEAR = ops.define(
     "cpu_ternary_linear(Tensor x, Tensor packed, Tensor scale, Tensor? bias, Tensor? residual, "
-    "str act) -> Tensor",
+    "str act, bool quantize) -> Tensor",
     _linear_op,
     lambda x, packed, *_: x.new_empty([*x.shape[:-1], packed.shape[0]]),
 )

@@ -209,6 +209,7 @@ SIGNATURES: dict[str, tuple[object, list]] = {
     "tb_layout_bytes": (_I, [_I, _I]),
     "tb_repack": (None, [_P, _I, _I, _P]),
     "tb_linear": (None, [_P, _I, _I, _P, _I, _P, _I, _P, _P, _INT, _P, _F, _INT]),
+    "tb_linear_f32": (None, [_P, _I, _I, _P, _I, _P, _I, _P, _P, _INT, _P, _INT]),
     "tb_linear_raw": (None, [_P, _I, _I, _P, _I, _P, _F, _INT]),
     "tb_quantize": (None, [_P, _I, _I, _P, _P, _F]),
 }

@@ -73,17 +73,21 @@ inline float activate(float y, int act) {
   }
 }
 
-// Output (row, channel) from its integer sum (sum c' q) and its row's sum q.
+// Output (row, channel) from its product ``acc`` (float32).
+inline void finish_value(const Epilogue& e, int64_t row, int64_t ch, int64_t n, float y) {
+  y = y * e.scale[e.channel_scale ? ch : 0];
+  if (e.bias) y = y + e.bias[ch];
+  if (e.residual) y = y + e.residual[row * n + ch];
+  e.out[row * n + ch] = activate(y, e.act);
+}
+
+// Output (row, channel) from its integer sum (sum c q).
 inline void finish(const Epilogue& e, int64_t row, int64_t ch, int64_t n, int32_t dot) {
   if (e.raw) {
     e.raw[row * n + ch] = dot;
     return;
   }
-  float y = static_cast<float>(dot) / e.s[row];
-  y = y * e.scale[e.channel_scale ? ch : 0];
-  if (e.bias) y = y + e.bias[ch];
-  if (e.residual) y = y + e.residual[row * n + ch];
-  e.out[row * n + ch] = activate(y, e.act);
+  finish_value(e, row, ch, n, static_cast<float>(dot) / e.s[row]);
 }
 
 // ---- activation quantization (shared by every ISA: it reads each x once) ----
@@ -310,6 +314,58 @@ void run_groups(const uint8_t* w, const int8_t* q, const int32_t* qsum, int64_t 
   }
 }
 
+// ---- float activations (no quantization): one row, one group, codes as floats ----
+// The products sum in float32 in the kernel's own order (eight partial sums per channel).
+
+void gemv_f32_group(const uint8_t* w, const float* x, int64_t nblocks, float dot[GROUP]) {
+#if defined(__AVX2__)
+  const __m256i mask = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  __m256 acc[GROUP], acc2[GROUP];
+  for (int c = 0; c < GROUP; ++c) acc[c] = acc2[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const uint8_t* wb = w + b * GROUP * BLOCK_BYTES;
+    for (int t = 0; t < 4; ++t) {
+      const float* xs = x + b * BLOCK + 32 * t;
+      const __m256 x0 = _mm256_loadu_ps(xs), x1 = _mm256_loadu_ps(xs + 8);
+      const __m256 x2 = _mm256_loadu_ps(xs + 16), x3 = _mm256_loadu_ps(xs + 24);
+      for (int c = 0; c < GROUP; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + c * 32));
+        const __m256i codes = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 2 * t), mask), one);
+        const __m128i lo = _mm256_castsi256_si128(codes), hi = _mm256_extracti128_si256(codes, 1);
+        // two chains a channel: four dependent FMAs would wait on each other's latency
+        __m256 a = acc[c], d = acc2[c];
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), x0, a);
+        d = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), x1, d);
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), x2, a);
+        d = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), x3, d);
+        acc[c] = a;
+        acc2[c] = d;
+      }
+    }
+  }
+  for (int c = 0; c < GROUP; ++c) {
+    const __m256 total = _mm256_add_ps(acc[c], acc2[c]);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    dot[c] = _mm_cvtss_f32(h);
+  }
+#else
+  for (int c = 0; c < GROUP; ++c) {
+    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const uint8_t* wb = w + (b * GROUP + c) * BLOCK_BYTES;
+      for (int t = 0; t < 4; ++t)
+        for (int j = 0; j < BLOCK_BYTES; ++j) {
+          const int code = ((wb[j] >> (2 * t)) & 3) - 1;
+          part[j % 8] += static_cast<float>(code) * x[b * BLOCK + 32 * t + j];
+        }
+    }
+    dot[c] = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  }
+#endif
+}
+
 struct Quantized {
   int8_t* q;
   float* s;
@@ -331,7 +387,7 @@ void linear(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, E
   const int nt = (m * n * kp < (int64_t(1) << 18)) ? 1 : std::max(1, threads);
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && m > 1)
   for (int64_t r = 0; r < m; ++r) quantize_row(x + r * k, k, kp, eps, qz.q + r * kp, qz.s + r, qz.qsum + r);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nt > 1)
   {
     int tid = 0, count = 1;
 #ifdef _OPENMP
@@ -347,6 +403,28 @@ void linear(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, E
   std::free(qz.q);
   std::free(qz.s);
   std::free(qz.qsum);
+}
+
+void linear_f32(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const Epilogue& e,
+                int threads) {
+  const int64_t kp = blocks_of(k) * BLOCK, nblocks = kp / BLOCK;
+  const int64_t groups = groups_of(n), group_bytes = nblocks * GROUP * BLOCK_BYTES;
+  float* xp = static_cast<float*>(aligned(m * kp * 4));  // rows padded with zeros to kp
+  for (int64_t r = 0; r < m; ++r) {
+    std::memcpy(xp + r * kp, x + r * k, static_cast<size_t>(k) * 4);
+    std::memset(xp + r * kp + k, 0, static_cast<size_t>(kp - k) * 4);
+  }
+  const int nt = (m * n * kp < (int64_t(1) << 17)) ? 1 : std::max(1, threads);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+  for (int64_t g = 0; g < groups; ++g) {
+    float dot[GROUP];
+    for (int64_t r = 0; r < m; ++r) {  // the group's bytes stay in L1 from the first row on
+      gemv_f32_group(w + g * group_bytes, xp + r * kp, nblocks, dot);
+      for (int64_t c = 0; c < GROUP; ++c)
+        if (g * GROUP + c < n) finish_value(e, r, g * GROUP + c, n, dot[c]);
+    }
+  }
+  std::free(xp);
 }
 
 }  // namespace
@@ -394,6 +472,15 @@ void tb_linear(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n
                int act, float* out, float eps, int threads) {
   Epilogue e{scale, channel_scale, bias, residual, act, out, nullptr, nullptr};
   linear(x, m, k, w, n, e, eps, threads);
+}
+
+// out [m][n] = act(scale * (x . codes) + bias + residual), x float32 as it is (no
+// quantization), summed in float32.
+void tb_linear_f32(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n,
+                   const float* scale, int64_t channel_scale, const float* bias,
+                   const float* residual, int act, float* out, int threads) {
+  Epilogue e{scale, channel_scale, bias, residual, act, out, nullptr, nullptr};
+  linear_f32(x, m, k, w, n, e, threads);
 }
 
 // The integer sums sum_k c q (raw [m][n]) and the row scales s [m], for tests.
