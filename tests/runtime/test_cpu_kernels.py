@@ -258,3 +258,8 @@ def test_what_the_kernels_do_not_take_runs_the_torch_path(cpu_backend):
             expected = launch.ternary_linear(x, packed, torch.ones(1), quantize=quantize)
         found = launch.ternary_linear(x, packed, torch.ones(1), quantize=quantize)
         assert found.dtype == torch.float64 and torch.equal(found, expected)
+    many = torch.randn(native.FLOAT_MAX_ROWS + 1, 40)  # unquantized, more rows: torch path
+    assert not native.takes(many, packed, None, None, False)
+    assert native.takes(many, packed, None, None, True) and native.takes(
+        many[:-1], packed, None, None, False
+    )

@@ -11,9 +11,10 @@ Terms:
   ≤ 2 bits a weight), cached while the packed tensor lives and is not modified (keyed by its
   identity and version counter, as ``launch``'s unpacked cache). The packed tensor, the
   state_dict's, is left as it is.
-- *takes*: what the kernels run: float32 activations (quantized or not), float32 epilogue
-  operands, ``1 ≤ K ≤ MAX_K`` (the int32 sums stay exact and below 2^24 · 2^7); the
-  rest stays on the torch path, never a wrong result.
+- *takes*: what the kernels run: float32 activations (quantized, or at most
+  ``FLOAT_MAX_ROWS`` rows as they are), float32 epilogue operands, ``1 ≤ K ≤ MAX_K`` (so that
+  ``|sum c q| ≤ 128 · K ≤ 2^24`` converts to float32 exactly); the rest stays on the torch
+  path, never a wrong result.
 - *prepared launch*: what a call site's launch needs (the converted weight, the shape, the
   epilogue's constants), made at its first call and kept by :func:`site_key` while the packed
   tensor lives unmodified; ``launch.ternary_linear`` looks it up before its checks, so a
@@ -36,6 +37,9 @@ from tribuild.runtime.ternarize import EPS
 # ternary.cpp's ``Act`` codes of the activations (``epilogue.ACTIVATIONS``' names)
 ACT_CODES = {"none": 0, "relu": 1, "relu6": 2, "silu": 3, "gelu": 4, "sigmoid": 5}
 MAX_K = 1 << 17
+# Unquantized calls of more rows stay on the torch path: there PyTorch's float32 GEMM (MKL,
+# oneDNN) outruns the float kernel, whose rows gain no integer arithmetic.
+FLOAT_MAX_ROWS = 16
 _state: dict[str, build.Library | None] = {}  # "lib": the library, None when it cannot be had
 _layouts: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
 
@@ -93,6 +97,7 @@ def takes(
     """Whether the kernels run this call (see *takes*; the library loaded first)."""
     return (
         library() is not None
+        and (quantize or x.numel() <= FLOAT_MAX_ROWS * x.shape[-1])
         and x.dtype == torch.float32
         and packed.dtype == torch.uint8
         and 0 < x.shape[-1] <= MAX_K

@@ -405,6 +405,61 @@ void linear(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, E
   std::free(qz.qsum);
 }
 
+// Several rows, float activations: a group's codes unpacked once to floats, [kp][4 channels]
+// (the 4 channels of weight k side by side... as 8-wide vectors: [kp / 8][4][8]), then two rows
+// at a time meet them with FMAs (eight accumulators, no latency chain longer than kp / 8).
+void unpack_group_f32(const uint8_t* w, int64_t nblocks, float* codes) {
+  for (int64_t b = 0; b < nblocks; ++b)
+    for (int c = 0; c < GROUP; ++c)
+      for (int t = 0; t < 4; ++t)
+        for (int j = 0; j < BLOCK_BYTES; ++j) {
+          const int64_t kk = b * BLOCK + 32 * t + j;  // weight index
+          const int code = ((w[(b * GROUP + c) * BLOCK_BYTES + j] >> (2 * t)) & 3) - 1;
+          codes[((kk / 8) * GROUP + c) * 8 + kk % 8] = static_cast<float>(code);
+        }
+}
+
+template <int MR>
+void tile_f32(const float* codes, const float* x, int64_t kp, float dot[][GROUP]) {
+#if defined(__AVX2__)
+  __m256 acc[MR][GROUP];
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < GROUP; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t v = 0; v < kp / 8; ++v) {
+    const float* cv = codes + v * GROUP * 8;
+    const __m256 c0 = _mm256_loadu_ps(cv), c1 = _mm256_loadu_ps(cv + 8);
+    const __m256 c2 = _mm256_loadu_ps(cv + 16), c3 = _mm256_loadu_ps(cv + 24);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + r * kp + v * 8);
+      acc[r][0] = _mm256_fmadd_ps(c0, xv, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(c1, xv, acc[r][1]);
+      acc[r][2] = _mm256_fmadd_ps(c2, xv, acc[r][2]);
+      acc[r][3] = _mm256_fmadd_ps(c3, xv, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < GROUP; ++c) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r][c]), _mm256_extractf128_ps(acc[r][c], 1));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_add_ss(h, _mm_movehdup_ps(h));
+      dot[r][c] = _mm_cvtss_f32(h);
+    }
+#else
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < GROUP; ++c) {
+      float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t v = 0; v < kp / 8; ++v)
+        for (int j = 0; j < 8; ++j) part[j] += codes[(v * GROUP + c) * 8 + j] * x[r * kp + v * 8 + j];
+      dot[r][c] = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    }
+#endif
+}
+
+void emit_f32(const Epilogue& e, int64_t row, int64_t g, int64_t n, const float* dot) {
+  for (int64_t c = 0; c < GROUP; ++c)
+    if (g * GROUP + c < n) finish_value(e, row, g * GROUP + c, n, dot[c]);
+}
+
 void linear_f32(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const Epilogue& e,
                 int threads) {
   const int64_t kp = blocks_of(k) * BLOCK, nblocks = kp / BLOCK;
@@ -415,13 +470,40 @@ void linear_f32(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t 
     std::memset(xp + r * kp + k, 0, static_cast<size_t>(kp - k) * 4);
   }
   const int nt = (m * n * kp < (int64_t(1) << 17)) ? 1 : std::max(1, threads);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-  for (int64_t g = 0; g < groups; ++g) {
-    float dot[GROUP];
-    for (int64_t r = 0; r < m; ++r) {  // the group's bytes stay in L1 from the first row on
-      gemv_f32_group(w + g * group_bytes, xp + r * kp, nblocks, dot);
-      for (int64_t c = 0; c < GROUP; ++c)
-        if (g * GROUP + c < n) finish_value(e, r, g * GROUP + c, n, dot[c]);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int tid = 0, count = 1;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+    count = omp_get_num_threads();
+#endif
+    const int64_t per = cdiv(groups, count);
+    const int64_t g0 = std::min(groups, tid * per), g1 = std::min(groups, g0 + per);
+    float dot[2][GROUP];
+    if (m == 1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        gemv_f32_group(w + g * group_bytes, xp, nblocks, dot[0]);
+        emit_f32(e, 0, g, n, dot[0]);
+      }
+    } else if (g0 < g1) {
+      float* codes = static_cast<float*>(aligned(kp * GROUP * 4));
+      for (int64_t r0 = 0; r0 < m; r0 += ROW_CHUNK) {
+        const int64_t r1 = std::min(m, r0 + ROW_CHUNK);
+        for (int64_t g = g0; g < g1; ++g) {
+          unpack_group_f32(w + g * group_bytes, nblocks, codes);
+          int64_t r = r0;
+          for (; r + 2 <= r1; r += 2) {
+            tile_f32<2>(codes, xp + r * kp, kp, dot);
+            emit_f32(e, r, g, n, dot[0]);
+            emit_f32(e, r + 1, g, n, dot[1]);
+          }
+          if (r < r1) {
+            tile_f32<1>(codes, xp + r * kp, kp, dot);
+            emit_f32(e, r, g, n, dot[0]);
+          }
+        }
+      }
+      std::free(codes);
     }
   }
   std::free(xp);
