@@ -30,7 +30,8 @@ ROWS = (1, 4, 16, 128, 512)
 QUICK_SIZES = ((24, 40),)
 QUICK_ROWS = (1, 3)
 READ_MB = 256
-CALLS = 20  # calls a timing takes the median of
+CALLS = 20  # calls a timing takes the median of, at most
+BUDGET_S = 0.5  # seconds of calls a timing stops after (long products)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,9 +43,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def median_ms(fn, calls: int = CALLS) -> float:
+    """The median of up to ``calls`` timed calls (at least 3, else ``BUDGET_S`` seconds)."""
     fn()  # warm: converted layouts, caches, the thread pool
-    times = []
-    for _ in range(calls):
+    times: list[float] = []
+    while len(times) < calls and (len(times) < 3 or sum(times) < BUDGET_S):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
