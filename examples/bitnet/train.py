@@ -6,7 +6,9 @@
 
 The model is the `bitnet_lm_train` target of Tribuild.toml (`models/bitnet_lm.tri`), compiled
 with ``tribuild.compile_model`` and trained from ``Model()`` (quantization-aware training, no
-float warm start); ``--float`` trains its float twin (``Model.float_module()``) the same way.
+float warm start); ``--float`` trains its float twin with full-precision weights
+(``Model.float_module(quantize=False)``: the same architecture, activations still 8-bit) the
+same way, as the baseline that shows what ternary weights cost.
 
 Terms:
 - *corpus*: the ``*.py`` files directly in ``--corpus`` (default: the standard library's folder,
@@ -70,7 +72,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target", default="bitnet_lm_train")
     p.add_argument("--corpus", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
     p.add_argument("--held-out-every", type=int, default=10)
-    p.add_argument("--float", action="store_true", help="train the float twin instead")
+    p.add_argument("--float", action="store_true", help="train the full-precision twin")
     p.add_argument("--steps", type=int, default=1200)
     p.add_argument("--batch", type=int, default=16, help="global batch, in windows")
     p.add_argument("--seq-len", type=int, default=None, help="default: the target's positions")
@@ -305,7 +307,9 @@ def train(args: argparse.Namespace, plan: dict, rank: int, world: int) -> dict:
     held_tokens = stream(plan["held_files"])
 
     torch.manual_seed(args.seed)
-    model = Model.float_module() if args.float else Model()
+    # --float: the twin with full-precision weights (float_module(quantize=False)), not the
+    # fake-quantized one, whose arithmetic is the ternary model's
+    model = Model.float_module(quantize=False) if args.float else Model()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     state = plan["state"]
     start, losses, trained_s = 0, [], 0.0

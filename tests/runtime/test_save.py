@@ -1,5 +1,6 @@
 """tribuild.runtime.save: transformers' packed layout written as transformers' own
-``pack_weights`` writes it, read back by the checkpoint loader."""
+``pack_weights`` writes it, read back by the checkpoint loader; and the full-precision float twin
+(``float_module(quantize=False)``) that examples/bitnet/train.py trains as its baseline."""
 
 from __future__ import annotations
 
@@ -37,3 +38,25 @@ def test_weights_the_layout_cannot_hold_are_named():
         packed_tensors(TernaryConv2d(2, 4, 3))
     with pytest.raises(ValueError, match="scale='channel'"):
         packed_tensors(TernaryLinear(4, 4, scale="channel"))
+
+
+def test_the_full_precision_twin_computes_with_its_float_weights():
+    from tribuild.runtime.float_twin import float_twin
+    from tribuild.runtime.model import Module
+
+    class Net(Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = TernaryLinear(8, 4, bias=True)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 8)
+    plain, quantized = float_twin(Net(), quantize=False), float_twin(Net())
+    expected = torch.nn.functional.linear(x, plain.fc.weight, plain.fc.bias)
+    assert torch.equal(plain(x), expected)
+    assert not torch.allclose(
+        quantized(x), torch.nn.functional.linear(x, quantized.fc.weight, quantized.fc.bias)
+    )

@@ -12,6 +12,10 @@ Terms:
   with PyTorch's parameter names) and ``FloatMultiHeadAttention``; each also has the
   ``fused(x, bn, act, residual, kernel)`` of a ternary layer, computed step by step. Trit
   weights of a functional entry become float parameters, rounded to trits in ``trits``.
+- *full-precision twin* (``float_module(quantize=False)``): the twin layers use their float
+  weights as they are, no ternarization: the same architecture as a float baseline, to see
+  what ternary weights cost (activations are still quantized where the source says so; trit
+  weights are still rounded).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from tribuild.runtime.ternarize import nearest_trits_ste, ternarize_ste
 class _Fused:
     """``fused`` as the generated code calls it, for a twin layer."""
 
+    quantize = True  # fake-quantize the weight; False: a full-precision baseline
+
     def fused(
         self,
         x: torch.Tensor,
@@ -53,7 +59,8 @@ class FloatTernaryLinear(_Fused, nn.Linear):
         self.scale_mode = layer.scale_mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, ternarize_ste(self.weight, self.scale_mode), self.bias)
+        w = ternarize_ste(self.weight, self.scale_mode) if self.quantize else self.weight
+        return F.linear(x, w, self.bias)
 
 
 class FloatTernaryConv2d(_Fused, nn.Conv2d):
@@ -70,11 +77,13 @@ class FloatTernaryConv2d(_Fused, nn.Conv2d):
         self.scale_mode = layer.scale_mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = ternarize_ste(self.weight, self.scale_mode)
+        w = ternarize_ste(self.weight, self.scale_mode) if self.quantize else self.weight
         return F.conv2d(x, w, self.bias, self.stride, self.padding, 1, self.groups)
 
 
 class FloatMultiHeadAttention(nn.Module):
+    quantize = True
+
     def __init__(self, layer: MultiHeadAttention):
         super().__init__()
         self.d, self.heads = layer.d, layer.heads
@@ -84,7 +93,7 @@ class FloatMultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, t, d = x.shape
-        w = ternarize_ste(self.in_proj_weight, "tensor")
+        w = ternarize_ste(self.in_proj_weight, "tensor") if self.quantize else self.in_proj_weight
         qkv = F.linear(x, w, self.in_proj_bias)
         q, k, v = qkv.reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v)
@@ -155,8 +164,9 @@ def _float_layer(layer: TernaryLayer) -> nn.Module:
     return twin
 
 
-def float_twin(model: nn.Module) -> nn.Module:
-    """Turn a fresh instance of a generated class into its twin, in place, and return it."""
+def float_twin(model: nn.Module, quantize: bool = True) -> nn.Module:
+    """Turn a fresh instance of a generated class into its twin, in place, and return it;
+    with ``quantize=False`` its ternary layers' weights stay float (see the module doc)."""
     from tribuild.runtime.model import Module
 
     for module in list(model.modules()):
@@ -175,4 +185,7 @@ def float_twin(model: nn.Module) -> nn.Module:
                 module.register_parameter(name, nn.Parameter(weight.detach().clone()))
             module.__dict__.pop("trit_shapes", None)
             module.__class__ = float_class(type(module))
+    for module in model.modules():
+        if isinstance(module, (_Fused, FloatMultiHeadAttention)):
+            module.quantize = quantize
     return model

@@ -245,13 +245,14 @@ class Module(FollowsDtypes):
         return model.freeze().eval()
 
     @classmethod
-    def float_module(cls) -> nn.Module:
+    def float_module(cls, quantize: bool = True) -> nn.Module:
         """A plain ``nn.Module`` with this model's float state_dict keys and a fake-quantized
         forward (``tribuild.runtime.float_twin``): train it in plain PyTorch, then ``from_float``
-        its ``state_dict()``. Its weights are initialized as ``cls()``'s latent weights."""
+        its ``state_dict()``. Its weights are initialized as ``cls()``'s latent weights. With
+        ``quantize=False`` its ternary weights stay float: a full-precision baseline."""
         from tribuild.runtime.float_twin import float_twin
 
-        return float_twin(cls())
+        return float_twin(cls(), quantize)
 
     def generate(
         self,
