@@ -24,6 +24,10 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 _HELD: list | None = None  # what ``held`` keeps, once ``hold_until_exit`` was called
 
 
@@ -58,7 +62,7 @@ def hold_until_exit() -> None:
         _HELD = []
 
 
-def held(obj):
+def held(obj: Any) -> Any:
     """``obj``, kept until the process ends if ``hold_until_exit`` was called."""
     if _HELD is not None:
         _HELD.append(obj)

@@ -14,11 +14,12 @@ from tribuild.driver import outputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tribuild.config.load import Target
     from tribuild.driver.pool.units import Unit
     from tribuild.driver.session import Project
     from tribuild.engine import Database
-    from tribuild.queries.codegen import TargetBuild
 
 
 class EarlyWriter:
@@ -40,7 +41,9 @@ class EarlyWriter:
         self.force = force
         self.owned: dict[str, str] | None = None  # what the record lists, read at the first write
 
-    def prepare(self, db: Database, unit: Unit, value: TargetBuild) -> dict[str, bytes] | None:
+    def prepare(self, db: Database, unit: Unit, value: Any) -> dict[str, bytes] | None:
+        """The files of ``unit``'s target from its ``TargetBuild`` ``value``, or None when it
+        failed."""
         from tribuild.driver.build import judged, target_files
 
         t = self.targets[unit.name]

@@ -16,6 +16,10 @@ import sys
 
 from tribuild import terminal
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
+
 
 class Quiet:
     def start(self, total: int) -> None: ...
@@ -25,7 +29,7 @@ class Quiet:
 
 
 class Plain(Quiet):
-    def __init__(self, stream=None):
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.total = self.done = 0
 
@@ -41,7 +45,7 @@ class Plain(Quiet):
 class Bar(Quiet):
     """rich's bar; ``describe`` shows the units being built."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
@@ -74,7 +78,7 @@ class Bar(Quiet):
         self.bar.stop()
 
 
-def choose(quiet: bool = False):
+def choose(quiet: bool = False) -> Quiet:
     """The progress display for this process's stderr."""
     if quiet:
         return Quiet()

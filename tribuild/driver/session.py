@@ -30,6 +30,10 @@ from tribuild.driver.noop import manifest
 from tribuild.engine import Database, package_hash
 from tribuild.project import CONFIG_FILE, DEFAULT_CACHE_DIR, PACKAGE_DIR, find_project_root
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 SALT_RECORD = "salt.json"
 RACY_NS = 2_000_000_000
 _DIGESTS: dict[str, str] = {}  # package folder -> its package_hash, once per process
@@ -43,7 +47,7 @@ class Project:
         root: str,
         config: Config | None,
         cache_dir: str,
-        config_source: tuple[str, dict] | None = None,
+        config_source: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
         self.root, self.config, self.cache_dir = root, config, cache_dir
         self.config_source = config_source
@@ -71,7 +75,7 @@ class Project:
             return cls(folder, None, os.path.join(folder, DEFAULT_CACHE_DIR))
         default_cache = os.path.join(root, DEFAULT_CACHE_DIR)
 
-        def recorded(data: bytes) -> dict | None:
+        def recorded(data: bytes) -> dict[str, Any] | None:
             return manifest.recorded_config(default_cache, digest(data))
 
         config, data, table = read_config(os.path.join(root, CONFIG_FILE), recorded)
@@ -102,7 +106,7 @@ def package_digest(
     return _DIGESTS[package]
 
 
-def _recorded(path: str, package: str, rows: list[list]) -> str | None:
+def _recorded(path: str, package: str, rows: list[list[Any]]) -> str | None:
     try:
         data = json.loads(read_regular(path, OWN_FILE_BYTES))
         if data["package"] == package and data["files"] == rows and isinstance(data["digest"], str):
@@ -112,7 +116,7 @@ def _recorded(path: str, package: str, rows: list[list]) -> str | None:
     return None
 
 
-def _record(path: str, data: dict) -> None:
+def _record(path: str, data: dict[str, Any]) -> None:
     from tribuild.engine import write_atomic
 
     try:
@@ -125,7 +129,8 @@ def _record(path: str, data: dict) -> None:
 def open_database(project: Project, options: str = "") -> Database:
     """The project's database as the last run left it (empty if there is no valid store);
     kept until the process ends in a process that ends with ``os._exit`` (``gcpause``)."""
-    return held(Database.load(project.cache_dir, salt(options, project.cache_dir)))
+    db: Database = held(Database.load(project.cache_dir, salt(options, project.cache_dir)))
+    return db
 
 
 def save_database(db: Database, project: Project, options: str = "") -> None:

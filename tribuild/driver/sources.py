@@ -40,6 +40,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tribuild.engine import Database
+
     ImportLists = Callable[[object, list[str]], dict[str, tuple[str, ...]]]
 
 MAX_BYTES = 4 << 20  # 4 MiB: the zoo's largest file is a few KiB
@@ -118,7 +120,7 @@ def _relative(root: str, full: str) -> str:
 
 
 def load_sources(
-    db, root: str, files: tuple[str, ...], import_lists: ImportLists | None = None
+    db: Database, root: str, files: tuple[str, ...], import_lists: ImportLists | None = None
 ) -> tuple[str, ...]:
     """Set the text of every file of the closure of ``files``. Returns the closure,
     sorted. Unchanged texts do not start a new revision. Inputs of files that left the closure
@@ -137,7 +139,7 @@ def load_sources(
     return tuple(sorted(loaded))
 
 
-def _import_lists(db, paths: list[str]) -> dict[str, tuple[str, ...]]:
+def _import_lists(db: Database, paths: list[str]) -> dict[str, tuple[str, ...]]:
     return {p: import_targets(db, p) if may_import(source_text(db, p).text) else () for p in paths}
 
 

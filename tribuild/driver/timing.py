@@ -28,6 +28,14 @@ from contextlib import contextmanager
 
 from tribuild.base.record import record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    from tribuild.driver.pool.units import Outcome
+    from tribuild.engine import Database, QueryStats
+
 _STAGE_OF_MODULE = {
     "inputs": "inputs",
     "syntax": "parse",
@@ -107,7 +115,7 @@ class Clock:
         self.traced: int | None = None
         self.start = time.perf_counter()
         self.driver: dict[str, float] = {}
-        self.extra_stats: list[dict] = []
+        self.extra_stats: list[dict[str, QueryStats]] = []
         self.workers = ""
         if self.tracing:
             import tracemalloc
@@ -117,7 +125,7 @@ class Clock:
     def __enter__(self) -> "Clock":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop_tracing()
 
     def _stop_tracing(self) -> None:
@@ -130,14 +138,14 @@ class Clock:
             self.tracing = False
 
     @contextmanager
-    def stage(self, name: str):
+    def stage(self, name: str) -> Iterator[None]:
         begin = time.perf_counter()
         try:
             yield
         finally:
             self.driver[name] = self.driver.get(name, 0.0) + time.perf_counter() - begin
 
-    def report(self, db, outcomes: dict) -> Report | None:
+    def report(self, db: Database, outcomes: dict[str, Outcome]) -> Report | None:
         if not self.enabled:
             return None
         self._stop_tracing()
@@ -176,10 +184,12 @@ def stage_of(query_name: str) -> str:
     return query_name
 
 
-def query_stages(snapshots: list[dict]) -> dict[str, tuple[float, int, int, int]]:
+def query_stages(
+    snapshots: list[dict[str, QueryStats]],
+) -> dict[str, tuple[float, int, int, int]]:
     """Per stage: (own seconds, executed, validated, hits), summed over ``snapshots`` of
     ``db.stats()`` (name -> QueryStats)."""
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for snapshot in snapshots:
         for name, s in snapshot.items():
             row = out.setdefault(stage_of(name), [0.0, 0, 0, 0])

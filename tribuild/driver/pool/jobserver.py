@@ -17,6 +17,10 @@ from __future__ import annotations
 import os
 import stat
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 class Slots:
     """Permission to run workers beyond the first, at most ``extra`` at once."""
@@ -86,7 +90,7 @@ def auth(makeflags: str) -> str | None:
     return found
 
 
-def slots(jobs: int, environ=os.environ) -> Slots:
+def slots(jobs: int, environ: Mapping[str, str] = os.environ) -> Slots:
     """The slots for ``jobs`` workers: make's jobserver's when there is one."""
     value = auth(environ.get("MAKEFLAGS", ""))
     if value is None or jobs <= 1:

@@ -31,6 +31,14 @@ from tribuild.driver.pool import jobserver
 from tribuild.driver.pool.units import Outcome, Unit, order, run_one, run_serial
 from tribuild.driver.pool.worker import INDEX, LENGTH, Jobs, Marker, decode_frame, serve
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tribuild.driver.early import EarlyWriter
+    from tribuild.driver.progress import Quiet
+    from tribuild.engine import Database, QueryStats
+
 _AHEAD = 5  # units a worker is handed at most at a time (see *queue*): this process
 # writing a batch of outputs on disk (0.14-0.25 s) takes as long as a
 # worker's 2 to 4 units of the 50-file benchmark project
@@ -38,8 +46,13 @@ _PIPE = 1 << 20  # bytes a results pipe is widened to (Linux lets any process as
 
 
 def run_units(
-    db, units: list[Unit], jobs: int, show, emit=None, save_next: bool = False
-) -> tuple[dict[str, Outcome], list[dict], str]:
+    db: Database,
+    units: list[Unit],
+    jobs: int,
+    show: Quiet,
+    emit: EarlyWriter | None = None,
+    save_next: bool = False,
+) -> tuple[dict[str, Outcome], list[dict[str, QueryStats]], str]:
     """Every unit's outcome, the query counters of the workers (empty without workers), and
     a line saying how many processes ran at most and who granted them. ``emit``: see
     above. ``save_next``: the caller saves ``db`` next; after a run with workers, a slot they
@@ -80,7 +93,7 @@ class _Worker:
 
     __slots__ = ("pid", "commands", "results", "marker", "units", "head", "frame", "got")
 
-    def __init__(self, pid: int, commands: int, results: int, marker):
+    def __init__(self, pid: int, commands: int, results: int, marker: Marker) -> None:
         self.pid, self.commands, self.results = pid, commands, results
         self.marker = marker  # ``worker.Marker``
         self.units: list[Unit] = []  # handed over, not reported yet, in order
@@ -92,13 +105,21 @@ class _Worker:
 class _Pool:
     """``settle`` is called after each unit built or merged here (``gcpause.unit_by_unit``)."""
 
-    def __init__(self, db, units: list[Unit], slots, show, emit, settle):
+    def __init__(
+        self,
+        db: Database,
+        units: list[Unit],
+        slots: jobserver.Slots,
+        show: Quiet,
+        emit: EarlyWriter | None,
+        settle: Callable[[], None],
+    ) -> None:
         self.db, self.units, self.slots, self.show, self.emit = db, units, slots, show, emit
         self.settle = settle
         self.index = {u.name: i for i, u in enumerate(units)}
         self.pending = order(units)
         self.outcomes: dict[str, Outcome] = {}
-        self.stats: list[dict] = []
+        self.stats: list[dict[str, QueryStats]] = []
         self.workers: dict[int, _Worker] = {}  # results pipe fd -> worker
         import selectors  # only a parallel build needs it (~1.5 ms to import)
 
@@ -107,7 +128,7 @@ class _Pool:
         self.collecting = gc.isenabled()  # workers collect garbage as this process did
         self.jobs = Jobs(emit)  # the emit jobs of units built here
 
-    def run(self) -> tuple[dict[str, Outcome], list[dict]]:
+    def run(self) -> tuple[dict[str, Outcome], list[dict[str, QueryStats]]]:
         while self.pending or self.workers:
             unit = self._start_ready()
             # once the workers have units to build; all that is queued when this process

@@ -23,17 +23,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
+    from tribuild.driver.progress import Quiet
+    from tribuild.engine import Database
+
 
 @record
 class Unit:
     name: str
     query: Any  # an engine query: called as query(db, *args)
-    args: tuple
+    args: tuple[Any, ...]
     cost: float = 1.0
-    prelude: Callable[[Any], Iterable[tuple[Any, tuple]]] | None = None  # db -> the keys to
-    # compute first (None: none)
+    # db -> the keys to compute first (None: none)
+    prelude: Callable[[Any], Iterable[tuple[Any, tuple[Any, ...]]]] | None = None
 
-    def keys(self, db) -> list[tuple[Any, tuple]]:
+    def keys(self, db: Database) -> list[tuple[Any, tuple[Any, ...]]]:
         """The prelude's keys, then the unit's own (computing the prelude in ``db``)."""
         return [*(self.prelude(db) if self.prelude is not None else ()), (self.query, self.args)]
 
@@ -51,7 +54,7 @@ def order(units: list[Unit]) -> list[Unit]:
     return sorted(units, key=lambda u: -u.cost)
 
 
-def run_one(db, unit: Unit) -> Outcome:
+def run_one(db: Database, unit: Unit) -> Outcome:
     """Run ``unit`` in this process; an exception becomes an outcome with its traceback."""
     import time
 
@@ -66,7 +69,7 @@ def run_one(db, unit: Unit) -> Outcome:
     return Outcome(value, seconds=time.perf_counter() - start)
 
 
-def run_serial(db, units: list[Unit], progress) -> dict[str, Outcome]:
+def run_serial(db: Database, units: list[Unit], progress: Quiet) -> dict[str, Outcome]:
     """Every unit, one after another in ``order``, in this process."""
     outcomes: dict[str, Outcome] = {}
     with unit_by_unit() as settle:

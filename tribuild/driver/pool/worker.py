@@ -25,11 +25,25 @@ from tribuild.base.files import write_all
 from tribuild.base.gcpause import unit_by_unit
 from tribuild.driver.pool.units import Unit, run_one
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tribuild.driver.early import EarlyWriter
+    from tribuild.engine import Database, QueryStats
+
 LENGTH = 8  # bytes of a frame's length prefix
 INDEX = 4  # bytes of a unit index sent to a worker
 
 
-def serve(db, units: list[Unit], emit, commands: int, results: int, marker: "Marker") -> None:
+def serve(
+    db: Database,
+    units: list[Unit],
+    emit: EarlyWriter | None,
+    commands: int,
+    results: int,
+    marker: Marker,
+) -> None:
     """In a worker: run the units named on ``commands`` until it closes or one fails,
     sending a frame for each and keeping ``marker`` up to date (the caller exits, without
     cleanup handlers)."""
@@ -81,7 +95,7 @@ class Marker:
     """The *marker* (see above); the build's process reads it when the worker has died
     (``scheduler._Pool._blamed``)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         import mmap
 
         self._memory = mmap.mmap(-1, 8)  # anonymous and shared with the forked worker
@@ -107,7 +121,7 @@ class Sender:
         import queue
         import threading
 
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
         self._broken = False
         self._thread = threading.Thread(target=self._work, args=(fd,), name="frames", daemon=True)
         self._thread.start()
@@ -137,23 +151,24 @@ class Jobs:
     """A process's emit jobs, run by ``emit.run`` once ``emit.batch`` are queued, without
     waiting for another process's writes (they are tried again after the next unit)."""
 
-    def __init__(self, emit):
+    def __init__(self, emit: EarlyWriter | None) -> None:
         self._emit = emit
-        self._queue: list[tuple[str, object]] = []
+        self._queue: list[tuple[str, dict[str, bytes]]] = []
         self._done: dict[str, list[str]] = {}
 
-    def add(self, name: str, job) -> None:
+    def add(self, name: str, job: dict[str, bytes] | None) -> None:
         if job is not None:
             self._queue.append((name, job))
 
     def due(self, idle: bool = False) -> None:
         """Run the queued jobs if there are ``emit.batch`` of them, or any when ``idle`` (the
         process has nothing else to do but wait)."""
-        if self._queue and (idle or len(self._queue) >= self._emit.batch):
+        emit = self._emit  # there are jobs only where there is an emit step
+        if self._queue and emit is not None and (idle or len(self._queue) >= emit.batch):
             self._run(wait=False)
 
     def _run(self, wait: bool) -> None:
-        if not self._queue:
+        if not self._queue or self._emit is None:
             return
         results = self._emit.run([job for _, job in self._queue], wait)
         if results is not None:
@@ -181,7 +196,11 @@ def _send_frame(fd: int, parts: list[bytes]) -> None:
 
 
 def _encode_frame(
-    kind: str, body: list[bytes], stats: dict, seconds: float, emitted: dict | None = None
+    kind: str,
+    body: list[bytes],
+    stats: dict[str, QueryStats],
+    seconds: float,
+    emitted: dict[str, list[str]] | None = None,
 ) -> list[bytes]:
     """A worker's message: a JSON header line (kind, query counters, the unit's seconds,
     what emit jobs returned by unit name), then the parts of ``body``."""
@@ -194,7 +213,7 @@ def _encode_frame(
     return [json.dumps(header).encode() + b"\n", *body]
 
 
-def decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:
+def decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict[str, Any]]:
     """The kind, the body (the traceback's text for an error) and the header, its query
     counters as ``QueryStats``."""
     from tribuild.engine import QueryStats
@@ -206,7 +225,7 @@ def decode_frame(frame: bytearray) -> tuple[str, memoryview | str, dict]:
     return header["kind"], str(body, "utf-8") if header["kind"] == "error" else body, header
 
 
-def _delta(after: dict, before: dict) -> dict:
+def _delta(after: dict[str, QueryStats], before: dict[str, QueryStats]) -> dict[str, QueryStats]:
     """Query counters of ``after`` minus those the worker had in ``before``."""
     from tribuild.engine import QueryStats
 
