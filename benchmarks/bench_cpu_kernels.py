@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import sys
 import time
@@ -147,6 +148,7 @@ def run(args: argparse.Namespace) -> dict:
         }
         results.append(entry)
     return {
+        "load_average": os.getloadavg(),  # the shared machine's load: how far to trust a run
         "isa": lib.isa,
         "threads": args.threads,
         "repeats": len(rounds),
@@ -161,7 +163,9 @@ def table(report: dict) -> str:
         "",
         f"ISA `{report['isa']}`, {report['threads']} threads, medians of {report['repeats']} "
         f"side-by-side rounds; read bandwidth (float32 sum over {READ_MB} MB) "
-        f"{report['read_gbps']:.1f} GB/s. Written by `benchmarks/bench_cpu_kernels.py`.",
+        f"{report['read_gbps']:.1f} GB/s; load average at the end "
+        f"{', '.join(f'{v:.1f}' for v in report['load_average'])} on "
+        f"{os.cpu_count()} CPUs. Written by `benchmarks/bench_cpu_kernels.py`.",
         "",
         "| M | N | K | ternary ms | float32 ms | speedup | ternary GB/s (2-bit weight) "
         "| of read bandwidth | float32 GB/s |",
