@@ -26,8 +26,8 @@ test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q -m "not slow" $(FAST_TESTS)
 
 # Style, lint and types (ruff and mypy, configured in pyproject.toml; both come with the dev
-# extra). mypy checks tribuild/, strictly in engine, ir and codegen, except the modules that
-# pyproject.toml lists as not yet clean.
+# extra). mypy checks tribuild/, strictly in engine, ir, codegen, remote and the driver
+# modules pyproject.toml lists (the rest of the driver and the runtime: not yet).
 LINTED := tribuild tests benchmarks
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)
