@@ -277,3 +277,18 @@ def test_a_broken_safetensors_file_is_named(Model, tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\x10" + bytes(7) + b"not json at all!")
     with pytest.raises(CheckpointError, match="model.safetensors: its header is not JSON"):
         load_checkpoint(Model, tmp_path)
+
+
+def test_the_native_cpu_backend_builds_no_dense_weight(Model):
+    from tribuild.runtime import native
+
+    if native.library() is None:
+        pytest.skip("no C++ compiler: the native CPU kernels did not build")
+    with torch.no_grad():  # the torch backend (this file's fixture), on another instance
+        expected = Model.from_float(float_state(Model)).generate(ids(), 4)
+    model = Model.from_float(float_state(Model))
+    start = dense_cache_bytes()
+    with force_backend("cpu"), torch.no_grad():
+        found = model.generate(ids(), 4)
+    assert float_copies(model) == [] and dense_cache_bytes() == start
+    assert torch.equal(found, expected)
