@@ -155,7 +155,8 @@ def test_ids_out_of_range_name_the_range(generated):
         model(torch.tensor([[1, 96]]))
     with pytest.raises(ValueError, match=r"token id -1 is out of range"):
         model.generate(torch.tensor([[-1, 3]]), 4)
-    with pytest.raises(ValueError, match="integer tensor"):
+    # the entry's input check: the declared dtype is a contract (issue 37)
+    with pytest.raises(ValueError, match=r"must be Tensor<int64, \[N, T\]>, got Tensor<float32"):
         model(torch.zeros(1, 3))
 
 
