@@ -133,3 +133,24 @@ def test_exit_without_shutdown_is_exit_code_1(server):
     server.initialize()
     server.notify("exit")
     assert server.wait() == 1
+
+
+def test_pygls_own_reader_still_reads_through_the_checked_protocol():
+    """pygls's ``start_io`` (the in-process benchmark serves with it) hands every nested object
+    of a body to ``structure_message`` first: those must come back as they are."""
+    from tribuild.lsp.server import TriServer
+
+    protocol = TriServer(0.02).ls.protocol
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {
+                "textDocument": {"uri": "file:///x.tri", "languageId": "tri", "version": 1}
+                | {"text": "layer A {}"}
+            },
+        }
+    )
+    message = json.loads(body, object_hook=protocol.structure_message)
+    assert message.method == "textDocument/didOpen"
+    assert message.params.text_document.uri == "file:///x.tri"
