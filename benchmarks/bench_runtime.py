@@ -158,7 +158,7 @@ def without_input_check(result, folder: Path):
     return module
 
 
-def input_check_us(module_file: Path, x: torch.Tensor) -> float:
+def input_check_us(module_file: Path, x: torch.Tensor, model: torch.nn.Module) -> float:
     """Microseconds per evaluation of the generated input check's condition on ``x`` (the
     best of 7 runs of 20,000): its absolute cost, which the round ratios are too noisy to
     resolve."""
@@ -168,7 +168,8 @@ def input_check_us(module_file: Path, x: torch.Tensor) -> float:
     )
     if found is None:
         raise SystemExit(f"no input check in {module_file}")
-    timer = timeit.Timer(found["test"], globals={found["name"]: x})
+    # the condition reads the entry's declared dtypes as `self.input_dtypes`
+    timer = timeit.Timer(found["test"], globals={found["name"]: x, "self": model})
     return min(timer.repeat(7, 20000)) / 20000 * 1e6
 
 
@@ -185,8 +186,8 @@ def run_model(
     unchecked = without_input_check(build(entry, args, "0"), folder / name / "O0_unchecked")
     fns["O0_unchecked"] = unchecked.Model.from_float(ref.state_dict()).eval()
     x = torch.randn(shape)
-    check_us = input_check_us(folder / name / "O0" / "model.py", x)
-    if backend_for(x) != "torch":
+    check_us = input_check_us(folder / name / "O0" / "model.py", x, fns["O0"])
+    if backend_for(x) == "triton":  # the interpreter; the torch and native cpu paths are timed
         raise SystemExit("unset TRITON_INTERPRET: the benchmark times the CPU path")
     with torch.no_grad():
         timing = time_interleaved(fns, x, repeats, sample_ms)
