@@ -154,6 +154,13 @@ def table(figures: dict) -> str:
         "",
         f"Measured {figures['date']} on {figures['machine']} with `{figures['command']}`.",
         f"Settings: {figures['settings']}.",
+        "Each part measured at: "
+        + ", ".join(
+            f"{k} {figures[k].get('measured', '?')}"
+            for k in ("quality", "ddp", "resume")
+            if k in figures
+        )
+        + ".",
         "",
         "| goal | measured | goal met |",
         "| --- | --- | --- |",
@@ -208,7 +215,16 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--work", type=Path, help="where the runs write (default: a temp folder)")
     p.add_argument("--note", action="append", default=[], help="a line for the table's notes")
+    p.add_argument(
+        "--parts",
+        default="quality,ddp,resume",
+        help="which parts to run; the others are kept from --out's train_lm.json (the quality "
+        "runs count steps, not seconds, so they may run on a busy machine; ddp may not)",
+    )
     args = p.parse_args(argv)
+    parts = set(args.parts.split(","))
+    if unknown := parts - {"quality", "ddp", "resume"}:
+        p.error(f"--parts: unknown {sorted(unknown)}; choose from quality, ddp, resume")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_train_lm-"))
     common = ["--steps", str(args.steps), "--batch", str(args.batch)]
     common += ["--eval-windows", str(args.eval_windows)]
@@ -224,20 +240,39 @@ def main(argv: list[str] | None = None) -> dict:
         "notes": args.note,
     }
     args.out.mkdir(parents=True, exist_ok=True)
+    earlier_path = args.out / "train_lm.json"
+    earlier = json.loads(earlier_path.read_text()) if earlier_path.exists() else {}
+    for part in {"quality", "ddp", "resume"} - parts:
+        if part in earlier:  # a part not rerun keeps its figures, and says when they were taken
+            figures[part] = {
+                **earlier[part],
+                "measured": earlier[part].get("measured", earlier["date"]),
+            }
+    if "quality" not in figures and "quality" not in parts:
+        p.error(f"--parts without quality needs an earlier run's {earlier_path}")
 
     def write() -> None:  # after each part: a late part cut short leaves the earlier ones
         figures["load_end"] = load()
         (args.out / "train_lm.json").write_text(json.dumps(figures, indent=2) + "\n")
         (args.out / "train_lm.md").write_text(table(figures))
 
-    figures["quality"] = quality(work / "quality", common, args.threads, args.parallel)
-    write()
+    if "quality" in parts:
+        figures["quality"] = quality(work / "quality", common, args.threads, args.parallel)
+        figures["quality"]["measured"] = figures["date"]
+        write()
     short += ["--skip-final"]
-    figures["ddp"] = ddp(work / "ddp", short, args.repeats)
-    write()
-    every = max(1, args.ddp_steps // 3)
-    figures["resume"] = resume(work / "resume", short, figures["ddp"]["reference_losses"], every)
-    write()
+    if "ddp" in parts:
+        figures["ddp"] = ddp(work / "ddp", short, args.repeats)
+        figures["ddp"]["measured"] = figures["date"]
+        write()
+    if "resume" in parts:
+        if "ddp" not in figures:
+            p.error("--parts resume compares against the ddp part's losses: run ddp too")
+        every = max(1, args.ddp_steps // 3)
+        reference = figures["ddp"]["reference_losses"]
+        figures["resume"] = resume(work / "resume", short, reference, every)
+        figures["resume"]["measured"] = figures["date"]
+        write()
     print(table(figures))
     return figures
 
