@@ -42,6 +42,36 @@ def test_compile_model_second_call_is_a_cache_lookup(mini):
     assert _probe(mini) == ["MLP", True, True, True]
 
 
+RACER = """\
+import json, sys, time, tribuild
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # all start together
+Model = tribuild.compile_model("models/mlp.tri", "MLP", hidden=8)
+print(json.dumps("tribuild.engine" in sys.modules))
+"""
+
+
+def test_compile_model_at_once_in_several_processes(mini):
+    """The ranks of one torchrun call compile_model for the same model at the same moment:
+    each must get the model, and one compiles while the others wait and then load its
+    work (a compile's sweep of leftover temporary files deleted another's file in flight:
+    FileNotFoundError from the fsync)."""
+    import time
+
+    start = str(time.time() + 3.0)
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, start], cwd=mini, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    compiled = []
+    for racer in racers:
+        out, _ = racer.communicate(timeout=300)
+        assert racer.returncode == 0
+        compiled.append(json.loads(out.splitlines()[-1]))
+    assert compiled.count(True) == 1
+
+
 def test_compile_model_reports_errors(mini):
     mlp = mini / "models" / "mlp.tri"
     mlp.write_text(mlp.read_text().replace("fc1(x)", "fc1(q)"))

@@ -57,7 +57,15 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
     vouched = manifest.vouching(root, cache_dir, key, record)
     code = vouched and _checked(module_path, vouched.get("module"))
     if not code:
-        code = _compile(root, cache_dir, source, module_path, layer, args, opt_level, key, record)
+        from tribuild.driver.lock import model_lock
+
+        with model_lock(os.path.dirname(module_path), stem):
+            vouched = manifest.vouching(root, cache_dir, key, record)  # another process's work
+            code = vouched and _checked(module_path, vouched.get("module"))
+            if not code:
+                code = _compile(
+                    root, cache_dir, source, module_path, layer, args, opt_level, key, record
+                )
     return _import(stem, module_path, code).Model
 
 

@@ -63,6 +63,22 @@ def project_lock(
         os.close(fd)
 
 
+@contextmanager
+def model_lock(models_dir: str, stem: str) -> Iterator[None]:
+    """Hold the lock of one compiled model (``<models_dir>/.<stem>.lock``) while the block
+    runs, waiting silently: the ranks of one ``torchrun`` call ``compile_model`` for the same
+    model at once, and one compile's sweep of leftover temporary files would otherwise
+    delete another's file in flight. Held across the compile only, never the project lock's
+    whole build."""
+    os.makedirs(models_dir, exist_ok=True)
+    fd = _open(os.path.join(models_dir, f".{stem}.lock"))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _open(path: str) -> int:
     """The lock file opened for reading and writing, made if missing; what else sits at its
     name is removed first (never followed, never waited on)."""
