@@ -17,8 +17,9 @@ Terms:
   1bitLLM models'), not with bitnet-b1.58-2B-4T's squared ReLU, so llama.cpp's logits are
   compared with those.
 - *tribuild runtime*: the generated module of ``models/bitnet_lm.tri`` loaded with
-  ``load_checkpoint``, the backend chosen as a user's would be (``auto``), decoding in a
-  ``KVCache``: what ``Model.generate`` does, one step at a time.
+  ``load_checkpoint(..., int8_floats=True)`` (the tied embedding and head in 8 bits a weight,
+  as llama.cpp holds them in 16), the backend chosen as a user's would be (``auto``), decoding
+  in a ``KVCache(last_only=True)``: what ``Model.generate`` does, one step at a time.
 - *GEMV*: one decode-step product ``[1, K] · [N, K]ᵀ`` through ``launch.ternary_linear`` (the
   function every generated ternary layer reaches), cycled over enough weights that their
   packed bytes are twice the last-level cache, so each call reads its weight from memory:
@@ -158,10 +159,11 @@ class TribuildLM:
         self.Model = import_generated(spec["module"]).Model
 
     def load(self) -> None:
-        self.model = self.load_checkpoint(self.Model, self.spec["checkpoint"]).eval()
+        floats = self.spec.get("int8_floats", True)
+        self.model = self.load_checkpoint(self.Model, self.spec["checkpoint"], int8_floats=floats)
 
     def reset(self, capacity: int) -> None:
-        self.cache = self.KVCache(capacity)
+        self.cache = self.KVCache(capacity, last_only=True)  # as Model.generate makes it
 
     def _last(self, ids: list[int]) -> Any:
         with self.torch.no_grad(), self.cache.step():

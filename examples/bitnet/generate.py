@@ -44,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--float-layers",
+        choices=("int8", "as-loaded"),
+        default="int8",
+        help="the embedding and head in 8 bits a weight (default: a quarter of float32's bytes "
+        "to read per token), or as the checkpoint holds them",
+    )
     args = parser.parse_args(argv)
 
     if (args.checkpoint is None) == (not args.random):
@@ -68,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ImportError) as err:
         fail(str(err))
     model = model.to(args.device).eval()
+    if args.float_layers == "int8":
+        from tribuild.runtime.int8 import quantize_floats
+
+        quantize_floats(model)
 
     tokenizer = _tokenizer(Path(args.checkpoint)) if args.checkpoint is not None else None
     if args.ids is not None:

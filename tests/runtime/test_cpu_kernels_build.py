@@ -93,7 +93,7 @@ def test_without_a_compiler_the_torch_path_runs_after_one_warning(monkeypatch, t
 def test_a_source_that_does_not_compile_names_the_layer_and_the_error(monkeypatch, tmp_path):
     broken = tmp_path / "ternary.cpp"
     broken.write_text('extern "C" int tb_isa() { return undeclared_name; }\n')
-    monkeypatch.setattr(build, "SOURCE", broken)
+    monkeypatch.setattr(build, "SOURCES", (broken, *build.SOURCES[1:]))
     monkeypatch.setenv(build.CACHE_VARIABLE, str(tmp_path / "cache"))
     native.reset()
     try:

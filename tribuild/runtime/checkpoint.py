@@ -92,11 +92,19 @@ def unpack_transformers(packed: torch.Tensor, rows: int) -> torch.Tensor:
     return offsets[:rows].view(torch.int8) - 1  # bytes throughout: a load's time is its passes
 
 
-def load_checkpoint(cls: type[torch.nn.Module], folder: str | Path) -> torch.nn.Module:
+def load_checkpoint(
+    cls: type[torch.nn.Module], folder: str | Path, int8_floats: bool = False
+) -> torch.nn.Module:
     """A new instance of ``cls`` (a generated module's class) with the folder's weights, in
-    eval mode (see the module doc)."""
+    eval mode (see the module doc); with ``int8_floats``, its large float layers (an LM's
+    embedding and head) in 8 bits (``int8.quantize_floats``: to run, not to save)."""
     sources, tied = folder_sources(folder)
-    return _load(cls, sources, tied, str(folder))
+    model = _load(cls, sources, tied, str(folder))
+    if int8_floats:
+        from tribuild.runtime.int8 import quantize_floats
+
+        quantize_floats(model)
+    return model
 
 
 def load_tensors(

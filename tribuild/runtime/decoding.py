@@ -13,6 +13,9 @@ Terms:
 - *slot*: the attention calls of one forward are numbered in the order they run. A `.tri`
   forward never branches on tensor data (E0308), so every step makes the same calls in the
   same order, and call ``i`` of every step reads and writes slot ``i``.
+- *last only*: a cache made with ``last_only=True`` (``generate``'s) asks the model's output
+  head for the logits of each step's last position alone, where the head can (an 8-bit head,
+  ``int8``); a step's output is then ``[N, 1, vocab]``.
 - Outside a step (a plain ``model(ids)``), positions start at 0 and attention sees only the
   keys of its own call: the function the source describes.
 - ``Embedding``: ``nn.Embedding`` whose ids out of range raise a ``ValueError`` naming the
@@ -39,10 +42,11 @@ _ACTIVE = threading.local()
 class KVCache:
     """Keys and values for ``capacity`` positions of every attention call of one model."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, last_only: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"a KV cache holds at least 1 position, not {capacity}")
         self.capacity = capacity
+        self.last_only = last_only  # a head that can (int8.Int8Linear) gives the last row only
         self.offset = 0
         self._slots: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._next = 0

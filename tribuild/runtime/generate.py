@@ -45,7 +45,7 @@ def tokens(
         check_ids(ids, vocab)
     if max_new_tokens == 0:
         return
-    cache = KVCache(ids.shape[1] + max_new_tokens)
+    cache = KVCache(ids.shape[1] + max_new_tokens, last_only=True)  # logits[:, -1] is read
     with torch.no_grad():
         step = ids.long()
         for i in range(max_new_tokens):

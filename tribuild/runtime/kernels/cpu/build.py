@@ -37,6 +37,7 @@ from typing import NamedTuple
 from tribuild.base.hashing import digest
 
 SOURCE = Path(__file__).with_name("ternary.cpp")
+SOURCES = (SOURCE, Path(__file__).with_name("int8.cpp"))  # one library: ternary and 8-bit layers
 ISAS = ("avx512vnni", "avx512", "avx2", "portable")
 _AVX2 = ("-mavx2", "-mfma", "-mf16c")
 _AVX512 = (*_AVX2, "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq")
@@ -157,7 +158,8 @@ def cache_dir() -> Path:
 
 def key(compiler: Compiler, isa: str) -> str:
     """The digest that names ``isa``'s library built by ``compiler``."""
-    parts = [SOURCE.read_bytes(), compiler.identity.encode(), " ".join(FLAGS).encode()]
+    parts = [*(source.read_bytes() for source in SOURCES), compiler.identity.encode()]
+    parts += [" ".join(FLAGS).encode()]
     parts += [" ".join(ISA_FLAGS[isa]).encode(), isa.encode()]
     return digest(b"\0".join(parts))
 
@@ -181,11 +183,12 @@ def compile_library(compiler: Compiler, isa: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".so", dir=path.parent)
     os.close(fd)
     try:
-        cmd = [compiler.path, *FLAGS, *ISA_FLAGS[isa], str(SOURCE), "-o", tmp]
+        cmd = [compiler.path, *FLAGS, *ISA_FLAGS[isa], *map(str, SOURCES), "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise BuildError(
-                f"{Path(compiler.path).name} failed on {SOURCE.name} for {isa}",
+                f"{Path(compiler.path).name} failed on "
+                f"{', '.join(source.name for source in SOURCES)} for {isa}",
                 first_error(done.stderr),
             )
         os.replace(tmp, path)  # atomic: another process sees no file or the whole one
@@ -212,6 +215,8 @@ SIGNATURES: dict[str, tuple[object, list]] = {
     "tb_linear_f32": (None, [_P, _I, _I, _P, _I, _P, _I, _P, _P, _INT, _P, _INT]),
     "tb_linear_raw": (None, [_P, _I, _I, _P, _I, _P, _F, _INT]),
     "tb_quantize": (None, [_P, _I, _I, _P, _P, _F]),
+    "tb_i8_quantize": (None, [_P, _I, _I, _P, _P, _INT]),
+    "tb_i8_linear": (None, [_P, _I, _I, _P, _P, _I, _P, _INT]),
 }
 
 

@@ -1,0 +1,139 @@
+"""The 8-bit float layers (``tribuild.runtime.int8``, issue 34): the kernels of ``int8.cpp``
+against a float64 oracle on odd shapes, on every ISA this machine runs plus the portable one;
+the row quantization the same on the kernels and in torch; on the generated BitNet LM, a tied
+embedding and head sharing one table, logits within the 8-bit tolerance of the float ones and
+the same greedy tokens, and ``last_only`` steps giving the last position's logits alone."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+from tests.codegen.harness import build as build_module  # noqa: E402
+from tests.codegen.harness import write_and_import  # noqa: E402
+from tests.runtime.test_lean import float_state, packed_folder  # noqa: E402
+from tribuild.runtime import int8, native  # noqa: E402
+from tribuild.runtime.checkpoint import load_checkpoint  # noqa: E402
+from tribuild.runtime.decoding import KVCache  # noqa: E402
+from tribuild.runtime.kernels.cpu import build  # noqa: E402
+
+HAVE_COMPILER = build.find_compiler() is not None
+RUNNABLE = [isa for isa in build.ISAS if build.supported(isa, build.cpu_flags())]
+# (rows, N, K): K below and not a multiple of the 8-wide vector, N of 1 and not a multiple of
+# the 4 channels a pass shares, the decode path (1 row), row blocks of 4 with a remainder, 300.
+SHAPES = [(1, 1, 1), (1, 4, 8), (1, 5, 13), (2, 3, 7), (3, 9, 257), (5, 33, 2560)]
+SHAPES += [(17, 6, 100), (300, 7, 131)]
+
+
+@pytest.fixture(scope="module", params=RUNNABLE)
+def lib(request):
+    if not HAVE_COMPILER:
+        pytest.skip("no C++ compiler")
+    return build.build_and_load(request.param)
+
+
+def weight(n: int, k: int, seed: int) -> torch.Tensor:
+    w = torch.randn(n, k, generator=torch.Generator().manual_seed(seed)) * 0.02
+    if n > 2:
+        w[2] = 0.0  # a row of zeros: scale 0
+    return w
+
+
+def kernel_quantize(lib, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n, k = w.shape
+    codes, scale = torch.empty(n, k, dtype=torch.int8), torch.empty(n)
+    lib.cdll.tb_i8_quantize(w.data_ptr(), n, k, codes.data_ptr(), scale.data_ptr(), 2)
+    return codes, scale
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_the_product_matches_a_float64_oracle(lib, m, n, k):
+    codes, scale = kernel_quantize(lib, weight(n, k, m + n + k))
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(k))
+    out = torch.empty(m, n)
+    lib.cdll.tb_i8_linear(
+        x.data_ptr(), m, k, codes.data_ptr(), scale.data_ptr(), n, out.data_ptr(), 2
+    )
+    oracle = x.double() @ (codes.double() * scale.double()[:, None]).T
+    # float32 sums of k products: a few units in the last place of the largest partial sum
+    bound = 1e-6 * k * (x.abs().max() * codes.abs().max() * scale.max()).item() + 1e-30
+    assert (out.double() - oracle).abs().max().item() <= bound
+
+
+@pytest.mark.parametrize("n,k", [(1, 1), (5, 13), (9, 257), (64, 2560)])
+def test_the_row_quantization_is_the_same_on_the_kernels_and_in_torch(lib, n, k):
+    w = weight(n, k, n * k)
+    w[0, 0] = 0.5  # a row whose absmax is exact
+    codes, scale = kernel_quantize(lib, w)
+    amax = w.abs().amax(dim=1)
+    expected_scale = amax / 127.0
+    assert torch.equal(scale, expected_scale)
+    safe = torch.where(expected_scale > 0, expected_scale, torch.ones_like(expected_scale))
+    expected = torch.where(expected_scale[:, None] > 0, (w / safe[:, None]).round(), 0.0)
+    assert torch.equal(codes, expected.clamp(-127, 127).to(torch.int8))
+    # and quantize_rows, whichever way it runs here, gives those codes
+    found_codes, found_scale = int8.quantize_rows(w)
+    assert torch.equal(found_codes, codes) and torch.equal(found_scale, scale)
+
+
+ENTRY = "models/bitnet_lm.tri:BitNetLM"
+ARGS = dict(vocab=96, dim=64, layers=2, heads=4, kv_heads=2, hidden=160)
+
+
+@pytest.fixture(scope="module")
+def Model(tmp_path_factory):
+    return write_and_import(build_module(ENTRY, ARGS, "3"), tmp_path_factory.mktemp("lm8")).Model
+
+
+def ids(n: int = 7) -> torch.Tensor:
+    return torch.arange(n).reshape(1, n) * 5 % ARGS["vocab"]
+
+
+def test_a_tied_lm_holds_one_8_bit_table_and_its_logits_stay_close(Model, tmp_path):
+    packed_folder(Model, tmp_path)
+    plain = load_checkpoint(Model, tmp_path)
+    small = load_checkpoint(Model, tmp_path, int8_floats=True)  # MIN_WEIGHTS: checked below
+    assert type(small.lm_head) is torch.nn.Linear  # 96 x 64 weights: not worth 8 bits
+    model = int8.quantize_floats(load_checkpoint(Model, tmp_path), min_weights=1)
+    head, embed = model.lm_head, model.model.embed_tokens
+    assert isinstance(head, int8.Int8Linear) and isinstance(embed, int8.Int8Embedding)
+    assert head.codes is embed.codes and head.scale is embed.scale and head.head
+    assert not any(p.is_floating_point() and p.dim() == 2 for p in model.parameters())
+    with torch.no_grad():
+        expected, found = plain(ids()), model(ids())
+    # the weight's rounding: half a step of max|row| / 127, relative to the logits' range
+    assert (found - expected).abs().max() <= 0.02 * expected.abs().max()
+    with torch.no_grad():
+        assert torch.equal(model.generate(ids(), 6), plain.generate(ids(), 6))
+    assert "codes" in "".join(model.state_dict()) and "lm_head.weight" not in model.state_dict()
+
+
+def test_a_last_only_step_gives_the_last_positions_logits(Model, tmp_path):
+    model = int8.quantize_floats(Model.from_float(float_state(Model)), min_weights=1)
+    with torch.no_grad():
+        whole = KVCache(7)
+        with whole.step():
+            all_rows = model(ids())
+        last = KVCache(7, last_only=True)
+        with last.step():
+            one_row = model(ids())
+        plain = model(ids())  # outside a step: every position, as the source says
+    assert all_rows.shape == plain.shape == (1, 7, ARGS["vocab"])
+    assert one_row.shape == (1, 1, ARGS["vocab"])
+    torch.testing.assert_close(one_row[:, 0], all_rows[:, -1], rtol=1e-5, atol=1e-5)
+
+
+def test_the_8_bit_layers_run_without_the_kernels(Model, monkeypatch):
+    model = int8.quantize_floats(Model.from_float(float_state(Model)), min_weights=1)
+    with torch.no_grad():
+        native_out = model(ids())
+        monkeypatch.setattr(native, "library", lambda *_: None)
+        torch_out = model(ids())
+    torch.testing.assert_close(torch_out, native_out, rtol=1e-4, atol=1e-4)
+
+
+def test_quantize_floats_refuses_a_model_in_training_mode(Model):
+    with pytest.raises(ValueError, match="for inference"):
+        int8.quantize_floats(Model.from_float(float_state(Model)).train())
