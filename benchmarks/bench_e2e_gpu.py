@@ -486,7 +486,7 @@ class Worker:
             packed, scale = pack(codes).to(self.device), g.to(self.device)
 
             def ternary() -> object:
-                return ternary_linear(x, packed, scale, opt_level=3)
+                return ternary_linear(x, packed, scale, tuned=True)
 
             ref_in = x.float()
         else:

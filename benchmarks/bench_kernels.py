@@ -117,7 +117,7 @@ def measure(m: int, n: int, k: int, args, peak: float | None) -> dict:
     x, packed, g, dense = operands(m, n, k, "cuda")
 
     def ternary():
-        return ternary_linear(x, packed, g, opt_level=args.opt_level)
+        return ternary_linear(x, packed, g, tuned=args.opt_level >= 3)
 
     def fp16():
         return x @ dense.T

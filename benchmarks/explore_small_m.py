@@ -41,7 +41,7 @@ def variant(name):
     os.environ["TRIBUILD_AUTOTUNE_CACHE"] = os.path.join(OUT, f"tune-{name}.json")
     launch.GEMV_MAX_ROWS = 64 if name == "gemv" else GEMV_ROWS
     configs = SMALL if name == "small" else None
-    return lambda x, p, g: ternary_linear(x, p, g, opt_level=3, configs=configs)
+    return lambda x, p, g: ternary_linear(x, p, g, tuned=True, configs=configs)
 
 
 def timed(fn) -> float:

@@ -177,22 +177,22 @@ def _operator_cases():
     )
     ops = torch.ops.tribuild
     return [
-        (ops.ternary_linear.default, (x, packed, scale, bias, res, "relu", 2)),
-        (ops.ternary_linear.default, (x[:1], packed, scale, None, None, "none", 3)),
-        (ops.ternary_linear_zero_skip.default, (x, packed, scale, bias, res, "silu", 2)),
+        (ops.ternary_linear.default, (x, packed, scale, bias, res, "relu", False)),
+        (ops.ternary_linear.default, (x[:1], packed, scale, None, None, "none", True)),
+        (ops.ternary_linear_zero_skip.default, (x, packed, scale, bias, res, "silu", False)),
         (
             ops.ternary_conv2d.default,
-            (img, cpacked, cscale, bias, cres, [3, 3], [2, 2], [1, 1], 1, "relu", 2),
+            (img, cpacked, cscale, bias, cres, [3, 3], [2, 2], [1, 1], 1, "relu", False),
         ),
         (
             ops.ternary_conv2d.default,
-            (img, dpacked, dscale, None, None, [3, 3], [1, 1], [1, 1], 4, "none", 2),
+            (img, dpacked, dscale, None, None, [3, 3], [1, 1], [1, 1], 4, "none", False),
         ),
         (
             ops.ternary_conv2d_zero_skip.default,
-            (img, cpacked, cscale, bias, cres, 3, 2, 1, 1, "relu", 2),
+            (img, cpacked, cscale, bias, cres, 3, 2, 1, 1, "relu", False),
         ),
-        (ops.quantize_activations.default, (x, 2)),
+        (ops.quantize_activations.default, (x, False)),
     ]
 
 
@@ -206,22 +206,22 @@ def test_operator_agrees_with_its_fake_and_its_eager_function(case):
     name = op.name().split("::")[1].split(".")[0]
     got = op(*args)
     if name == "quantize_activations":
-        want = launch.quantize_activations(args[0], opt_level=args[1])
+        want = launch.quantize_activations(args[0], tuned=args[1])
     elif name.startswith("ternary_linear"):
-        x, packed, scale, bias, res, act, level = args
+        x, packed, scale, bias, res, act, tuned = args
         fn = skip.linear if name.endswith("zero_skip") else launch.ternary_linear
-        want = fn(x, packed, scale, bias, act, res, opt_level=level)
+        want = fn(x, packed, scale, bias, act, res, tuned=tuned)
     elif name == "ternary_conv2d":
-        x, packed, scale, bias, res, size, stride, pad, groups, act, level = args
+        x, packed, scale, bias, res, size, stride, pad, groups, act, tuned = args
         want = launch.ternary_conv2d(
             x, packed, scale, bias, kernel_size=tuple(size), stride=tuple(stride),
-            padding=tuple(pad), groups=groups, act=act, residual=res, opt_level=level,
+            padding=tuple(pad), groups=groups, act=act, residual=res, tuned=tuned,
         )  # fmt: skip
     else:
-        x, packed, scale, bias, res, size, stride, pad, groups, act, level = args
+        x, packed, scale, bias, res, size, stride, pad, groups, act, tuned = args
         want = skip.conv2d(
             x, packed, scale, bias, kernel_size=size, stride=stride, padding=pad,
-            groups=groups, act=act, residual=res, opt_level=level,
+            groups=groups, act=act, residual=res, tuned=tuned,
         )  # fmt: skip
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert got.is_contiguous() and not got.requires_grad
@@ -235,7 +235,8 @@ def test_outputs_need_no_gradient_as_the_kernels_have_none():
         *pack_ternary(torch.randn(4, 8, generator=g)), torch.randn(2, 8, generator=g)
     )
     bias = on_device(torch.randn(4, generator=g)).requires_grad_()
-    assert not torch.ops.tribuild.ternary_linear(x, packed, scale, bias, None, "none", 2).grad_fn
+    out = torch.ops.tribuild.ternary_linear(x, packed, scale, bias, None, "none", False)
+    assert not out.grad_fn
     assert not launch.ternary_linear(x, packed, scale, bias).requires_grad
 
 
@@ -248,7 +249,7 @@ def test_after_one_call_a_call_prepares_nothing(gen, monkeypatch):
     packed, scale = on_device(*pack_ternary(torch.randn(5, 6)))
     with torch.no_grad():
         want = m(x)
-        want_o3 = launch.ternary_linear(x[0, 0], packed, scale, opt_level=3)
+        want_o3 = launch.ternary_linear(x[0, 0], packed, scale, tuned=True)
 
         def forbidden(*args, **kwargs):
             raise AssertionError("prepared again after the warm-up call")
@@ -262,7 +263,7 @@ def test_after_one_call_a_call_prepares_nothing(gen, monkeypatch):
             monkeypatch.setattr(module, name, forbidden)
         torch.testing.assert_close(m(x), want, rtol=0, atol=0)
         torch.testing.assert_close(
-            launch.ternary_linear(x[0, 0], packed, scale, opt_level=3), want_o3, rtol=0, atol=0
+            launch.ternary_linear(x[0, 0], packed, scale, tuned=True), want_o3, rtol=0, atol=0
         )
 
 
@@ -272,7 +273,7 @@ def test_a_new_tuning_cache_is_asked_again(monkeypatch, tmp_path):
     packed, scale, x = on_device(*pack_ternary(torch.randn(5, 12)), torch.randn(2, 12))
     for name in ("a.json", "b.json"):
         monkeypatch.setenv("TRIBUILD_AUTOTUNE_CACHE", str(tmp_path / name))
-        launch.ternary_linear(x, packed, scale, opt_level=3)
+        launch.ternary_linear(x, packed, scale, tuned=True)
         assert (tmp_path / name).exists()
 
 

@@ -158,10 +158,10 @@ def test_quantize_matches_quantize_then_linear(m, dtype):
 
 def test_decode_configs_join_the_tuned_gemv_and_small_gemm_sets():
     for family in ("gemv", "gemm_small"):
-        assert [c for c in autotune.configs(family, 2) if c.kernel] == []
-        tuned = autotune.configs(family, 3)
+        assert [c for c in autotune.configs(family) if c.kernel] == []
+        tuned = autotune.configs(family, tuned=True)
         assert set(autotune.CONFIG_SETS["decode"][1]) <= set(tuned)
-    assert "decode" not in {c.kernel for c in autotune.configs("gemm", 3)}
+    assert "decode" not in {c.kernel for c in autotune.configs("gemm", tuned=True)}
 
 
 def test_tuning_at_o3_runs_and_keeps_a_choice_that_fits():
@@ -171,7 +171,7 @@ def test_tuning_at_o3_runs_and_keeps_a_choice_that_fits():
     for k in (64, 10):
         x, codes, g, b, _ = layer(2, 9, k, torch.float32, "tensor", True, False, seed=k)
         with force_backend("triton"):
-            out = ternary_linear(*on_device(x, pack(codes), g, b), opt_level=3)
+            out = ternary_linear(*on_device(x, pack(codes), g, b), tuned=True)
         oracle.assert_matches(out, oracle.linear(x, codes, g, b))
 
 

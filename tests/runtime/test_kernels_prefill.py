@@ -40,7 +40,7 @@ def test_int8_gemm_matches_oracle(case):
 
 
 def test_int8_configs_join_the_tuned_gemm_set_and_need_quantize():
-    assert set(autotune.CONFIG_SETS["gemm_int8"][1]) <= set(autotune.configs("gemm", 3))
+    assert set(autotune.CONFIG_SETS["gemm_int8"][1]) <= set(autotune.configs("gemm", tuned=True))
     assert all(min(dict(c.meta).values()) >= 16 for c in autotune.CONFIG_SETS["gemm_int8"][1])
     x, codes, g, _, _ = layer((20,), 5, 12, torch.float32, "tensor", False, False)
     with force_backend("triton"), pytest.raises(ValueError, match="no config"):
@@ -52,7 +52,7 @@ def test_tuning_at_o3_times_int8_beside_the_gemm():
     this device and launches the winner; either fits the oracle."""
     x, codes, g, b, _ = layer((20,), 9, 40, torch.float32, "tensor", True, False)
     with force_backend("triton"):
-        out = ternary_linear(*on_device(x, pack(codes), g, b), opt_level=3, quantize=True)
+        out = ternary_linear(*on_device(x, pack(codes), g, b), tuned=True, quantize=True)
     # the GEMM's own configs round the quantized activations to x's dtype (float32 here):
     # both results are within float32 tolerance of the exact quantized product
     oracle.assert_matches(out, oracle.linear(oracle.quantized(x), codes, g, b))

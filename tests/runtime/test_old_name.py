@@ -59,3 +59,77 @@ def test_old_imports_warn_and_give_the_same_modules():
         "tribuild.runtime.kernels.triton.common: import it by its new name",
         "True True True tribuild.runtime.nn",
     ]
+
+
+KERNELS = FIXTURES / "kernels"  # kernel files as the tree wrote them before ``TUNED``: ``LEVEL``
+SNAPSHOTS = REPO / "tests" / "fixtures" / "snapshots"
+OLD_KERNELS = {  # fixture -> the snapshot of the same spec written now
+    "linear_176x64_4363b8bdd8": "bitnet_block-O3",  # zero-skip, quantized, -O3
+    "linear_128x256_3136a6cf2e": "mnist_mlp-O0",
+    "conv2d_16x6_k5s1p0_c458f1318b": "lenet5-O2",
+    "act_quant_k64_3dacf9e644": "bitnet_lm-O2",
+}
+
+
+def _kernel_run(source: Path, folder: Path):
+    from tribuild.runtime.kernel_files import load_kernel_file
+
+    folder.mkdir()
+    path = folder / source.name.removesuffix(".txt")
+    path.write_text(source.read_text())
+    return load_kernel_file(str(path))
+
+
+@pytest.mark.parametrize("key", sorted(OLD_KERNELS))
+def test_a_kernel_file_written_with_level_runs_as_the_new_one(key, tmp_path):
+    """A kernel file in a user's build folder from before ``TUNED`` (``LEVEL = ...``,
+    ``opt_level=LEVEL``) still imports and computes what today's file of the same spec does."""
+    from tribuild.runtime.packing import pack_ternary
+
+    old = KERNELS / f"{key}.py.txt"
+    assert "opt_level=LEVEL" in old.read_text()  # really the old form
+    new = SNAPSHOTS / OLD_KERNELS[key] / "kernels" / f"{key}.py.txt"
+    assert "tuned=TUNED" in new.read_text() and "LEVEL" not in new.read_text()
+    run_old, run_new = _kernel_run(old, tmp_path / "old"), _kernel_run(new, tmp_path / "new")
+    g = torch.Generator().manual_seed(0)
+    if key.startswith("act_quant"):
+        args: tuple = (torch.randn(3, 64, generator=g),)
+    elif key.startswith("conv2d"):
+        weight = torch.randn(16, 6, 5, 5, generator=g)
+        weight[3] = 0  # a channel the zero-skip plan leaves out
+        args = (torch.randn(2, 6, 9, 9, generator=g), *pack_ternary(weight), torch.randn(16))
+    else:
+        n, k = (int(d) for d in key.split("_")[1].split("x"))
+        args = (torch.randn(5, k, generator=g), *pack_ternary(torch.randn(n, k, generator=g)))
+    with torch.no_grad():
+        torch.testing.assert_close(run_old(*args), run_new(*args), rtol=0, atol=0)
+
+
+def test_the_old_opt_level_argument_still_picks_the_tuned_configs(tmp_path, monkeypatch):
+    """``opt_level=3``, as old -O3 kernel files pass it off the interpreter, tries the tuned
+    configs (several: the choice is timed and written to the tuning cache), ``opt_level=2``
+    the one default config (nothing to choose, nothing written), as ``tuned`` does."""
+    from tribuild.runtime import launch, skip
+    from tribuild.runtime.packing import pack_ternary
+
+    packed, scale = pack_ternary(torch.randn(6, 12))
+    x = torch.randn(2, 12)
+    image, (cpacked, cscale) = torch.randn(1, 2, 5, 5), pack_ternary(torch.randn(4, 2, 3, 3))
+    calls = {
+        "linear": lambda **kw: launch.ternary_linear(x, packed, scale, **kw),
+        "skip.linear": lambda **kw: skip.linear(x, packed, scale, **kw),
+        "conv2d": lambda **kw: launch.ternary_conv2d(image, cpacked, cscale, kernel_size=3, **kw),
+        "skip.conv2d": lambda **kw: skip.conv2d(image, cpacked, cscale, kernel_size=3, **kw),
+        "quantize": lambda **kw: launch.quantize_activations(x, **kw),
+    }
+    with launch.force_backend("triton"):
+        for name, call in calls.items():
+            for i, (kwargs, tunes) in enumerate(
+                [({"opt_level": 2}, False), ({"tuned": False}, False),
+                 ({"opt_level": 3}, True), ({"tuned": True}, True)]
+            ):  # fmt: skip
+                cache = tmp_path / f"{name}-{i}.json"
+                monkeypatch.setenv("TRIBUILD_AUTOTUNE_CACHE", str(cache))
+                launch._prepared_launches.clear()  # each asks the autotuner afresh
+                call(**kwargs)
+                assert cache.exists() is tunes, (name, kwargs)

@@ -8,11 +8,11 @@ Terms:
   conv2d depthwise act_quant`` (``gemm_small``: the GEMM kernel on a few rows; ``decode``:
   the split-K GEMV of ``kernels.ternary_decode``, ``gemm_int8``: the int8 GEMM of
   ``kernels.ternary_gemm_int8``, whose configs name them).
-- *config set*: what is tried for a family at an optimization level: the one default config
-  below -O3, a few at -O3 (``tl.dot`` kernels keep every block at least 16), and at -O3 also
-  the sets of the families it is *joined* with (``JOINED``: the decode kernel competes with
-  the GEMV and the small GEMM, the int8 GEMM with the GEMM), which the launcher keeps where
-  their kernel applies.
+- *config set*: what is tried for a family: the one default config, or, *tuned* (a kernel
+  file generated at -O3 and not run by the interpreter: its ``TUNED``), a few (``tl.dot``
+  kernels keep every block at least 16) and the tuned sets of the families it is *joined*
+  with (``JOINED``: the decode kernel competes with the GEMV and the small GEMM, the int8
+  GEMM with the GEMM), which the launcher keeps where their kernel applies.
 - *failed candidate*: a config whose kernel raises (does not compile on this device, runs out
   of shared memory) while it is timed; it is skipped with a warning, and the call fails only
   when every candidate does.
@@ -48,7 +48,6 @@ from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.record import record
 
 CACHE_VERSION = 1
-TUNED_LEVEL = 3
 CPU_BENCH_REPEATS = 3
 GPU_REPLAYS = 50
 FLUSH_BYTES = 256 << 20  # more than any GPU's L2 cache
@@ -94,7 +93,7 @@ def _mnk(m: int, n: int, k: int, warps: int, stages: int, kernel: str = "") -> K
     return config(warps, stages, kernel, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k)
 
 
-# family -> (default config, the -O3 set)
+# family -> (default config, the tuned set)
 CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
     "gemm": (
         _mnk(64, 64, 64, 4, 3),
@@ -178,7 +177,7 @@ CONFIG_SETS: dict[str, tuple[KernelConfig, tuple[KernelConfig, ...]]] = {
 }
 
 
-# family -> the families whose -O3 sets join its own at -O3
+# family -> the families whose tuned sets join its own when tuned
 JOINED: dict[str, tuple[str, ...]] = {
     "gemv": ("decode",),
     "gemm_small": ("decode",),
@@ -186,13 +185,22 @@ JOINED: dict[str, tuple[str, ...]] = {
 }
 
 
-def configs(family: str, opt_level: int = 2) -> tuple[KernelConfig, ...]:
-    """The configs tried for ``family`` at ``opt_level``: the default below -O3; at -O3 and
-    above the tuned set, then the tuned sets of the families ``JOINED`` to it."""
-    default, tuned = CONFIG_SETS[family]
-    if opt_level < TUNED_LEVEL:
+def configs(family: str, tuned: bool = False) -> tuple[KernelConfig, ...]:
+    """The configs tried for ``family``: its default one; ``tuned``, its tuned set, then the
+    tuned sets of the families ``JOINED`` to it."""
+    default, tuned_set = CONFIG_SETS[family]
+    if not tuned:
         return (default,)
-    return tuned + tuple(cfg for other in JOINED.get(family, ()) for cfg in CONFIG_SETS[other][1])
+    return tuned_set + tuple(
+        cfg for other in JOINED.get(family, ()) for cfg in CONFIG_SETS[other][1]
+    )
+
+
+def tuned_at(opt_level: int) -> bool:
+    """``tuned`` as the launchers' old ``opt_level`` argument said it: kernel files generated
+    before the runtime named it (``LEVEL = 2 if autotune.interpreted() else 3`` and
+    ``opt_level=LEVEL``, in users' build folders still) tried the tuned set from 3 up."""
+    return opt_level >= 3
 
 
 def interpreted() -> bool:

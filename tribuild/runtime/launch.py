@@ -17,10 +17,12 @@ Terms:
 - *unpacked cache*: the torch backend decodes a packed weight once and keeps the float32
   codes while the packed tensor lives and is not modified (keyed by its identity and
   version counter).
-- *opt_level* picks the config set of ``tribuild.runtime.autotune`` (tuned at -O3); ``configs``
-  replaces it. Tuning keys bucket M (tokens or output pixels) to the next power of two.
+- *tuned* picks the config set of ``tribuild.runtime.autotune`` (a kernel file's ``TUNED``: at
+  -O3, off the interpreter); ``configs`` replaces it. Tuning keys bucket M (tokens or output
+  pixels) to the next power of two. Kernel files generated before it had its name pass
+  ``opt_level`` (an int, tuned from 3), which the launchers still take.
 - *prepared launch*: the kernel, grid and keyword arguments of a launch, made once per call
-  site (kernel family, shapes, dtype, device, epilogue flags, level) and then reused, so that a
+  site (kernel family, shapes, dtype, device, epilogue flags, tuned) and then reused, so that a
   call neither rebuilds tuning keys nor asks the autotuner again (a tuned one stays valid for
   the tuning cache it was chosen with).
 - *variant*: a kernel a call site can run, named by the configs that are for it
@@ -199,7 +201,7 @@ def _bound(
 def _prepared(
     site: tuple[object, ...],
     family: str,
-    opt_level: int,
+    tuned: bool,
     configs: Sequence[KernelConfig] | None,
     prepare: Callable[[], tuple[dict[str, Variant], str]],
     args: tuple,
@@ -215,7 +217,7 @@ def _prepared(
         if hit is not None and (hit[0] is None or hit[0] is autotune.default_cache()):
             return hit[1]
     variants, shape_key = prepare()
-    wanted = tuple(configs or autotune.configs(family, opt_level))
+    wanted = tuple(configs or autotune.configs(family, tuned))
     candidates = tuple(cfg for cfg in wanted if cfg.kernel in variants)
     if not candidates:
         names = ", ".join(repr(name) for name in variants)
@@ -288,14 +290,18 @@ def ternary_linear(
     act: str | None = None,
     residual: torch.Tensor | None = None,
     *,
-    opt_level: int = 2,
+    tuned: bool = False,
     configs: Sequence[KernelConfig] | None = None,
     quantize: bool = False,
+    opt_level: int | None = None,
 ) -> torch.Tensor:
     """``act(scale · (x @ codesᵀ) + bias + residual)`` for ``x [..., K]``: shape ``[..., N]``;
     with ``quantize``, ``x`` first goes through :func:`quantize_activations` (BitLinear), which
     the decode kernel fuses. On the Triton backend a traced call is the operator
-    ``tribuild::ternary_linear`` (``configs``, for tests and tuning, is not: it is eager only)."""
+    ``tribuild::ternary_linear`` (``configs``, for tests and tuning, is not: it is eager only).
+    ``opt_level``: the old kernel files' ``tuned`` (``autotune.tuned_at``)."""
+    if opt_level is not None:
+        tuned = autotune.tuned_at(opt_level)
     site = None
     if _backend == "cpu" or (_backend == "auto" and _cpu_backend == "cpu"):
         from tribuild.runtime import native  # loaded already: the backend is chosen
@@ -322,8 +328,8 @@ def ternary_linear(
         acc = x.float() @ unpacked_codes(packed, (n, k)).T
         return apply_epilogue(acc, scale, bias, act, residual, -1).to(x.dtype)
     if configs is None and torch.compiler.is_compiling():
-        return TERNARY_LINEAR(x, packed, scale, bias, residual, act, opt_level, quantize)
-    return _linear_kernel(x, packed, scale, bias, residual, act, opt_level, quantize, configs)
+        return TERNARY_LINEAR(x, packed, scale, bias, residual, act, tuned, quantize)
+    return _linear_kernel(x, packed, scale, bias, residual, act, tuned, quantize, configs)
 
 
 def _decode_arguments(args: tuple, meta: dict[str, int]) -> tuple:
@@ -361,7 +367,7 @@ def _linear_kernel(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
     act: str,
-    opt_level: int,
+    tuned: bool,
     quantize: bool = False,
     configs: Sequence[KernelConfig] | None = None,
 ) -> torch.Tensor:
@@ -383,7 +389,7 @@ def _linear_kernel(
         k,
         x.dtype,
         x.device,
-        opt_level,
+        tuned,
         quantize,
         *_epilogue_site(scale, bias, act, residual),
     )
@@ -393,8 +399,8 @@ def _linear_kernel(
         shape_key = f"{x.dtype}|M~{_m_bucket(m)},N={n},K={k}" + ("|quantize" if quantize else "")
         quantized: Callable[[tuple, dict[str, int]], tuple] | None = None
         if quantize:  # the family's own kernel on the quantized input: two launches
-            _quantize_kernel(x2, opt_level)  # tuned now, not while the product is timed
-            quantized = lambda args, meta: (_quantize_kernel(args[0], opt_level), *args[1:])  # noqa: E731
+            _quantize_kernel(x2, tuned)  # its config chosen now, not while the product is timed
+            quantized = lambda args, meta: (_quantize_kernel(args[0], tuned), *args[1:])  # noqa: E731
         if family == "gemv":
             from tribuild.runtime.kernels.triton.ternary_gemv import ternary_gemv_kernel
 
@@ -429,7 +435,7 @@ def _linear_kernel(
             )
         return variants, shape_key
 
-    _prepared(site, family, opt_level, configs, prepare, args, x.device)(args)
+    _prepared(site, family, tuned, configs, prepare, args, x.device)(args)
     return out if flat else out.reshape(*x.shape[:-1], n)
 
 
@@ -440,7 +446,7 @@ def linear_shape(x: torch.Tensor, packed: torch.Tensor) -> list:
 
 TERNARY_LINEAR = ops.define(
     "ternary_linear(Tensor x, Tensor packed, Tensor scale, Tensor? bias, Tensor? residual, "
-    "str act, int opt_level, bool quantize=False) -> Tensor",
+    "str act, bool tuned, bool quantize=False) -> Tensor",
     _linear_kernel,
     lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
 )
@@ -496,14 +502,18 @@ def ternary_conv2d(
     groups: int = 1,
     act: str | None = None,
     residual: torch.Tensor | None = None,
-    opt_level: int = 2,
+    tuned: bool = False,
     configs: Sequence[KernelConfig] | None = None,
+    opt_level: int | None = None,
 ) -> torch.Tensor:
     """The fused ternary convolution of NCHW ``x``: shape ``[B, N, OH, OW]``.
 
     ``groups == C > 1`` runs the depthwise kernel, any other ``groups`` the implicit GEMM.
     On the Triton backend a traced call is the operator ``tribuild::ternary_conv2d``.
+    ``opt_level``: the old kernel files' ``tuned`` (``autotune.tuned_at``).
     """
+    if opt_level is not None:
+        tuned = autotune.tuned_at(opt_level)
     act = activation_name(act)
     size, strides, pads = _pair(kernel_size), _pair(stride), _pair(padding)
     b, c, h, w = x.shape
@@ -521,10 +531,10 @@ def ternary_conv2d(
         return apply_epilogue(acc, scale, bias, act, residual, 1).to(x.dtype)
     if configs is None and torch.compiler.is_compiling():
         return TERNARY_CONV2D(
-            x, packed, scale, bias, residual, size, strides, pads, groups, act, opt_level
+            x, packed, scale, bias, residual, size, strides, pads, groups, act, tuned
         )
     return _conv2d_kernel(
-        x, packed, scale, bias, residual, size, strides, pads, groups, act, opt_level, configs
+        x, packed, scale, bias, residual, size, strides, pads, groups, act, tuned, configs
     )
 
 
@@ -539,7 +549,7 @@ def _conv2d_kernel(
     padding: Sequence[int],
     groups: int,
     act: str,
-    opt_level: int,
+    tuned: bool,
     configs: Sequence[KernelConfig] | None = None,
 ) -> torch.Tensor:
     """``ternary_conv2d`` on the Triton backend, arguments checked."""
@@ -571,7 +581,7 @@ def _conv2d_kernel(
     )
     family = "depthwise" if groups == c > 1 else "conv2d"
     site = (
-        *(family, b, c, h, w, n, kh, kw, sh, sw, ph, pw, groups, x.dtype, x.device, opt_level),
+        *(family, b, c, h, w, n, kh, kw, sh, sw, ph, pw, groups, x.dtype, x.device, tuned),
         *_epilogue_site(scale, bias, act, residual),
     )
 
@@ -589,13 +599,13 @@ def _conv2d_kernel(
         grid = _tile_grid(m, n // groups, groups)
         return {"": Variant(ternary_conv2d_kernel, grid, flags)}, shape_key
 
-    _prepared(site, family, opt_level, configs, prepare, args, x.device)(args)
+    _prepared(site, family, tuned, configs, prepare, args, x.device)(args)
     return out
 
 
 TERNARY_CONV2D = ops.define(
     "ternary_conv2d(Tensor x, Tensor packed, Tensor scale, Tensor? bias, Tensor? residual, "
-    "int[2] kernel_size, int[2] stride, int[2] padding, int groups, str act, int opt_level) "
+    "int[2] kernel_size, int[2] stride, int[2] padding, int groups, str act, bool tuned) "
     "-> Tensor",
     _conv2d_kernel,
     lambda x, packed, scale, bias, residual, size, stride, padding, *_: x.new_empty(
@@ -605,22 +615,29 @@ TERNARY_CONV2D = ops.define(
 
 
 def quantize_activations(
-    x: torch.Tensor, *, opt_level: int = 2, configs: Sequence[KernelConfig] | None = None
+    x: torch.Tensor,
+    *,
+    tuned: bool = False,
+    configs: Sequence[KernelConfig] | None = None,
+    opt_level: int | None = None,
 ) -> torch.Tensor:
     """Per-token int8 absmax fake quantization
     (``tribuild.runtime.ternarize.quantize_activations``).
     While autograd records (training), the torch path runs on any device: the kernel has no
     backward, the torch path the straight-through estimator's. On the Triton backend a traced
-    call is the operator ``tribuild::quantize_activations``."""
+    call is the operator ``tribuild::quantize_activations``. ``opt_level``: the old kernel
+    files' ``tuned`` (``autotune.tuned_at``)."""
+    if opt_level is not None:
+        tuned = autotune.tuned_at(opt_level)
     if backend_for(x) != "triton" or (x.requires_grad and torch.is_grad_enabled()):
         return quantize_activations_torch(x)
     if configs is None and torch.compiler.is_compiling():
-        return QUANTIZE_ACTIVATIONS(x, opt_level)
-    return _quantize_kernel(x, opt_level, configs)
+        return QUANTIZE_ACTIVATIONS(x, tuned)
+    return _quantize_kernel(x, tuned, configs)
 
 
 def _quantize_kernel(
-    x: torch.Tensor, opt_level: int, configs: Sequence[KernelConfig] | None = None
+    x: torch.Tensor, tuned: bool, configs: Sequence[KernelConfig] | None = None
 ) -> torch.Tensor:
     """``quantize_activations`` on the Triton backend."""
     k = x.shape[-1]
@@ -634,13 +651,13 @@ def _quantize_kernel(
 
         return {"": Variant(act_quant_kernel, lambda meta: (m,), {})}, f"{x.dtype}|K={k}"
 
-    site = ("act_quant", m, k, x.dtype, x.device, opt_level)
-    _prepared(site, "act_quant", opt_level, configs, prepare, args, x.device)(args)
+    site = ("act_quant", m, k, x.dtype, x.device, tuned)
+    _prepared(site, "act_quant", tuned, configs, prepare, args, x.device)(args)
     return out.reshape(x.shape)
 
 
 QUANTIZE_ACTIVATIONS = ops.define(
-    "quantize_activations(Tensor x, int opt_level) -> Tensor",
+    "quantize_activations(Tensor x, bool tuned) -> Tensor",
     _quantize_kernel,
-    lambda x, opt_level: x.new_empty(x.shape),
+    lambda x, tuned: x.new_empty(x.shape),
 )

@@ -6,11 +6,12 @@ keyed by tensor identity, the zero-skip plan read from the weight's values), whi
 Terms:
 - *operator*: a schema (tensors, ints, strings: a generated kernel function is no schema type,
   so an operator takes what a kernel file's constants say, such as the activation's name and
-  the optimization level); one implementation for every device (``CompositeExplicitAutograd``:
-  the eager launcher, a Triton kernel on CUDA or under the interpreter); a *fake*
-  implementation that gives the output's shape, dtype and device from the inputs' alone (what
-  tracing runs); and no autograd (the ``Autograd`` key falls through, so outputs do not require
-  grad, as the kernels' outputs never did: training runs the torch path).
+  whether to try the tuned configs); one implementation for every device
+  (``CompositeExplicitAutograd``: the eager launcher, a Triton kernel on CUDA or under the
+  interpreter); a *fake* implementation that gives the output's shape, dtype and device from
+  the inputs' alone (what tracing runs); and no autograd (the ``Autograd`` key falls through,
+  so outputs do not require grad, as the kernels' outputs never did: training runs the torch
+  path).
 - *traced call*: the callers (``launch``, ``skip``) call an operator only while
   ``torch.compiler.is_compiling()`` (``torch.compile``, ``torch.export``); eager code calls the
   implementation directly, as the dispatcher would add a few microseconds to every call.

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from tribuild.runtime import ops
-from tribuild.runtime.autotune import KernelConfig
+from tribuild.runtime.autotune import KernelConfig, tuned_at
 from tribuild.runtime.epilogue import ACTIVATIONS, activation_name
 from tribuild.runtime.launch import (
     conv2d_shape,
@@ -107,17 +107,21 @@ def linear(
     act: str | None = None,
     residual: torch.Tensor | None = None,
     *,
-    opt_level: int = 2,
+    tuned: bool = False,
     configs: Sequence[KernelConfig] | None = None,
     quantize: bool = False,
+    opt_level: int | None = None,
 ) -> torch.Tensor:
     """``ternary_linear`` skipping zero channels and zero K blocks; a traced call is the operator
     ``tribuild::ternary_linear_zero_skip``, on either backend (the plan reads the weight's
     values, which a trace cannot). With ``quantize``, ``x`` is quantized over its whole rows,
-    before zero K blocks are dropped."""
+    before zero K blocks are dropped. ``opt_level``: the old kernel files' ``tuned``
+    (``autotune.tuned_at``)."""
+    if opt_level is not None:
+        tuned = tuned_at(opt_level)
     act = activation_name(act)
     if configs is None and torch.compiler.is_compiling():
-        return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, opt_level, quantize)
+        return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, tuned, quantize)
     return _linear(
         x,
         packed,
@@ -125,7 +129,7 @@ def linear(
         bias,
         act,
         residual,
-        opt_level=opt_level,
+        tuned=tuned,
         configs=configs,
         quantize=quantize,
     )
@@ -135,7 +139,7 @@ def _linear(x, packed, scale, bias, act, residual, **launch_kwargs):
     channels, columns, compact = _plan(packed, x.shape[-1])
     if columns is not None:
         if launch_kwargs.pop("quantize", False):
-            x = quantize_activations(x, opt_level=launch_kwargs.get("opt_level", 2))
+            x = quantize_activations(x, tuned=launch_kwargs.get("tuned", False))
         x = x.index_select(-1, columns).contiguous()
     if channels is None:
         return ternary_linear(x, compact, scale, bias, act, residual, **launch_kwargs)
@@ -166,15 +170,19 @@ def conv2d(
     groups: int = 1,
     act: str | None = None,
     residual: torch.Tensor | None = None,
-    opt_level: int = 2,
+    tuned: bool = False,
     configs: Sequence[KernelConfig] | None = None,
+    opt_level: int | None = None,
 ) -> torch.Tensor:
     """``ternary_conv2d`` skipping zero output channels and, ungrouped, all-zero K blocks; a
-    traced call is the operator ``tribuild::ternary_conv2d_zero_skip``."""
+    traced call is the operator ``tribuild::ternary_conv2d_zero_skip``. ``opt_level``: the
+    old kernel files' ``tuned`` (``autotune.tuned_at``)."""
+    if opt_level is not None:
+        tuned = tuned_at(opt_level)
     act = activation_name(act)
     if configs is None and torch.compiler.is_compiling():
         return TERNARY_CONV2D_ZERO_SKIP(
-            x, packed, scale, bias, residual, kernel_size, stride, padding, groups, act, opt_level
+            x, packed, scale, bias, residual, kernel_size, stride, padding, groups, act, tuned
         )
     return _conv2d(
         x,
@@ -187,7 +195,7 @@ def conv2d(
         groups=groups,
         act=act,
         residual=residual,
-        opt_level=opt_level,
+        tuned=tuned,
         configs=configs,
     )
 
@@ -236,17 +244,17 @@ def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, pa
 
 TERNARY_LINEAR_ZERO_SKIP = ops.define(
     "ternary_linear_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
-    "Tensor? residual, str act, int opt_level, bool quantize=False) -> Tensor",
-    lambda x, packed, scale, bias, residual, act, opt_level, quantize=False: _linear(
-        x, packed, scale, bias, act, residual, opt_level=opt_level, quantize=quantize
+    "Tensor? residual, str act, bool tuned, bool quantize=False) -> Tensor",
+    lambda x, packed, scale, bias, residual, act, tuned, quantize=False: _linear(
+        x, packed, scale, bias, act, residual, tuned=tuned, quantize=quantize
     ),
     lambda x, packed, *_: x.new_empty(linear_shape(x, packed)),
 )
 TERNARY_CONV2D_ZERO_SKIP = ops.define(
     "ternary_conv2d_zero_skip(Tensor x, Tensor packed, Tensor scale, Tensor? bias, "
     "Tensor? residual, int kernel_size, int stride, int padding, int groups, str act, "
-    "int opt_level) -> Tensor",
-    lambda x, packed, scale, bias, residual, size, stride, padding, groups, act, level: _conv2d(
+    "bool tuned) -> Tensor",
+    lambda x, packed, scale, bias, residual, size, stride, padding, groups, act, tuned: _conv2d(
         x,
         packed,
         scale,
@@ -257,7 +265,7 @@ TERNARY_CONV2D_ZERO_SKIP = ops.define(
         groups=groups,
         act=act,
         residual=residual,
-        opt_level=level,
+        tuned=tuned,
     ),
     lambda x, packed, scale, bias, residual, size, stride, padding, *_: x.new_empty(
         conv2d_shape(x, packed, (size, size), (stride, stride), (padding, padding))
