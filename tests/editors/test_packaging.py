@@ -1,5 +1,5 @@
 """The VS Code extension packs what it runs, not its grammar test (issue 37: `vsce package`
-packed test/ and warned of no LICENSE and no .vscodeignore)."""
+packed test/ and warned of no LICENSE, no .vscodeignore and no repository field)."""
 
 from __future__ import annotations
 
@@ -29,3 +29,15 @@ def test_the_package_holds_the_extension_and_its_license_not_the_test():
     for needed in ("extension.js", "package.json", "language-configuration.json", "LICENSE"):
         assert needed in files
     assert "syntaxes/tri.tmLanguage.json" in files
+    assert ".gitignore" not in files
+
+
+def test_the_packaging_script_says_there_is_no_repository_and_the_readme_says_why():
+    """The project has no public address, so none is invented: `npm run package` passes
+    --allow-missing-repository (else vsce stops to ask), and the extension's README says why."""
+    manifest = json.loads((EXTENSION / "package.json").read_text())
+    assert "repository" not in manifest
+    package = manifest["scripts"]["package"].split()
+    assert package[-2:] == ["package", "--allow-missing-repository"], package
+    assert "--allow-missing-repository" in (EXTENSION / "README.md").read_text()
+    assert "README.md" in packed(EXTENSION)
