@@ -46,6 +46,11 @@ RANKS = {
 # units that may import no more than these units of tribuild (their own aside)
 ONLY = {"runtime": {"base", "remote"}}
 
+# the runtime's modules the compiler may import (the driver's ``cpu_kernels``: standard
+# library only, invariant 3); the Python API (``tribuild``) and the old name may import any
+COMPILER_MAY_IMPORT = {"tribuild.runtime.kernels.cpu", "tribuild.runtime.kernels.cpu.build"}
+RUNTIME_USERS = {"runtime", "gpu", "tribuild"}
+
 # third-party and standard modules that only these units may import
 OWNERS = {
     "argparse": {"cli"},
@@ -122,6 +127,9 @@ def violations(module: str, imported: list[tuple[int, str, str]]) -> list[str]:
         elif mine in ONLY and theirs not in ONLY[mine]:
             allowed = ", ".join(sorted(ONLY[mine]))
             found.append(f"{where}: {mine} imports only itself and {allowed}")
+        elif theirs == "runtime" and mine not in RUNTIME_USERS and name not in COMPILER_MAY_IMPORT:
+            allowed = ", ".join(sorted(COMPILER_MAY_IMPORT))
+            found.append(f"{where}: the compiler imports of the runtime only {allowed}")
         elif RANKS[theirs] >= RANKS.get(mine, -1):
             found.append(f"{where}: {theirs} is not below {mine}: the import runs back up")
         elif theirs in FACADES and written != f"tribuild.{theirs}":

@@ -8,7 +8,8 @@ Terms:
 
 Without ``--keep-going`` only the first failing target (in Tribuild.toml order) is shown in
 full and the others are named; every target is built either way. Exit codes: 0 built,
-1 some target failed, 2 configuration (raised as ConfigError, printed by ``cli._run``).
+1 some target failed (or the CPU kernels did not compile: ``driver.cpu_kernels``), 2
+configuration (raised as ConfigError, printed by ``cli._run``).
 """
 
 from __future__ import annotations
@@ -167,7 +168,9 @@ def _build(args) -> int:
             _say(f"{rel}: written")
             for line in why:
                 _say(f"  {line}")
-    if not args.quiet or result.failed:
+    if result.cpu_kernels is not None and result.cpu_kernels.message is not None:
+        _say(result.cpu_kernels.message)  # shown even with -q, as failures are
+    if not args.quiet or result.failed or result.kernels_failed:
         _say(summary(result))
     for rel in result.report.kept if result.report else ():  # shown even with -q
         path = os.path.relpath(os.path.join(result.out_dir, rel))
@@ -184,7 +187,7 @@ def _build(args) -> int:
         print()
     elif args.format == "github":
         sys.stdout.write(formats.github(unique_diagnostics(result), result.sources))
-    return EXIT_USER if result.failed else EXIT_OK
+    return EXIT_USER if result.failed or result.kernels_failed else EXIT_OK
 
 
 def unique_diagnostics(result) -> list:
@@ -216,6 +219,8 @@ def summary(result) -> str:
     if result.failed:
         names = ", ".join(t.name for t in result.failed)
         return f"build failed: {len(result.failed)} of {head} failed ({names})"
+    if result.kernels_failed:
+        return f"build failed: {head} built, the CPU kernels did not compile"
     if result.report is None:
         return f"stopped early: {head} processed"
     report = result.report

@@ -5,7 +5,9 @@ build does has its own module: writing the outputs (``outputs``), writing them e
 (``early``), saying why each was written (``explain.why_written``) and the manifest of a
 whole build (``snapshot``).
 
-A failure never stops the other targets: each is its own unit (DESIGN invariant 4). A build
+A failure never stops the other targets: each is its own unit (DESIGN invariant 4). A
+build whose targets hold ternary layers also makes the CPU kernels ready for this machine
+(``cpu_kernels``): their compiler's failure fails the build, not its targets. A build
 with targets that cannot be instantiated writes the others, saves the store, then raises one
 ConfigError naming every such target (exit 2).
 
@@ -29,6 +31,7 @@ from tribuild.config.problems import ConfigError, Problem
 from tribuild.driver import cache, depfile, explain, outputs, timing
 from tribuild.driver import progress as progress_mod
 from tribuild.driver.check import at_config, sort_diagnostics, target_problem
+from tribuild.driver.cpu_kernels import KernelStep
 from tribuild.driver.early import EarlyWriter
 from tribuild.driver.lock import project_lock
 from tribuild.driver.noop import manifest
@@ -109,6 +112,7 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
         remote = _remote(project, request)
         with clock.stage("load cache"):
             db = open_database(project)
+        kernels: KernelStep | None = None
         try:
             with db.log(queries=(_unit_query(request),)) as log:  # what ``why_written`` needs
                 result, units, outcomes = compute(
@@ -122,6 +126,10 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                     remote=remote,
                 )
                 if request.stop_after is None:
+                    # a compiler the step starts runs beside the writing and the saving
+                    with clock.stage("cpu kernels"):
+                        kernels = KernelStep(project.cache_dir, remote, show)
+                        kernels.begin(result)
                     with clock.stage("write outputs"):
                         write_result(project, result, request.force)
                 if remote is not None:
@@ -137,7 +145,11 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
                     taken = manifest_of(db, project, request, result)
                 save_database(db, project)
                 cache.evict(project.cache_dir, config.cache_max_bytes)
-                if taken is not None:  # written last: it vouches for a whole build
+            if kernels is not None:
+                with clock.stage("cpu kernels"):
+                    result.cpu_kernels = kernels.end()
+            if taken is not None and not result.kernels_failed:
+                with clock.stage("save cache"):  # written last: it vouches for a whole build
                     manifest.write(project.cache_dir, taken)
         finally:
             db.end_apart()  # a helper the save did not take (``compute``)

@@ -12,7 +12,8 @@ Terms:
   at its line of Tribuild.toml. A target with errors produces nothing, and its previous
   outputs stay as they were.
 - *build result*: the target results with what the build wrote (``report``), the files it
-  generated, its timing, why each output was written, and its remote cache's part.
+  generated, its timing, why each output was written, its remote cache's part, and what
+  became of the CPU kernels its ternary layers run on (``cpu_kernels``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tribuild.diagnostics import Diagnostic
     from tribuild.driver import timing
+    from tribuild.driver.cpu_kernels import KernelOutcome
     from tribuild.driver.outputs import WriteReport
     from tribuild.driver.remote.build_cache import RemoteBuild
     from tribuild.driver.session import Project
@@ -115,6 +117,7 @@ class BuildResult:
         "inputs",
         "written_early",
         "remote",
+        "cpu_kernels",
     )
 
     def __init__(
@@ -133,6 +136,13 @@ class BuildResult:
         self.inputs: tuple[str, ...] = ()  # the .tri files the targets were made from
         self.written_early: tuple[str, ...] = ()  # outputs written as built (relative paths)
         self.remote: RemoteBuild | None = None  # the remote cache's part in this build
+        self.cpu_kernels: KernelOutcome | None = None  # ``cpu_kernels``' step, if it ran
+
+    @property
+    def kernels_failed(self) -> bool:
+        """Whether the CPU kernels failed to compile (``cpu_kernels``): the build fails, not
+        its targets."""
+        return self.cpu_kernels is not None and self.cpu_kernels.failed
 
     @property
     def failed(self) -> list[TargetResult]:

@@ -50,6 +50,11 @@ def autotune_key(prefix: str, digest: str) -> str:
     return f"{prefix}autotune:{digest}"
 
 
+def cpu_kernel_key(prefix: str, name: str) -> str:
+    """The key of the CPU kernels' library ``name`` (its file name: ISA and key)."""
+    return f"{prefix}cpukernels:{name}"
+
+
 def content_digest(data: bytes) -> str:
     """The SHA-256 of ``data`` in hex: a blob's name."""
     name: str = sha256(data).hexdigest()
