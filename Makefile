@@ -27,7 +27,7 @@ test-fast: $(STAMP)
 
 # Style, lint and types (ruff and mypy, configured in pyproject.toml; both come with the dev
 # extra). mypy checks tribuild/, strictly in engine, ir, codegen, remote and the driver
-# modules pyproject.toml lists (the rest of the driver and the runtime: not yet).
+# (the modules pyproject.toml lists; the runtime: not yet).
 LINTED := tribuild tests benchmarks
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)

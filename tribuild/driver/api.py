@@ -24,24 +24,35 @@ from tribuild.base.hashing import digest
 from tribuild.driver.noop import manifest
 from tribuild.project import DEFAULT_CACHE_DIR, OPT_LEVELS
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from types import ModuleType
+    from typing import Any
+
+    from tribuild.driver.results import BuildResult
+
 
 class BuildError(RuntimeError):
     """The program has errors; ``str()`` is the rendered diagnostics."""
 
 
-def opt(level) -> str:
+def opt(level: object) -> str:
     """An ``-O`` level as the driver names it ("0"-"3", "s"), from an int or a string;
     ValueError for anything else (before any work starts)."""
     text = str(level) if type(level) in (int, str) else None
     if text not in OPT_LEVELS:
         raise ValueError(f"opt_level must be one of 0, 1, 2, 3 or 's', not {level!r}")
+    assert text is not None  # in OPT_LEVELS
     return text
 
 
-def compile_model(path: str, layer: str, opt_level=2, **args):
+# the class is generated: what it holds (a torch ``nn.Module`` with ``from_float``, ...) is
+# known to no type checker, so it is ``type[Any]``
+def compile_model(path: str, layer: str, opt_level: int | str = 2, **args: object) -> type[Any]:
     """The generated ``nn.Module`` class of ``layer`` in ``path`` built with ``args`` (its
     defaults for the others); ``.from_float(state_dict)`` gives a loaded instance."""
-    opt_level = opt(opt_level)
+    level = opt(opt_level)
     source = os.path.abspath(path)
     located = manifest.locate(os.path.dirname(source))
     root, cache_dir = located or (
@@ -49,7 +60,7 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
         os.path.join(os.path.dirname(source), DEFAULT_CACHE_DIR),
     )
     key = json.dumps(
-        [os.path.relpath(source, root), layer, sorted(args.items()), opt_level], default=list
+        [os.path.relpath(source, root), layer, sorted(args.items()), level], default=list
     )
     stem = f"{os.path.splitext(os.path.basename(source))[0]}_{layer}_{digest(key.encode())[:12]}"
     module_path = os.path.join(cache_dir, "models", f"{stem}.py")
@@ -64,12 +75,13 @@ def compile_model(path: str, layer: str, opt_level=2, **args):
             code = vouched and _checked(module_path, vouched.get("module"))
             if not code:
                 code = _compile(
-                    root, cache_dir, source, module_path, layer, args, opt_level, key, record
+                    root, cache_dir, source, module_path, layer, args, level, key, record
                 )
-    return _import(stem, module_path, code).Model
+    model: type[Any] = _import(stem, module_path, code).Model
+    return model
 
 
-def _checked(path: str, recorded) -> bytes | None:
+def _checked(path: str, recorded: object) -> bytes | None:
     """The bytes of the module at ``path`` if their digest is ``recorded``, else None."""
     try:
         code = read_regular(path, OWN_FILE_BYTES)
@@ -78,7 +90,17 @@ def _checked(path: str, recorded) -> bytes | None:
     return code if digest(code) == recorded else None
 
 
-def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record) -> bytes:
+def _compile(
+    root: str,
+    cache_dir: str,
+    source: str,
+    module_path: str,
+    layer: str,
+    args: dict[str, object],
+    opt: str,
+    key: str,
+    record: str,
+) -> bytes:
     """Compile the module; its bytes, as written and recorded in the model manifest."""
     from tribuild.config.load import arg_value
     from tribuild.diagnostics_render import render_text
@@ -101,7 +123,7 @@ def _compile(root, cache_dir, source, module_path, layer, args, opt, key, record
     return code
 
 
-def _import(stem: str, path: str, code: bytes):
+def _import(stem: str, path: str, code: bytes) -> ModuleType:
     """The module ``path`` run from ``code`` (its checked bytes, not read again)."""
     name = f"tribuild_models.{stem}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -131,10 +153,10 @@ def build(
     project_dir: str = ".",
     jobs: int | None = None,
     timing: bool = False,
-    targets: tuple[str, ...] = (),
-    opt_level: str | None = None,
+    targets: str | Iterable[str] = (),
+    opt_level: int | str | None = None,
     trace_memory: bool = False,
-):
+) -> BuildResult:
     """Build a project like `tribuild build`; returns the driver's ``BuildResult``
     (``.outputs``, ``.diagnostics``, ``.failed``, ``.timing``). ConfigError for mistakes in
     Tribuild.toml, ValueError for bad arguments (``targets``: a name or names; ``jobs``: a
@@ -145,18 +167,18 @@ def build(
     from tribuild.driver.build import build as run
     from tribuild.driver.session import Project
 
-    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    names = (targets,) if isinstance(targets, str) else tuple(targets)
     if jobs is not None and (type(jobs) is not int or jobs < 0):
         raise ValueError(
             f"jobs must be a number of processes (0: one per CPU) or None, not {jobs!r}"
         )
-    opt_level = None if opt_level is None else opt(opt_level)
+    level = None if opt_level is None else opt(opt_level)
     project = Project.discover(project_dir)
     request = Request.of(
         project,
-        targets=targets,
+        targets=names,
         jobs=jobs,
-        opt_level=opt_level,
+        opt_level=level,
         timing=timing,
         trace_memory=trace_memory,
     )

@@ -51,12 +51,21 @@ from tribuild.remote import settings as remote_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from tribuild.driver.remote.build_cache import Hit
+    from collections.abc import Callable, Sequence
+
+    from tribuild.diagnostics import Diagnostic
+    from tribuild.driver.remote.build_cache import Hit, RemoteBuild
+    from tribuild.engine import Database, Query
+    from tribuild.queries.codegen import TargetBuild
+    from tribuild.queries.targets import TargetReport
+
+    # what a unit's query gives: a target's build, or its report when stopping after the check
+    UnitValue = TargetBuild | TargetReport
 
 STAGES = ("parse", "check", "codegen")
 
 
-def target_build_query():
+def target_build_query() -> Query:
     """The ``target_build`` query (``tribuild.queries.codegen``), imported when first asked
     for: a build that stops after the check loads no code generation."""
     from tribuild.queries.codegen import target_build
@@ -98,7 +107,12 @@ def select(project: Project, names: tuple[str, ...]) -> tuple[Target, ...]:
     return tuple(known[n] for n in dict.fromkeys(names)) if names else config.targets
 
 
-def build(project: Project, request: Request = Request(), show=None, on_wait=None) -> BuildResult:
+def build(
+    project: Project,
+    request: Request = Request(),
+    show: progress_mod.Quiet | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> BuildResult:
     """Build ``request`` in ``project`` (ConfigError for configuration mistakes)."""
     targets = select(project, request.targets)
     show = show or progress_mod.Quiet()
@@ -165,14 +179,14 @@ def build(project: Project, request: Request = Request(), show=None, on_wait=Non
 
 
 def compute(
-    db,
+    db: Database,
     project: Project,
-    targets,
+    targets: tuple[Target, ...],
     request: Request,
-    show,
-    clock,
+    show: progress_mod.Quiet,
+    clock: timing.Clock,
     write: bool = False,
-    remote=None,
+    remote: RemoteBuild | None = None,
 ) -> tuple[BuildResult, list[Unit], dict[str, Outcome]]:
     """Read the sources from disk into ``db`` (an open database, kept by the caller) and
     build ``targets`` in it: the result, the units and their outcomes. Nothing is written,
@@ -194,7 +208,7 @@ def compute(
     opt = request.opt_level or config.opt_level
     result = BuildResult([], project.out_dir, QuerySources(db), opt_level=opt)
     result.remote = remote
-    hits = {}
+    hits: dict[str, Hit] = {}
     if remote is not None:
         with clock.stage("remote cache"):
             hits = remote.lookup(db, targets, opt)
@@ -225,7 +239,7 @@ def write_result(project: Project, result: BuildResult, force: bool = False) -> 
     )
 
 
-def _remote(project: Project, request: Request):
+def _remote(project: Project, request: Request) -> RemoteBuild | None:
     """The remote cache's part in a build that writes outputs (``remote.build_cache``), or
     None; its ``redis`` client is imported only when a remote is configured."""
     if request.stop_after is not None or project.config is None:
@@ -237,7 +251,9 @@ def _remote(project: Project, request: Request):
     return for_build(project.config.remote, project.cache_dir)
 
 
-def _built_here(result: BuildResult) -> dict[str, tuple[dict[str, bytes], tuple]]:
+def _built_here(
+    result: BuildResult,
+) -> dict[str, tuple[dict[str, bytes], tuple[Diagnostic, ...]]]:
     """Each target this build compiled without errors (not taken from the remote): its
     files without the depfile, and its diagnostics."""
     hits: dict[str, Hit] = result.remote.hits if result.remote is not None else {}
@@ -251,14 +267,14 @@ def _built_here(result: BuildResult) -> dict[str, tuple[dict[str, bytes], tuple]
     }
 
 
-def _jobs(db, request: Request) -> int:
+def _jobs(db: Database, request: Request) -> int:
     """Workers for this build: ``request.jobs`` when starting without a valid store (a clean
     build), else 1: re-validating a loaded store in this process is cheap, and a worker's
     export and merge would cost more than the little it recomputes."""
     return request.jobs or 1 if db.store_report.status != "loaded" else 1
 
 
-def _units(db, targets, request: Request, opt: str) -> list[Unit]:
+def _units(db: Database, targets: Sequence[Target], request: Request, opt: str) -> list[Unit]:
     """One unit per target: its ``target_build`` (its ``target_report`` when stopping after
     the check), with the prelude ``_file_checks``. None when stopping after parsing.
     A worker computes a unit whole: decoding another worker's results of a shared file
@@ -269,7 +285,7 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     query = _unit_query(request)
     units = []
     for t in targets:
-        args: tuple = (t.entry_path, t.entry_layer, t.args, t.input)
+        args: tuple[object, ...] = (t.entry_path, t.entry_layer, t.args, t.input)
         if query is not target_report:
             args = (t.name,) + args + (opt,)
         size = len(source_text(db, t.entry_path).text or "")
@@ -279,18 +295,26 @@ def _units(db, targets, request: Request, opt: str) -> list[Unit]:
     return units
 
 
-def _unit_query(request: Request):
+def _unit_query(request: Request) -> Query:
     """The query of every unit (the key of each target)."""
     return target_report if request.stop_after == "check" else target_build_query()
 
 
-def _file_checks(entry_path: str, db) -> list[tuple]:
+def _file_checks(entry_path: str, db: Database) -> list[tuple[Query, tuple[str]]]:
     """The keys of the ``imports`` of each file of the import closure of ``entry_path``:
     the driver reads them after the units, so they come with a worker's results."""
     return [(imports, (p,)) for p in depfile.import_closure(db, entry_path)]
 
 
-def run(db, targets, request: Request, opt: str, show, clock, emit=None) -> tuple[list[Unit], dict]:
+def run(
+    db: Database,
+    targets: Sequence[Target],
+    request: Request,
+    opt: str,
+    show: progress_mod.Quiet,
+    clock: timing.Clock,
+    emit: EarlyWriter | None = None,
+) -> tuple[list[Unit], dict[str, Outcome]]:
     """The units of ``targets`` and their outcomes (sources must be loaded); ``emit`` is
     the step after each unit of a build with workers (``scheduler.run_units``)."""
     units = _units(db, targets, request, opt)
@@ -308,13 +332,13 @@ def run(db, targets, request: Request, opt: str, show, clock, emit=None) -> tupl
 
 
 def _collect(
-    db,
+    db: Database,
     project: Project,
-    targets,
+    targets: tuple[Target, ...],
     outcomes: dict[str, Outcome],
     result: BuildResult,
     request: Request,
-    hits: dict | None = None,
+    hits: dict[str, Hit] | None = None,
 ) -> None:
     """Fill ``result`` from the outcomes and the remote's ``hits`` (target -> ``Hit``): its
     targets and the files they generate."""
@@ -339,7 +363,8 @@ def _collect(
                 target.problem = target_problem(project, t, value.problem)
             if request.stop_after in ("parse", "check") or target.failed:
                 continue
-            mine = target_files(db, project, t, value, result.out_dir)
+            # past the check, a unit's query is ``target_build``
+            mine = target_files(db, project, t, value, result.out_dir)  # type: ignore[arg-type]
         for rel, data in mine.items():
             if files.setdefault(rel, data) != data:
                 raise RuntimeError(f"two targets generate different `{rel}`")
@@ -347,7 +372,9 @@ def _collect(
     result.generated = files
 
 
-def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str | None):
+def target_result(
+    db: Database, t: Target, outcomes: dict[str, Outcome], stop_after: str | None
+) -> tuple[TargetResult, UnitValue | None]:
     """(TargetResult, the value of its unit or None) of target ``t`` after ``run``. Its
     diagnostics are those of the files of its import closure and its own (``judged``)."""
     if stop_after == "parse":
@@ -355,10 +382,11 @@ def target_result(db, t: Target, outcomes: dict[str, Outcome], stop_after: str |
     got = outcomes[t.name]
     if got.error:
         return TargetResult(t.name, error=got.error), None
-    return judged(db, t, got.value), got.value
+    value: UnitValue = got.value  # type: ignore[assignment]  # the unit's query's value
+    return judged(db, t, value), value
 
 
-def judged(db, t: Target, value) -> TargetResult:
+def judged(db: Database, t: Target, value: UnitValue) -> TargetResult:
     """The TargetResult of target ``t`` whose unit gave ``value``: its diagnostics (those of
     the items it reaches, ``target_report``), in the order `check` prints them. An error
     elsewhere in the same files is `check`'s to report; it does not fail this target."""
@@ -368,19 +396,21 @@ def judged(db, t: Target, value) -> TargetResult:
     return TargetResult(t.name, diagnostics=tuple(diags))
 
 
-def generated(value) -> dict[str, bytes]:
+def generated(value: TargetBuild) -> dict[str, bytes]:
     """The files of a ``TargetBuild``: relative path -> bytes."""
     return {f.relpath: f.text.encode("utf-8") for f in value.files}
 
 
-def target_files(db, project: Project, t: Target, value, out_dir: str) -> dict[str, bytes]:
+def target_files(
+    db: Database, project: Project, t: Target, value: TargetBuild, out_dir: str
+) -> dict[str, bytes]:
     """Every file target ``t`` produces from its ``TargetBuild``: the generated ones and
     its depfile (relative path -> bytes)."""
     return generated(value) | depfile_file(db, project, t, out_dir)
 
 
 def depfile_file(
-    db, project: Project, t: Target, out_dir: str, closure: tuple[str, ...] | None = None
+    db: Database, project: Project, t: Target, out_dir: str, closure: tuple[str, ...] | None = None
 ) -> dict[str, bytes]:
     """Target ``t``'s depfile: ``{relative path: bytes}`` (``closure``: the import closure of
     its entry, when it is known already)."""
@@ -392,7 +422,7 @@ def depfile_file(
     return {f"{t.name}.d": text.encode()}
 
 
-def _closure(db, result: BuildResult, t: Target) -> tuple[str, ...]:
+def _closure(db: Database, result: BuildResult, t: Target) -> tuple[str, ...]:
     """The import closure of ``t``'s entry: for a target taken from the remote, the one its
     action key digested (from the remote's import lists: no file lexed); else the queries'."""
     remote = result.remote
@@ -401,7 +431,7 @@ def _closure(db, result: BuildResult, t: Target) -> tuple[str, ...]:
     return depfile.import_closure(db, t.entry_path)
 
 
-def _syntax(db, entry_path: str) -> tuple:
+def _syntax(db: Database, entry_path: str) -> tuple[Diagnostic, ...]:
     return tuple(
         d
         for path in depfile.import_closure(db, entry_path)

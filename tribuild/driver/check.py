@@ -28,6 +28,12 @@ from tribuild.queries.semantic import layer_instance
 from tribuild.queries.syntax import item_index, read_error
 from tribuild.queries.targets import HELP, TargetReport, instance_report, target_report
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tribuild.engine import Database
+
 
 @record
 class CheckResult:
@@ -104,7 +110,7 @@ def check(project: Project, paths: tuple[str, ...] = ()) -> CheckResult:
     return result
 
 
-def target_diagnostics(db, report: TargetReport) -> tuple[Diagnostic, ...]:
+def target_diagnostics(db: Database, report: TargetReport) -> tuple[Diagnostic, ...]:
     """What `check` reports for a target: its report, and when that has no error, what code
     generation would refuse (E0601), so a target that checks clean builds."""
     if report.root is None or any(d.severity == "error" for d in report.diagnostics):
@@ -113,7 +119,11 @@ def target_diagnostics(db, report: TargetReport) -> tuple[Diagnostic, ...]:
 
 
 def at_config(
-    db, project: Project, target: Target, diags, sources: QuerySources
+    db: Database,
+    project: Project,
+    target: Target,
+    diags: Sequence[Diagnostic],
+    sources: QuerySources,
 ) -> tuple[Diagnostic, ...]:
     """``diags`` of a target with those whose fix is in Tribuild.toml located there: its
     example input (``input_at_config``) and its construction arguments (``args_at_config``)."""
@@ -131,7 +141,7 @@ def as_problem(project: Project, d: Diagnostic, sources: QuerySources) -> Proble
 
 
 def input_at_config(
-    project: Project, target: Target, diags, sources: QuerySources
+    project: Project, target: Target, diags: Sequence[Diagnostic], sources: QuerySources
 ) -> tuple[Diagnostic, ...]:
     """``diags`` with each E0410 (the example input does not fit) located at the target's
     ``input`` in Tribuild.toml, where the fix is, the entry layer as its second label; the
@@ -164,7 +174,11 @@ def _config_span(project: Project, key: tuple[str, ...], sources: QuerySources) 
 
 
 def args_at_config(
-    db, project: Project, target: Target, diags, sources: QuerySources
+    db: Database,
+    project: Project,
+    target: Target,
+    diags: Sequence[Diagnostic],
+    sources: QuerySources,
 ) -> tuple[Diagnostic, ...]:
     """``diags`` with the errors that one of the target's ``args`` causes folded into one
     diagnostic at that value in Tribuild.toml, the errors in `.tri` files as its notes. An
@@ -297,13 +311,13 @@ def _not_checkable(root: str, path: str) -> str | None:
     return None
 
 
-def sort_diagnostics(diags: list[Diagnostic], db) -> list[Diagnostic]:
+def sort_diagnostics(diags: list[Diagnostic], db: Database) -> list[Diagnostic]:
     """``diags`` without repeats, by file, then position, code and message (how `check` and
     `build` print them). A position is the index of its first token in the file, from the
     items' token ranges (``item_index``), so sorting lexes nothing."""
-    starts: dict[str, dict] = {}
+    starts: dict[str, dict[str, int]] = {}  # path -> item id -> its first token
 
-    def key(d: Diagnostic):
+    def key(d: Diagnostic) -> tuple[str, int, str, str]:
         loc = d.primary.loc
         if loc.item is None:
             base = 0  # also where a file is not `.tri` (Tribuild.toml): never lexed as one

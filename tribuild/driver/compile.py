@@ -40,6 +40,11 @@ from tribuild.queries.inputs import source_text
 from tribuild.queries.report import QuerySources
 from tribuild.queries.syntax import item_index
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tribuild.config.load import ArgValue
+    from tribuild.engine import Database
+
 
 @record
 class CompileResult:
@@ -77,7 +82,7 @@ def compile_file(
     src: str,
     out: str,
     layer: str | None = None,
-    args: tuple = (),
+    args: tuple[tuple[str, ArgValue], ...] = (),
     depfile_path: str | None = None,
     opt_level: str | None = None,
     cwd: str | None = None,
@@ -117,7 +122,9 @@ def compile_file(
             except depfile.Unwritable as err:  # a path through the current folder
                 raise _usage(err.path, f"the depfile cannot name `{err.path}`: {err.why}") from None
             outputs.write_if_changed(os.path.join(cwd, depfile_path), rendered.encode())
-        files, written = _write(os.path.join(cwd, out), generated(value), target.name)
+        # a target that did not fail has its ``target_build``'s value
+        built = generated(value)  # type: ignore[arg-type]
+        files, written = _write(os.path.join(cwd, out), built, target.name)
     with project_lock(project.cache_dir):
         save_database(db, project)
         cache.evict(project.cache_dir, project.config.cache_max_bytes if project.config else None)
@@ -178,7 +185,7 @@ def _entry(project: Project, full: str) -> str:
     return os.path.relpath(os.path.abspath(full), project.root).replace(os.sep, "/")
 
 
-def _only_layer(db, entry: str, src: str) -> str:
+def _only_layer(db: Database, entry: str, src: str) -> str:
     layers = [e.name for e in item_index(db, entry) if e.kind == "layer" and e.name is not None]
     if len(layers) != 1:
         found = ", ".join(layers) if layers else "none"

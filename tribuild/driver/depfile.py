@@ -12,8 +12,10 @@ Terms:
 
 from __future__ import annotations
 
-from tribuild.base.depnames import Unwritable, escape, unwritable  # noqa: F401  (re-exported)
-from tribuild.queries.targets import import_closure  # noqa: F401  (the depfile's inputs)
+from tribuild.base.depnames import Unwritable, escape, unwritable
+from tribuild.queries.targets import import_closure  # the depfile's inputs
+
+__all__ = ["Unwritable", "escape", "import_closure", "render", "unwritable"]  # re-exported too
 
 
 def render(output: str, inputs: tuple[str, ...]) -> str:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from tribuild.engine import Database
 
-    ImportLists = Callable[[object, list[str]], dict[str, tuple[str, ...]]]
+    ImportLists = Callable[[Database, list[str]], dict[str, tuple[str, ...]]]
 
 MAX_BYTES = 4 << 20  # 4 MiB: the zoo's largest file is a few KiB
 

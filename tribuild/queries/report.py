@@ -16,6 +16,10 @@ from tribuild.queries.inputs import source_text
 from tribuild.queries.syntax import item_index, lexed
 from tribuild.queries.targets import file_diagnostics
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tribuild.engine import Database
+
 __all__ = ["QuerySources", "file_diagnostics"]
 
 
@@ -24,7 +28,7 @@ class QuerySources:
     ``plain`` holds files that are not `.tri` (Tribuild.toml, where a target's example input
     is written): path -> text; a Loc in one of them spans characters, not tokens."""
 
-    def __init__(self, db):
+    def __init__(self, db: Database) -> None:
         self.db = db
         self.plain: dict[str, str] = {}
 

@@ -30,13 +30,20 @@ from tribuild.engine import codec
 from tribuild.queries.targets import import_closure
 from tribuild.remote import Link, RemoteSettings, entries
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tribuild.diagnostics import Diagnostic
+    from tribuild.engine import Database
+
 _KERNEL = re.compile(r"kernels/[A-Za-z0-9_][A-Za-z0-9_-]*\.py")
 
 
 class Hit:
     __slots__ = ("files", "diagnostics")
 
-    def __init__(self, files: dict[str, bytes], diagnostics: tuple) -> None:
+    def __init__(self, files: dict[str, bytes], diagnostics: tuple[Diagnostic, ...]) -> None:
         self.files, self.diagnostics = files, diagnostics
 
 
@@ -54,7 +61,7 @@ class RemoteBuild:
         self.opt_level = ""
         self._known_blobs: set[str] = set()  # digests read back and checked this build
 
-    def lookup(self, db, targets, opt_level: str) -> dict[str, Hit]:
+    def lookup(self, db: Database, targets: Sequence[Target], opt_level: str) -> dict[str, Hit]:
         """The targets of ``targets`` the remote holds (sources loaded in ``db``)."""
         self.closures = self.imports.of(db, sorted({t.entry_path for t in targets}))
         self.targets, self.opt_level = {t.name: t for t in targets}, opt_level
@@ -68,7 +75,7 @@ class RemoteBuild:
         prefix = self.settings.prefix
         raw = self.link.get_many([entries.action_key(prefix, self.keys[n]) for n in names])
         wanted: dict[str, list[tuple[str, str]]] = {}
-        found_diagnostics: dict[str, tuple] = {}
+        found_diagnostics: dict[str, tuple[Diagnostic, ...]] = {}
         for name, data in zip(names, raw, strict=True):
             if data is None:
                 continue
@@ -101,7 +108,7 @@ class RemoteBuild:
         self.link.stats.misses = len(targets) - len(self.hits)
         return self.hits
 
-    def _action_digest(self, db, t: Target, closure: tuple[str, ...]) -> str | None:
+    def _action_digest(self, db: Database, t: Target, closure: tuple[str, ...]) -> str | None:
         """``t``'s action key with ``closure``; None when a file of it cannot be read (the
         build reports that)."""
         files = []
@@ -112,7 +119,7 @@ class RemoteBuild:
             files.append((path, text_digest))
         return action.action_digest(self.salt, t, self.opt_level, files)
 
-    def _checked_key(self, db, name: str) -> str | None:
+    def _checked_key(self, db: Database, name: str) -> str | None:
         """The action key of target ``name``, built here, from the closure its build read
         through the queries. A remote import list that disagrees with them gave a key that
         misses files: it is refused and replaced, and the entry goes under the right key."""
@@ -123,7 +130,9 @@ class RemoteBuild:
         self.imports.correct(db, closure)
         return self._action_digest(db, t, closure)
 
-    def _parse(self, name: str, data: bytes) -> tuple[list[tuple[str, str]], tuple] | None:
+    def _parse(
+        self, name: str, data: bytes
+    ) -> tuple[list[tuple[str, str]], tuple[Diagnostic, ...]] | None:
         """The files (relative path, digest) and diagnostics of target ``name``'s entry;
         None, counted as refused, when the entry fails a check."""
         key = entries.action_key(self.settings.prefix, self.keys[name])
@@ -150,7 +159,9 @@ class RemoteBuild:
             return None
         return listed, diagnostics
 
-    def upload(self, db, built: dict[str, tuple[dict[str, bytes], tuple]]) -> None:
+    def upload(
+        self, db: Database, built: dict[str, tuple[dict[str, bytes], tuple[Diagnostic, ...]]]
+    ) -> None:
         """Send ``built`` (target -> its files without the depfile, its diagnostics): each
         target built here without errors, with an action key; and the import lists this
         build computed that the remote lacked."""

@@ -25,6 +25,10 @@ from tribuild.queries.names import import_targets
 from tribuild.queries.targets import closure_of
 from tribuild.remote import Link, entries
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tribuild.engine import Database
+
 MAX_LISTED = 256  # files one import list may name unchecked; the zoo's longest names a few
 
 
@@ -44,7 +48,7 @@ class Closures:
         self.unchecked: set[str] = set()  # paths whose list came from the remote, unchecked
         self.named_by: dict[str, str] = {}  # a path -> the remote-listed file naming it
 
-    def of(self, db, entry_paths: list[str]) -> dict[str, tuple[str, ...]]:
+    def of(self, db: Database, entry_paths: list[str]) -> dict[str, tuple[str, ...]]:
         """The import closure of each of ``entry_paths``, sorted, as
         ``queries.targets.import_closure`` gives it (``db`` holds the sources)."""
         seen = set(entry_paths)
@@ -60,13 +64,13 @@ class Closures:
             frontier = following
         return {entry: closure_of(entry, self.lists.__getitem__) for entry in entry_paths}
 
-    def text_digest(self, db, path: str) -> str | None:
+    def text_digest(self, db: Database, path: str) -> str | None:
         if path not in self.digests:
             text = source_text(db, path).text
             self.digests[path] = None if text is None else entries.content_digest(text.encode())
         return self.digests[path]
 
-    def _key(self, db, path: str) -> str | None:
+    def _key(self, db: Database, path: str) -> str | None:
         """Where the remote keeps the import list of ``path`` as it reads now; None when it
         cannot be read."""
         text_digest = self.text_digest(db, path)
@@ -74,13 +78,13 @@ class Closures:
             return None
         return entries.imports_key(self.prefix, action.imports_digest(self.salt, path, text_digest))
 
-    def batch(self, db, paths: list[str]) -> dict[str, tuple[str, ...]]:
+    def batch(self, db: Database, paths: list[str]) -> dict[str, tuple[str, ...]]:
         """The import list of each of ``paths`` (``driver.sources.load_sources``'s
         ``import_lists``)."""
         self._learn(db, list(dict.fromkeys(paths)))
         return {p: self.lists[p] for p in paths}
 
-    def _learn(self, db, paths: list[str]) -> None:
+    def _learn(self, db: Database, paths: list[str]) -> None:
         """Fill ``lists`` for ``paths``: from the remote where it holds them, else here (a
         text without the words of an import imports nothing, as ``load_sources`` knows)."""
         keys = {}
@@ -114,7 +118,7 @@ class Closures:
                 if path in keys:
                     self.computed[keys[path]] = self.lists[path]
 
-    def _check(self, db, path: str) -> None:
+    def _check(self, db: Database, path: str) -> None:
         """Check the remote's list of ``path`` against the file, once: refused and replaced
         (for this build and on the remote) when it disagrees."""
         if path not in self.unchecked:
@@ -145,7 +149,7 @@ class Closures:
             return None
         return tuple(listed)
 
-    def correct(self, db, closure: tuple[str, ...]) -> None:
+    def correct(self, db: Database, closure: tuple[str, ...]) -> None:
         """Refuse and replace the remote lists of ``closure``'s files that disagree with the
         queries (which read those files for a build here)."""
         for path in closure:
