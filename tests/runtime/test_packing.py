@@ -51,6 +51,25 @@ def test_pack_ternary_is_ternarize_then_pack():
     assert torch.equal(g, g_ref) and torch.equal(unpack(packed, w.shape), codes)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (7, 257), (4, 3, 3, 3), (5, 300)])
+@pytest.mark.parametrize("scale", ["tensor", "channel"])
+def test_the_native_pack_gives_the_bytes_of_the_torch_loop(shape, scale, monkeypatch):
+    """pack_ternary runs natively where the CPU kernels load: the same bytes as its torch
+    loop, ties at half a step included (round half to even)."""
+    from tribuild.runtime import native, packing
+
+    if native.library() is None:
+        pytest.skip("no C++ compiler: the native kernels did not build")
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(sum(shape)))
+    flat = w.view(shape[0], -1)
+    flat[0, 0] = 0.5 * flat.abs().mean()  # exactly half a step (the tensor scale's, row 0's
+    flat[-1, -1] = -1.5 * flat.abs().mean()  # near it), and one and a half
+    native_bytes, native_g = pack_ternary(w, scale)
+    monkeypatch.setattr(packing, "_native_pack", lambda *_: False)
+    torch_bytes, torch_g = pack_ternary(w, scale)
+    assert torch.equal(native_g, torch_g) and torch.equal(native_bytes, torch_bytes)
+
+
 def test_pack_rejects_non_ternary_codes():
     with pytest.raises(ValueError, match="codes must lie in"):
         pack(torch.tensor([[2, 0]]))

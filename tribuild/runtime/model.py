@@ -123,12 +123,29 @@ class _NoFillsOnMeta(TorchFunctionMode):
     tensors, which have nothing to fill: meta ``normal_`` runs a reference implementation
     that imports ``torch._dynamo``, seconds of a first load."""
 
-    SKIPPED = frozenset({torch.Tensor.normal_, torch.Tensor.uniform_})
+    # nn.init's functions come here themselves (they dispatch on their tensor argument):
+    # running one would reach the meta ``normal_`` of the device mode below this one
+    SKIPPED = frozenset(
+        {
+            torch.Tensor.normal_,
+            torch.Tensor.uniform_,
+            nn.init.normal_,
+            nn.init.uniform_,
+            nn.init.kaiming_uniform_,
+            nn.init.kaiming_normal_,
+            nn.init.trunc_normal_,
+            nn.init.xavier_uniform_,
+            nn.init.xavier_normal_,
+        }
+    )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if func in self.SKIPPED and isinstance(args[0], torch.Tensor) and args[0].is_meta:
-            return args[0]
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if func in self.SKIPPED:
+            target = args[0] if args else kwargs.get("tensor")  # nn.init passes it by name
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
 
 
 def empty_model(cls: type[M]) -> M:

@@ -98,11 +98,34 @@ def pack_ternary(w: torch.Tensor, scale: str = "tensor") -> tuple[torch.Tensor, 
     rows = w.detach().reshape(w.shape[0], -1)
     cols, device = packed_cols(rows.shape[1]), w.device
     packed = torch.empty(rows.shape[0], cols, dtype=torch.uint8, device=device)
+    if _native_pack(rows, g, packed):
+        return packed, g
     for start, stop in _chunks(rows):
         part = g if g.numel() == 1 else g[start:stop, None]
         codes = rows[start:stop].float().div(part).round_().clamp_(-1, 1)  # ternarize's steps
         packed[start:stop] = _pack_rows(codes)
     return packed, g
+
+
+def _native_pack(rows: torch.Tensor, g: torch.Tensor, packed: torch.Tensor) -> bool:
+    """``pack_ternary``'s loop in one native pass (``kernels/cpu/pack.cpp``, the same bytes)
+    where the kernels are loaded and ``rows`` is a float32 CPU tensor without autograd;
+    whether it ran. A checkpoint's load is mostly this loop."""
+    if rows.device.type != "cpu" or rows.dtype != torch.float32 or rows.requires_grad:
+        return False
+    from tribuild.runtime import native  # the kernels load on the first CPU call anyway
+
+    lib = native.library("a ternary weight being packed")
+    if lib is None or rows.numel() == 0:
+        return False
+    src, scale = rows.contiguous(), g.detach().to(torch.float32).contiguous()
+    n, k = src.shape
+    channel = int(scale.numel() > 1)
+    threads = torch.get_num_threads()
+    lib.cdll.tb_ternary_pack(
+        src.data_ptr(), n, k, scale.data_ptr(), channel, packed.data_ptr(), threads
+    )
+    return True
 
 
 @record

@@ -37,7 +37,8 @@ from typing import NamedTuple
 from tribuild.base.hashing import digest
 
 SOURCE = Path(__file__).with_name("ternary.cpp")
-SOURCES = (SOURCE, Path(__file__).with_name("int8.cpp"))  # one library: ternary and 8-bit layers
+# one library: ternary layers, 8-bit float layers, conversions at load
+SOURCES = (SOURCE, *(Path(__file__).with_name(name) for name in ("int8.cpp", "pack.cpp")))
 ISAS = ("avx512vnni", "avx512", "avx2", "portable")
 _AVX2 = ("-mavx2", "-mfma", "-mf16c")
 _AVX512 = (*_AVX2, "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq")
@@ -217,6 +218,7 @@ SIGNATURES: dict[str, tuple[object, list]] = {
     "tb_quantize": (None, [_P, _I, _I, _P, _P, _F]),
     "tb_i8_quantize": (None, [_P, _I, _I, _P, _P, _INT]),
     "tb_i8_linear": (None, [_P, _I, _I, _P, _P, _I, _P, _INT]),
+    "tb_ternary_pack": (None, [_P, _I, _I, _P, _I, _P, _INT]),
 }
 
 

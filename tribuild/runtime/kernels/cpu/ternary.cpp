@@ -532,17 +532,38 @@ int64_t tb_layout_bytes(int64_t n, int64_t k) { return groups_of(n) * blocks_of(
 // uint8 [n][ceil(k / 4)], code of k in bits 2 (k % 4) of byte k / 4, 0b00 = 0, 0b01 = +1,
 // 0b10 = -1 (0b11 decodes as 0, as everywhere).
 void tb_repack(const uint8_t* packed, int64_t n, int64_t k, uint8_t* out) {
-  const int64_t row_bytes = cdiv(k, 4), nblocks = blocks_of(k);
-  std::memset(out, 0x55, static_cast<size_t>(tb_layout_bytes(n, k)));  // c' = 1 everywhere: zero
-  for (int64_t ch = 0; ch < n; ++ch) {
-    const int64_t g = ch / GROUP, c = ch % GROUP;
-    for (int64_t i = 0; i < k; ++i) {
-      const int code = (packed[ch * row_bytes + i / 4] >> (2 * (i % 4))) & 3;
-      const int value = (code & 1) - (code >> 1);
-      const int64_t b = i / BLOCK, t = (i % BLOCK) / 32, j = i % 32;
-      uint8_t& byte = out[((g * nblocks + b) * GROUP + c) * BLOCK_BYTES + j];
-      byte = static_cast<uint8_t>((byte & ~(3 << (2 * t))) | ((value + 1) << (2 * t)));
+  const int64_t row_bytes = cdiv(k, 4), nblocks = blocks_of(k), kp = nblocks * BLOCK;
+  // c' of the four codes of each packed byte, as the four bytes of a word (0b11 decodes as 0)
+  uint32_t offsets[256];
+  for (int v = 0; v < 256; ++v) {
+    uint32_t word = 0;
+    for (int t = 0; t < 4; ++t) {
+      const int code = (v >> (2 * t)) & 3;
+      word |= static_cast<uint32_t>((code & 1) - (code >> 1) + 1) << (8 * t);
     }
+    offsets[v] = word;
+  }
+  // one channel at a time: its codes as bytes c' (padding c' = 1), then the layout's bytes
+#pragma omp parallel
+  {
+    uint8_t* row = static_cast<uint8_t*>(aligned(kp + 4));
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < groups_of(n) * GROUP; ++ch) {
+      const int64_t g = ch / GROUP, c = ch % GROUP;
+      std::memset(row, 1, static_cast<size_t>(kp + 4));
+      if (ch < n) {
+        const uint8_t* src = packed + ch * row_bytes;
+        for (int64_t i = 0; i < row_bytes; ++i) std::memcpy(row + 4 * i, &offsets[src[i]], 4);
+        std::memset(row + k, 1, static_cast<size_t>(kp + 4 - k));  // the last byte's padding
+      }
+      for (int64_t b = 0; b < nblocks; ++b) {
+        const uint8_t* r = row + b * BLOCK;
+        uint8_t* dst = out + ((g * nblocks + b) * GROUP + c) * BLOCK_BYTES;
+        for (int64_t j = 0; j < BLOCK_BYTES; ++j)
+          dst[j] = static_cast<uint8_t>(r[j] | (r[32 + j] << 2) | (r[64 + j] << 4) | (r[96 + j] << 6));
+      }
+    }
+    std::free(row);
   }
 }
 
