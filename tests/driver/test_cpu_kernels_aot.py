@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schemas import validate
 from tribuild.driver import cpu_kernels
 from tribuild.runtime.kernels.cpu import build as kernels
 
@@ -128,6 +129,17 @@ def test_a_failing_compiler_is_an_error_that_fails_the_build_not_its_targets(
     assert code == 1 and "no work to do" not in again
     assert "this compiler is broken on purpose" in again
     assert len(log.read_text().splitlines()) == 1
+    # the JSON document says so too, within its schema
+    code, out, _ = cli(["build", "-q", "--format", "json"], mini)
+    document = json.loads(out)
+    validate("build", document)
+    assert code == 1 and document["ok"] is False
+    assert document["cpu_kernels"]["state"] == "failed"
+    assert (
+        document["cpu_kernels"]["error"]
+        == "ternary.cpp:12:3: error: this compiler is broken on purpose"
+    )
+    assert all(t["ok"] for t in document["targets"])
     # off: the build does without them, and succeeds
     monkeypatch.setenv(cpu_kernels.SWITCH_VARIABLE, "off")
     code, _, err = cli(["build", "-q"], mini)
@@ -167,20 +179,32 @@ def test_without_a_compiler_one_warning_and_the_build_goes_on(
     assert (code, err) == (0, "tribuild: no work to do\n")
 
 
-@needs_compiler
-def test_a_stamp_is_not_trusted_once_the_library_is_gone(mini, kernel_cache, cli):
+def test_a_stamp_is_not_trusted_once_the_library_is_gone(
+    mini, kernel_cache, cli, tmp_path, monkeypatch
+):
     """The stamp spares the next build the compiler's ``--version``; it vouches for a library
-    that is still there only."""
-    assert COMPILER is not None
-    library = kernels.library_path(COMPILER, kernels.machine_isa())
-    library.parent.mkdir(parents=True)
-    library.write_bytes(b"stands in for a library")  # there already: nothing to compile
+    that is still there only. (A stand-in compiler writes its output: what is tested is
+    when it runs.)"""
+    log = tmp_path / "compiled.log"
+    stand_in = script(
+        tmp_path / "stand-in-c++",
+        'if [ "$1" = --version ]; then echo "stand-in c++ 1.0"; exit 0; fi\n'
+        f'echo "$@" >> {log}\n'
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && echo library > "$2"; shift; done\n',
+    )
+    monkeypatch.setenv("CXX", str(stand_in))
     code, _, err = cli(["build", "-q"], mini)
     assert (code, err) == (0, "")
     stamp = json.loads((mini / ".tribuild-cache" / cpu_kernels.STAMP).read_text())
+    (library,) = kernel_cache.glob("*.so")
     assert (stamp["state"], stamp["library"]) == ("ready", str(library))
+    assert len(log.read_text().splitlines()) == 1
+    edit(mini)
+    code, _, err = cli(["build", "-q"], mini)
+    assert (code, err) == (0, "") and len(log.read_text().splitlines()) == 1
     library.unlink()
     edit(mini)
     code, _, err = cli(["build"], mini)
     assert code == 0, err
     assert "[1/1] cpu kernels" in err and library.is_file()
+    assert len(log.read_text().splitlines()) == 2

@@ -123,7 +123,7 @@ def build_json(result) -> dict:
     return {
         "version": SCHEMA_VERSION,
         "kind": "build",
-        "ok": not result.failed,
+        "ok": not result.failed and not result.kernels_failed,
         "opt_level": result.opt_level,
         "targets": [
             {
@@ -139,6 +139,20 @@ def build_json(result) -> dict:
         "unchanged": list(report.unchanged) if report else [],
         "removed": list(report.removed) if report else [],
         "kept": list(report.kept) if report else [],
+        "cpu_kernels": _kernels_json(result.cpu_kernels),
+    }
+
+
+def _kernels_json(outcome) -> dict | None:
+    """What the build did about the CPU kernels (``driver.cpu_kernels``); None when its
+    targets need none (or it stopped early, or ``TRIBUILD_CPU_KERNELS=off``)."""
+    if outcome is None:
+        return None
+    return {
+        "state": outcome.state,
+        "library": outcome.library,
+        "error": outcome.first_error,
+        "message": outcome.message,
     }
 
 
