@@ -142,7 +142,8 @@ def build(
                 if request.stop_after is None:
                     # a compiler the step starts runs beside the writing and the saving
                     with clock.stage("cpu kernels"):
-                        kernels = KernelStep(project.cache_dir, remote, show)
+                        jobs = request.jobs or 1
+                        kernels = KernelStep(project.cache_dir, remote, show, jobs)
                         kernels.begin(result)
                     with clock.stage("write outputs"):
                         write_result(project, result, request.force)

@@ -10,8 +10,10 @@ Terms:
   the system compiler, in its cache (``~/.cache/tribuild/cpu_kernels``), keyed by the
   source, the compiler's identity, the flags and the ISA.
 - *step*: ``begin`` after the units (the pool's processes have all ended), ``end`` once the
-  outputs are written and the store saved: a compilation started by ``begin`` runs beside
-  those. It shows as a unit of its own in the progress display while the compiler runs.
+  outputs are written and the store saved. The compiler is one more job of the build's
+  pool: when a slot beside this process is free (``--jobs`` above 1, or a token of make's
+  jobserver), ``begin`` starts it and it runs beside the writing and the saving; else
+  ``end`` runs it alone. It shows as a unit of its own in the progress display.
 - *stamp*: ``<cache>/cpu-kernels.json``, what the last step found (the library ready, no
   compiler, or the compiler's error) with the facts it depends on (``_facts``: the variables
   that choose the compiler, the ISA and the cache; the compiler's file and the folders of
@@ -43,6 +45,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from tribuild.driver.pool.jobserver import Slots
     from tribuild.driver.progress import Quiet
     from tribuild.driver.remote.build_cache import RemoteBuild
     from tribuild.driver.results import BuildResult
@@ -91,8 +94,11 @@ def needing(result: BuildResult) -> list[str]:
 class KernelStep:
     """The step of one build (see the module doc)."""
 
-    def __init__(self, cache_dir: str, remote: RemoteBuild | None, show: Quiet) -> None:
-        self.cache_dir, self.remote, self.show = cache_dir, remote, show
+    def __init__(
+        self, cache_dir: str, remote: RemoteBuild | None, show: Quiet, jobs: int = 1
+    ) -> None:
+        self.cache_dir, self.remote, self.show, self.jobs = cache_dir, remote, show, jobs
+        self.slots: Slots | None = None
         self.targets: list[str] = []
         self.compiling: Compiling | None = None
         self.compiler: Compiler | None = None
@@ -135,7 +141,7 @@ class KernelStep:
             elif self._fetch(path.name, str(path)):
                 self.outcome = KernelOutcome("fetched", None, str(path))
             else:
-                self.compiling = Compiling(self.compiler, isa)
+                self.compiling = Compiling(self.compiler, isa, started=self._slot())
         except (ValueError, OSError) as e:  # a $TRIBUILD_CPU_ISA beyond the CPU, a cache unwritable
             self.outcome = KernelOutcome("failed", self._failure(str(e)), None, str(e))
 
@@ -158,11 +164,21 @@ class KernelStep:
                     self.outcome = KernelOutcome("failed", failure, None, first_error)
             finally:
                 self.compiling = None
+                if self.slots is not None:
+                    self.slots.close()
                 self.show.finished(label, self.outcome is not None and not self.outcome.failed)
                 self.show.stop()
         if self.outcome is not None and self.facts:
             self._stamp()
         return self.outcome
+
+    def _slot(self) -> bool:
+        """Whether a job slot beside this process is free for the compiler now (``--jobs``,
+        or make's jobserver: ``pool.jobserver``); without one it runs at ``end``, alone."""
+        from tribuild.driver.pool import jobserver
+
+        self.slots = jobserver.slots(self.jobs)
+        return self.slots.acquire()
 
     def _failure(self, first_error: str) -> str:
         return (
@@ -229,12 +245,13 @@ class Compiling:
     for it (the compiler, in the build's process group, gets the same signal; a temporary
     file it leaves has a hidden name that nothing loads)."""
 
-    def __init__(self, compiler: Compiler, isa: str) -> None:
+    def __init__(self, compiler: Compiler, isa: str, started: bool = True) -> None:
         self.compiler, self.isa = compiler, isa
         self.path: str | None = None
         self.first_error = "?"
         self.thread = threading.Thread(target=self._run, name="cpu kernels", daemon=True)
-        self.thread.start()
+        if started:
+            self.thread.start()
 
     def _run(self) -> None:
         from tribuild.runtime.kernels.cpu import build as kernels
@@ -249,7 +266,10 @@ class Compiling:
             self.first_error = f"{type(e).__name__}: {e}"
 
     def wait(self) -> tuple[str | None, str]:
-        """The library's path (None on failure) and the compiler's first error."""
+        """The library's path (None on failure) and the compiler's first error (the
+        compiler is started now if it was not)."""
+        if self.thread.ident is None:
+            self.thread.start()
         self.thread.join()
         return self.path, self.first_error
 
