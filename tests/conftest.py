@@ -24,6 +24,12 @@ SLOW_FAMILIES = (
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The builds of the tests do without the CPU kernels' step (``driver.cpu_kernels``): a test of
+# the driver then does not depend on the machine's C++ compiler (its warning where there is
+# none, its error where ternary.cpp does not compile) nor wait for it. The step's own tests
+# take the variable away (tests/driver/test_cpu_kernels_aot.py, remote/test_cpu_kernels.py).
+os.environ.setdefault("TRIBUILD_CPU_KERNELS", "off")
+
 
 def pytest_collection_modifyitems(config, items):
     for item in items:

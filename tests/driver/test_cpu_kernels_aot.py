@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.driver.test_noop import _probe
 from tests.schemas import validate
 from tribuild.driver import cpu_kernels
 from tribuild.runtime.kernels.cpu import build as kernels
@@ -208,3 +209,27 @@ def test_a_stamp_is_not_trusted_once_the_library_is_gone(
     assert code == 0, err
     assert "[1/1] cpu kernels" in err and library.is_file()
     assert len(log.read_text().splitlines()) == 2
+
+
+def test_a_rebuild_after_an_edit_checks_the_stamp_and_imports_nothing_slow(
+    mini, kernel_cache, cli, tmp_path, monkeypatch
+):
+    """The one-edit path's budget (``test_noop``'s same test, with the step on): while the
+    stamp holds, the step imports neither the kernels' build module (pathlib, typing,
+    tempfile) nor torch, and runs no compiler."""
+    log = tmp_path / "compiled.log"
+    stand_in = script(
+        tmp_path / "stand-in-c++",
+        f'echo "$@" >> {log}\n'
+        'if [ "$1" = --version ]; then echo "stand-in c++ 1.0"; exit 0; fi\n'
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && echo library > "$2"; shift; done\n',
+    )
+    monkeypatch.setenv("CXX", str(stand_in))
+    assert cli(["build", "-q"], mini)[:2] == (0, "")
+    assert len(log.read_text().splitlines()) == 2  # --version, then the compilation
+    mlp = mini / "models" / "mlp.tri"
+    mlp.write_text(mlp.read_text().replace("relu(", "relu6(", 1))
+    code, heavy, slow, err = _probe(mini, "build", "-q")
+    assert code == 0 and "tribuild.engine" in heavy and "torch" not in heavy, err
+    assert slow == []
+    assert len(log.read_text().splitlines()) == 2  # not even --version
