@@ -7,6 +7,10 @@ processes under `torch.distributed` (`tests/runtime/test_distributed`), the Trit
 run through Triton's interpreter (`tests/runtime/test_kernels_*`) and the shared cache against
 a real Redis server (`tests/driver/remote/`). Each of those is also run, for a change of its
 own area, by naming it: `pytest tests/runtime/test_kernels_linear.py` ignores no marker.
+
+Property tests try fewer examples in a run that leaves the slow tests out (tests/budget.py,
+and the hypothesis profile ``default-run`` for those that name no count); CI's run has the
+full counts.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+from tests import budget
 
 SLOW_FAMILIES = (
     "tests/examples/test_train_",
@@ -29,6 +36,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # none, its error where ternary.cpp does not compile) nor wait for it. The step's own tests
 # take the variable away (tests/driver/test_cpu_kernels_aot.py, remote/test_cpu_kernels.py).
 os.environ.setdefault("TRIBUILD_CPU_KERNELS", "off")
+
+
+settings.register_profile("default-run", max_examples=25)
+
+
+def pytest_configure(config):
+    """Before test modules are imported (their ``@settings`` read ``budget.examples``): is
+    this a run without the slow tests (`make test`)?"""
+    if "not slow" in (config.getoption("markexpr") or ""):
+        budget.FULL = False
+        settings.load_profile("default-run")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.codegen.fmt import _unquoted, wrap
 
 TEXT = st.text(alphabet="'\"\\()[]{},ab =", max_size=60)
@@ -26,7 +27,7 @@ def reference(text: str, start: int) -> list[tuple[int, str, int]]:
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(TEXT, st.integers(0, 60))
 def test_the_scanner_finds_what_the_definition_says(text, start):
     start = min(start, len(text))

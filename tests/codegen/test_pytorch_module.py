@@ -351,6 +351,7 @@ def test_torch_compile_has_no_graph_breaks(gen, state):
         assert m.fc.latent_weight.grad is not None
 
 
+@pytest.mark.slow  # Inductor compiles C++: a minute on 2 cores; aot_eager above in `make test`
 def test_torch_compile_with_inductor(gen):
     """The default backend, Inductor (C++ code on the CPU), on the frozen model and on the
     trainable one with its gradients: the ternary layers' torch path compiles as a whole.

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.config.locate import Locator
 
 TRICKY = Path(__file__).resolve().parents[1] / "fixtures" / "config" / "locator" / "tricky.toml"
@@ -163,7 +164,7 @@ def position(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.dictionaries(KEYS, VALUES, max_size=4), st.randoms(use_true_random=False))
 def test_generated_documents(document: dict, rng: random.Random) -> None:
     emitter = Emitter(rng)

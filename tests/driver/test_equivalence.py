@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.driver.conftest import HERE, snapshot
 from tribuild.driver.build import Request, build
 from tribuild.driver.session import Project
@@ -77,7 +78,9 @@ def _apply(root: Path, steps: list[int]) -> None:
 
 
 @settings(
-    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.lists(

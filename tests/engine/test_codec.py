@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.base.record import record
 from tribuild.engine.store import codec
 
@@ -76,7 +77,7 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(values)
 def test_round_trip(value):
     data = codec.encode(value)
@@ -95,7 +96,7 @@ def test_lists_stay_lists_and_arrays_become_tuples():
     assert type(decoded.content[1]["k"]) is list
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.frozensets(st.integers() | st.text(), max_size=6))
 def test_equal_frozensets_encode_identically(items):
     rebuilt = frozenset(reversed(list(items)))

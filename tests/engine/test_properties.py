@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.engine import Database, Durability, derived, input_query
 
 OPS = {
@@ -127,7 +128,7 @@ def check(case):
             old = new
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_incremental_equals_clean_and_is_minimal(case):
     check(case)

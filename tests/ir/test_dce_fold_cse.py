@@ -7,6 +7,7 @@ import operator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.ir.helpers import lowered, ops
 from tribuild.ir.builder import Builder, const_node
 from tribuild.ir.graph import Graph, node
@@ -57,7 +58,7 @@ def test_fold_leaves_division_by_zero_for_run_time():
     assert "binary:/" in ops(g)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from(["+", "-", "*", "//", "%", "**"]), st.integers(-20, 20), st.integers(-5, 5))
 def test_fold_agrees_with_python(op, a, b):
     fns = {

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tribuild.queries  # noqa: F401  (registers the value classes with the codec)
+from tests.budget import examples
 from tribuild.engine.store import codec
 from tribuild.lang import dims
 from tribuild.lang.builtins.shapes import Site, window
@@ -51,21 +52,21 @@ def evaluate(d, env):
     return dims.as_int(dims.substitute(d, {k: dims.const(v) for k, v in env.items()}))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(exprs(), ENV)
 def test_normal_form_preserves_value(pair, env):
     d, fn = pair
     assert evaluate(d, env) == fn(env)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(exprs())
 def test_normalisation_is_idempotent(pair):
     d, _ = pair
     assert dims.substitute(d, {}) == d
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(exprs(), exprs(), ENV)
 def test_addition_commutes_and_cancels(p, q, env):
     (a, _), (b, _) = p, q
@@ -118,7 +119,7 @@ def test_unifier_binds_flexible_names_linearly():
     assert not Unifier().dim(dims.sym("cin"), dims.sym("cout"))  # rigid names
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(exprs(), st.integers(1, 5))
 def test_lone_flexible_name_binds_as_the_general_solve_does(pair, k):
     """``h`` against ``found`` (bound directly) and ``h + k`` against ``found + k`` (solved)
@@ -140,7 +141,7 @@ def _window_from_scratch(size, kernel, stride, padding):
     return None if out is None else trackable(dims.add(out, dims.const(1)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(exprs(), st.integers(1, 7), st.integers(0, 3), st.integers(0, 3))
 def test_memoised_window_matches_the_formula(pair, kernel, stride, padding):
     d, _ = pair
@@ -154,7 +155,7 @@ def test_memoised_window_matches_the_formula(pair, kernel, stride, padding):
     assert len(ctx.sink.diags) == (2 if expected is None or (n is not None and n <= 0) else 0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(exprs())
 def test_memo_hits_equal_fresh_results(pair):
     d, _ = pair

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.diagnostics_render import TextSources, render_text, to_json
 from tribuild.lang.syntax.items import item_tokens
 from tribuild.lang.syntax.locate import SourceMap
@@ -24,7 +25,7 @@ WORDS = (
     "< <= > >= && || ! ? : = -> , . .. ( ) [ ] { } ; \n # /* */ $ \""
 ).split(" ")
 FAST = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

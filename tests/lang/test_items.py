@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.lang.syntax.items import (
     chunked_items,
     item_tokens,
@@ -177,7 +178,7 @@ def _assert_same_as_whole(text: str) -> None:
         assert pairs == item_tokens(tokens, p.entry)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 def test_chunks_lex_like_the_whole_file(text):
     _assert_same_as_whole(text)

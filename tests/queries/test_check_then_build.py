@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.queries.fuzz_programs import programs
 from tests.queries.test_fuzz_frontend import (
     _COMMON,
@@ -132,13 +133,13 @@ def check_then_build(zoo: Path, path: str, changes) -> None:
         (zoo / path).write_text(ZOO_TEXT[path])
 
 
-@settings(max_examples=25, derandomize=True, **_COMMON)
+@settings(max_examples=examples(25), derandomize=True, **_COMMON)
 @given(path=st.sampled_from(MODELS), changes=edits)
 def test_check_clean_means_build_succeeds(zoo, path, changes):
     check_then_build(zoo, path, changes)
 
 
-@settings(max_examples=25, derandomize=True, **_COMMON)
+@settings(max_examples=examples(25), derandomize=True, **_COMMON)
 @given(path=st.sampled_from(MODELS), changes=changes)
 def test_check_clean_means_build_succeeds_gentle_edits(zoo, path, changes):
     check_then_build(zoo, path, changes)
@@ -182,7 +183,7 @@ def test_check_reports_what_codegen_refuses(tmp_path):
     assert [d.code for d in target_diagnostics(db, report)] == ["E0601"]
 
 
-@settings(max_examples=25, derandomize=True, **_COMMON)
+@settings(max_examples=examples(25), derandomize=True, **_COMMON)
 @given(program=programs())
 def test_check_clean_means_every_default_layer_builds(tmp_path_factory, program):
     """Over generated programs (``fuzz_programs``, no target at all): when `check` of the

@@ -45,6 +45,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.queries.fuzz_programs import DTYPES, programs
 from tests.queries.zoo import REPO
 from tribuild.config.load import load_config
@@ -71,7 +72,7 @@ _COMMON = dict(
         HealthCheck.function_scoped_fixture,
     ],
 )
-FAST = settings(max_examples=100, derandomize=True, **_COMMON)
+FAST = settings(max_examples=examples(100), derandomize=True, **_COMMON)
 SLOW = settings(max_examples=150, **_COMMON)
 
 

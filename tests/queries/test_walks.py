@@ -7,6 +7,7 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.engine import Database, derived, input_query
 from tribuild.queries.walks import acyclic_and_settled, settle_deepest_first, shortest_cycle
 
@@ -71,7 +72,7 @@ def _cases(draw):
     return graphs, orders
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_cases())
 def test_shortest_cycle_matches_a_brute_force_search_in_any_order(case):
     graphs, orders = case

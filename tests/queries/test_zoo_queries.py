@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.queries.zoo import REPO, check_all, copy_zoo
 from tribuild.config.load import load_config
 from tribuild.driver.session import salt
@@ -95,7 +96,9 @@ def _edit(text: str, original: str, kind: str, rnd: random.Random) -> str:
 
 
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(6),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.lists(

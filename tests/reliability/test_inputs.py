@@ -230,24 +230,32 @@ def _check_and_build(root: Path) -> None:
     assert (root / OUT / "top.py").is_file()
 
 
+# The chains' lengths: 1,000 is ten times past where recursion broke, and stays in `make
+# test`; 10,000 is the soak (minutes of CPU, most of it the n log n of real work at that
+# size), left to `make test-all` and CI.
+LENGTHS = [1_000, pytest.param(10_000, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("n", LENGTHS)
 @pytest.mark.parametrize("kind", sorted(CHAINS))
-def test_deep_chain_builds(tmp_path, kind):
-    """Chains of 10,000 (imports, constants, constants imported from file to file) check and
+def test_deep_chain_builds(tmp_path, kind, n):
+    """Chains of n (imports, constants, constants imported from file to file) check and
     build. Evaluating a chain of constants was a recursion of queries: a RecursionError
     traceback from about 90 constants on. Then the checks of import and constant cycles
     walked each file's or constant's whole chain: n squared (10,000 imports: 2 min 47 s of
     CPU for `check`); now each answer is built from its successors' (``queries.walks``)."""
-    _check_and_build(_chain_project(tmp_path, CHAINS[kind], 10_000))
+    _check_and_build(_chain_project(tmp_path, CHAINS[kind], n))
 
 
-def test_deep_fn_chain_is_a_located_error(tmp_path):
-    """10,000 fns, each calling the next: each call is lowered into a graph inside its
+@pytest.mark.parametrize("n", LENGTHS)
+def test_deep_fn_chain_is_a_located_error(tmp_path, n):
+    """n fns, each calling the next: each call is lowered into a graph inside its
     caller's, so the graph nests as deep as the calls, and lowering, the optimizer and the
     store's codec all walked it by recursion (a RecursionError traceback at save from 100
     fns on, in lowering from about 200). Past 32 calls deep, the build stops with E0601 at
     the call in `forward`; `check` reports the same error first (issue 28: every error a
     build can report for a target, `check` reports)."""
-    root = _chain_project(tmp_path, _fns, 10_000)
+    root = _chain_project(tmp_path, _fns, n)
     done = tribuild(root, "check", timeout=900)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "error[E0601]: cannot generate code: fn calls nest more than 32" in done.stderr

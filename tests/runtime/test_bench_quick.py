@@ -85,6 +85,7 @@ def test_markdown_table_row():
     assert "- M=1 N=4096 K=4096: ternary_decode_kernel(BLOCK_N=16,warps=4)" in table
 
 
+@pytest.mark.slow  # every way under Triton's interpreter: a minute; `make test-all` and CI
 def test_small_m_exploration_dry_run(tmp_path):
     """explore_small_m.py --dry: every way on a tiny shape under the interpreter, each
     checked against the dense product, each tuning into its own cache file."""

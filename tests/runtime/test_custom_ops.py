@@ -62,9 +62,11 @@ def generate(level: str, root):
     return write_and_import(build("m.tri:Net", {}, level, db=db), root / "out")
 
 
-@pytest.fixture(scope="module", params=["0", "2"])
+@pytest.fixture(scope="module", params=[pytest.param("0", marks=pytest.mark.slow), "2"])
 def gen(request, tmp_path_factory):
-    """The module built at -O0 (the plain launcher) and at -O2 (fused epilogues, zero-skip)."""
+    """The module built at -O0 (the plain launcher) and at -O2 (fused epilogues, zero-skip).
+    Every test runs under Triton's interpreter, so `make test` takes -O2 alone (the default
+    level, and the one with more operators); -O0 is left to `make test-all` and CI."""
     return generate(request.param, tmp_path_factory.mktemp(f"custom_ops_O{request.param}"))
 
 

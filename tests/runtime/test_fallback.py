@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tests.runtime import oracle
 from tribuild.runtime import launch, native
 from tribuild.runtime.launch import (
@@ -23,7 +24,7 @@ from tribuild.runtime.packing import pack
 ACTS = sorted(oracle.ACTS)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(1, 9),
     st.integers(1, 12),

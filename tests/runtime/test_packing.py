@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.runtime.packing import ZeroSkip, pack, pack_ternary, packed_cols, unpack, zero_skip
 from tribuild.runtime.ternarize import ternarize
 
@@ -29,7 +30,7 @@ shapes = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(shapes, st.randoms(use_true_random=False))
 def test_round_trip_and_zero_padding(shape, rnd):
     codes = torch.tensor(
@@ -88,7 +89,7 @@ def test_zero_skip_reports_zero_channels_and_k_blocks():
     assert zero_skip(pack(codes), 4) == ZeroSkip(channels=(1, 3), k_blocks=(1, 2, 3), block_k=4)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.integers(1, 6),
     st.integers(1, 30),

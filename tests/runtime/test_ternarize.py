@@ -8,10 +8,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.budget import examples
 from tribuild.runtime.ternarize import dequantize, quantize_activations, ternarize, ternarize_ste
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "ternarize_cases.json").read_text())
-SETTINGS = settings(max_examples=100, deadline=None)
+SETTINGS = settings(max_examples=examples(100), deadline=None)
 
 
 @pytest.mark.parametrize("case", CASES["ternarize"], ids=lambda c: c["name"])

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from tests.budget import examples
 from tribuild.config.load import load_config
 from tribuild.lang.check.values import normalise
 
@@ -185,7 +186,7 @@ def assert_ternary(effective: torch.Tensor, weight: torch.Tensor, scale: str) ->
     torch.testing.assert_close(m[used], g[used], rtol=1e-6, atol=0)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     st.integers(1, 6),
     st.integers(1, 4),
