@@ -52,7 +52,7 @@ class Source(NamedTuple):
 
     dtype: torch.dtype
     shape: tuple[int, ...]
-    read: Callable[[], torch.Tensor]
+    read: Callable[..., torch.Tensor]  # read(into=None): see safetensors_io.Entry.read
 
 
 def folder_sources(folder: str | Path) -> tuple[dict[str, Source], dict[str, str]]:
@@ -116,8 +116,8 @@ def load_tensors(
     return _load(cls, sources, {}, where, copied=True)
 
 
-def _given(value: torch.Tensor) -> Callable[[], torch.Tensor]:
-    return lambda: value
+def _given(value: torch.Tensor) -> Callable[..., torch.Tensor]:
+    return lambda into=None: value
 
 
 def _load(
@@ -148,6 +148,11 @@ def _load(
             + "\n  ".join(problems)
         )
     converted: dict[str, torch.Tensor] = {}
+    # float ternary weights are read, ternarized and packed one by one: into two buffers made
+    # once for the largest (its bytes, and |w|), not two fresh allocations per weight
+    floats = [given[k] for k in ternary if k in given and given[k].dtype != torch.uint8]
+    largest = max((math.prod(s.shape) * 4 for s in floats), default=0)
+    read_buffer, abs_buffer = (torch.empty(largest, dtype=torch.uint8) for _ in range(2))
     for key, shape in expected.items():
         if key in tied:
             continue
@@ -165,7 +170,10 @@ def _load(
             scale = sources[f"{key}_scale"].read()
             converted[f"{key}_scale"] = (1.0 / scale.float()).reshape(1)
         else:
-            converted[key], converted[f"{key}_scale"] = pack_ternary(source.read(), ternary[key][1])
+            weight = source.read(read_buffer)
+            mode = ternary[key][1]
+            converted[key], converted[f"{key}_scale"] = pack_ternary(weight, mode, abs_buffer)
+            del weight  # a view of read_buffer, which the next weight overwrites
     for key, source_key in tied.items():
         converted[key] = converted[source_key]
     keep = {k for k in converted if k not in ternary and not _is_scale(k, ternary)}

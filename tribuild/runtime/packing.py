@@ -90,11 +90,13 @@ def unpack(packed: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> torch.T
     return codes.reshape(shape[0], -1)[:, :k].reshape(tuple(shape)).to(torch.int8)
 
 
-def pack_ternary(w: torch.Tensor, scale: str = "tensor") -> tuple[torch.Tensor, torch.Tensor]:
+def pack_ternary(
+    w: torch.Tensor, scale: str = "tensor", scratch: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Ternarize a float weight and pack it: ``(packed, g)``, what a generated module stores;
     ``pack(ternarize(w, scale)[0])`` and the same ``g``, computed a chunk of rows at a time (no
-    int8 codes of the whole weight)."""
-    g = ternary_scale(w, scale)
+    int8 codes of the whole weight); ``scratch`` as ``ternary_scale`` takes it."""
+    g = ternary_scale(w, scale, scratch)
     rows = w.detach().reshape(w.shape[0], -1)
     cols, device = packed_cols(rows.shape[1]), w.device
     packed = torch.empty(rows.shape[0], cols, dtype=torch.uint8, device=device)
@@ -141,10 +143,13 @@ def zero_skip(packed: torch.Tensor, block_k: int) -> ZeroSkip:
     """Report what a kernel may skip; ``block_k`` must be a positive multiple of 4."""
     if block_k <= 0 or block_k % CODES_PER_BYTE:
         raise ValueError(f"block_k must be a positive multiple of {CODES_PER_BYTE}, not {block_k}")
-    zero = packed == 0
-    channels = torch.nonzero(zero.all(dim=1)).flatten().tolist()
+    if packed.numel():  # a byte is 0 where its four codes are: the largest byte says it
+        channels = torch.nonzero(packed.amax(dim=1) == 0).flatten().tolist()
+        cols = packed.amax(dim=0) == 0  # not (packed == 0).all(...): a bool copy, 70x slower
+    else:
+        channels = list(range(packed.shape[0])) if packed.shape[1] == 0 else []
+        cols = torch.ones(packed.shape[1], dtype=torch.bool, device=packed.device)
     per_block = block_k // CODES_PER_BYTE
-    cols = zero.all(dim=0)
     pad = (-cols.numel()) % per_block
     blocks = torch.cat([cols, cols.new_ones(pad)]).reshape(-1, per_block).all(dim=1)
     return ZeroSkip(tuple(channels), tuple(torch.nonzero(blocks).flatten().tolist()), block_k)

@@ -26,11 +26,20 @@ SCALE_MODES = ("tensor", "channel")
 _LEVELS = torch.tensor(127.0)  # the dividend of ``s``, as a tensor so that ``/`` divides
 
 
-def ternary_scale(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
-    """The float32 scale ``g = max(mean(|w|), EPS)``: shape ``[1]`` or ``[out]``."""
+def ternary_scale(
+    w: torch.Tensor, scale: str = "tensor", scratch: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The float32 scale ``g = max(mean(|w|), EPS)``: shape ``[1]`` or ``[out]``. ``scratch``
+    (uint8, at least ``w``'s float32 bytes) holds ``|w|`` instead of new memory: the same
+    values in the same layout, so the same mean to the bit, without a fresh allocation's page
+    faults for every weight of a checkpoint."""
     if scale not in SCALE_MODES:
         raise ValueError(f"scale must be one of {SCALE_MODES}, not {scale!r}")
-    a = w.detach().float().abs()
+    f32 = w.detach().float()
+    if scratch is not None and scratch.numel() >= 4 * f32.numel() and not f32.is_cuda:
+        a = torch.abs(f32, out=scratch[: 4 * f32.numel()].view(torch.float32).view(f32.shape))
+    else:
+        a = f32.abs()
     g = a.mean().reshape(1) if scale == "tensor" else a.reshape(a.shape[0], -1).mean(dim=1)
     return g.clamp_min(EPS)
 
