@@ -14,6 +14,10 @@ from tribuild.base.printable import printable
 from tribuild.diagnostics_render import to_json
 from tribuild.project import SCHEMA_VERSION
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tribuild.driver.cpu_kernels import KernelOutcome
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FORMATS = ("text", "json", "sarif", "github")
 
@@ -143,7 +147,7 @@ def build_json(result) -> dict:
     }
 
 
-def _kernels_json(outcome) -> dict | None:
+def _kernels_json(outcome: KernelOutcome | None) -> dict[str, str | None] | None:
     """What the build did about the CPU kernels (``driver.cpu_kernels``); None when its
     targets need none (or it stopped early, or ``TRIBUILD_CPU_KERNELS=off``)."""
     if outcome is None:
