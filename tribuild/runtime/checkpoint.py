@@ -53,6 +53,7 @@ class Source(NamedTuple):
     dtype: torch.dtype
     shape: tuple[int, ...]
     read: Callable[..., torch.Tensor]  # read(into=None): see safetensors_io.Entry.read
+    map: Callable[[], torch.Tensor] | None = None  # safetensors_io.Entry.map, for a file
 
 
 def folder_sources(folder: str | Path) -> tuple[dict[str, Source], dict[str, str]]:
@@ -71,7 +72,7 @@ def folder_sources(folder: str | Path) -> tuple[dict[str, Source], dict[str, str
         for key, entry in found.items():
             if key in sources:
                 raise CheckpointError(f"{folder}: tensor {key} is in more than one file")
-            sources[key] = Source(entry.dtype, entry.shape, entry.read)
+            sources[key] = Source(entry.dtype, entry.shape, entry.read, entry.map)
     tied: dict[str, str] = {}
     config = folder / "config.json"
     if config.exists() and json.loads(config.read_text()).get("tie_word_embeddings"):
@@ -148,11 +149,12 @@ def _load(
             + "\n  ".join(problems)
         )
     converted: dict[str, torch.Tensor] = {}
-    # float ternary weights are read, ternarized and packed one by one: into two buffers made
-    # once for the largest (its bytes, and |w|), not two fresh allocations per weight
+    # float ternary weights are mapped from their files (or read), ternarized and packed one by
+    # one, |w| in a buffer made once for the largest: no fresh allocation per weight, whose
+    # pages would be faulted in each time
     floats = [given[k] for k in ternary if k in given and given[k].dtype != torch.uint8]
     largest = max((math.prod(s.shape) * 4 for s in floats), default=0)
-    read_buffer, abs_buffer = (torch.empty(largest, dtype=torch.uint8) for _ in range(2))
+    abs_buffer = torch.empty(largest, dtype=torch.uint8)
     for key, shape in expected.items():
         if key in tied:
             continue
@@ -170,10 +172,10 @@ def _load(
             scale = sources[f"{key}_scale"].read()
             converted[f"{key}_scale"] = (1.0 / scale.float()).reshape(1)
         else:
-            weight = source.read(read_buffer)
+            weight = source.map() if source.map is not None else source.read()
             mode = ternary[key][1]
             converted[key], converted[f"{key}_scale"] = pack_ternary(weight, mode, abs_buffer)
-            del weight  # a view of read_buffer, which the next weight overwrites
+            del weight  # unmapped: its pages leave the process before the next weight's come
     for key, source_key in tied.items():
         converted[key] = converted[source_key]
     keep = {k for k in converted if k not in ternary and not _is_scale(k, ternary)}

@@ -16,7 +16,9 @@ Terms:
 from __future__ import annotations
 
 import json
+import mmap
 import struct
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -69,6 +71,26 @@ class Entry(NamedTuple):
                     raise FileError(f"{self.path}: the file ends inside a tensor's data")
                 done += got
         return out.view(self.dtype).reshape(self.shape)
+
+    def map(self) -> torch.Tensor:
+        """The tensor over the file's own pages: a read-only map of its byte range, faulted in
+        at once (``MAP_POPULATE``), that lives as long as the tensor and its views do. A
+        loader that ternarizes each weight and drops it copies nothing and keeps no page
+        resident past its weight (a map of the whole file would keep them all)."""
+        size = self.end - self.begin
+        if size == 0:
+            return torch.empty(self.shape, dtype=self.dtype)
+        start = self.begin - self.begin % mmap.ALLOCATIONGRANULARITY
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        with open(self.path, "rb") as f:
+            length = self.end - start
+            region = mmap.mmap(f.fileno(), length, flags=flags, prot=mmap.PROT_READ, offset=start)
+        with warnings.catch_warnings():  # "not writable": nothing writes to it
+            warnings.simplefilter("ignore", UserWarning)
+            flat = torch.frombuffer(
+                region, dtype=torch.uint8, count=size, offset=self.begin - start
+            )
+        return flat.view(self.dtype).reshape(self.shape)  # the tensor holds the map
 
 
 def entries(path: str | Path) -> dict[str, Entry]:
