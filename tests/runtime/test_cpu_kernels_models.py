@@ -58,6 +58,33 @@ def test_logits_and_greedy_tokens_match_the_torch_path(model):
     assert torch.equal(tokens, expected_tokens)
 
 
+def test_at_O2_the_separate_quantization_reaches_the_integer_kernels(model, tmp_path):
+    """-O2 quantizes in a call of its own and hands the projections float activations; on the
+    cpu backend that call marks its output, so the projections run the int8 kernels (not the
+    float-activation ones, nor the dense float path above 16 rows), with -O3's logits."""
+    cls = write_and_import(build("models/bitnet_lm.tri:BitNetLM", ARGS, "2"), tmp_path).Model
+    o2 = cls().eval()
+    o2.load_state_dict(model.state_dict())
+    ids = torch.randint(0, ARGS["vocab"], (2, 20), generator=torch.Generator().manual_seed(3))
+    modes = []
+    real = native.linear
+    native.linear = lambda *a: modes.append(a[-1]) or real(*a)  # quantize, the last argument
+    try:
+        with launch.force_backend("cpu"), torch.no_grad():
+            logits = o2(ids)  # 40 rows: past the float kernels' 16
+    finally:
+        native.linear = real
+    with launch.force_backend("cpu"), torch.no_grad():
+        expected = model(ids)
+    assert modes and all(modes)
+    torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
+    with launch.force_backend("cpu"):
+        h = launch.quantize_activations(torch.randn(3, 8))
+    assert native.quantized(h)
+    h.mul_(2)  # modified: no longer BitLinear's activations
+    assert not native.quantized(h)
+
+
 def test_traced_calls_are_the_cpu_operator(model):
     block = model.model.layers[0]  # a generated decoder layer: attention and MLP, 7 projections
     x = torch.randn(1, 5, ARGS["dim"], generator=torch.Generator().manual_seed(2))

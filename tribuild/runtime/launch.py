@@ -306,6 +306,7 @@ def ternary_linear(
     if _backend == "cpu" or (_backend == "auto" and _cpu_backend == "cpu"):
         from tribuild.runtime import native  # loaded already: the backend is chosen
 
+        quantize = quantize or native.quantized(x)  # -O2's quantization, as -O3's fusion
         if not torch.compiler.is_compiling():
             site = native.site_key(x, packed, scale, bias, act, residual, quantize)
             if (prepared := native.prepared(site, packed)) is not None:
@@ -630,7 +631,12 @@ def quantize_activations(
     if opt_level is not None:
         tuned = autotune.tuned_at(opt_level)
     if backend_for(x) != "triton" or (x.requires_grad and torch.is_grad_enabled()):
-        return quantize_activations_torch(x)
+        out = quantize_activations_torch(x)
+        if backend_for(x) == "cpu" and not out.requires_grad and not torch.compiler.is_compiling():
+            from tribuild.runtime import native
+
+            native.mark_quantized(out)
+        return out
     if configs is None and torch.compiler.is_compiling():
         return QUANTIZE_ACTIVATIONS(x, tuned)
     return _quantize_kernel(x, tuned, configs)

@@ -87,6 +87,25 @@ def reset() -> None:
     _sites.clear()
 
 
+QUANTIZED = "_tribuild_quantized_at"  # a tensor attribute: its version when quantized
+
+
+def mark_quantized(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (``quantize_activations``' output) marked as BitLinear's quantized activations,
+    while it is not modified: a linear layer on it may run the int8 kernels, which quantize
+    ``x`` again to the same codes (``x = q / s`` with ``max |q| = 127``, or ``max |x|`` under
+    the EPS clamp: the absmax and scale come back within a unit in the last place, and
+    ``round(x · s')`` is ``q``). So -O2's separate quantization reaches the integer kernels
+    as -O3's fusion does, instead of the float-activation path."""
+    setattr(x, QUANTIZED, x._version)
+    return x
+
+
+def quantized(x: torch.Tensor) -> bool:
+    """Whether ``x`` is marked by :func:`mark_quantized` and unmodified since."""
+    return getattr(x, QUANTIZED, None) == x._version
+
+
 def takes(
     x: torch.Tensor,
     packed: torch.Tensor,
