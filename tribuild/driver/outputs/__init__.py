@@ -23,10 +23,11 @@ from tribuild.driver.outputs.paths import (
     is_relative,
     resolve,
 )
-from tribuild.driver.outputs.records import EARLY, RECORD, Record, drop_records
+from tribuild.driver.outputs.records import EARLY, RECORD, STALE, Record, drop_records
 from tribuild.driver.outputs.stale import (
     adopted,
     clean,
+    delete_aside,
     foreign,
     remove_all_temps,
     remove_stale,
@@ -64,7 +65,10 @@ def write_outputs(
     configuration) produced. Then write ``files`` (relpath -> bytes) and record them under
     their targets, the record in the same batch, renamed last. Stale files go first, while
     the record on disk still lists them: a build killed between the record's rename and
-    the last deletion left files that no record named, there for good. A target that failed
+    the last deletion left files that no record named, there for good. They are moved aside
+    (renamed, ``stale.remove_stale``) and deleted only once the new outputs are visible: an
+    unlink costs milliseconds, a rename microseconds, and a watch's latency is the time
+    until its new module is on disk. A target that failed
     keeps its previous outputs and record. The files of ``done`` were written in this build
     already (as their targets were built, under the same lock): they count as written and
     are not read back. A file at an output path that tribuild did not write (``foreign``)
@@ -87,7 +91,7 @@ def write_outputs(
     mine = set(paths.values()) | {
         resolve(out_dir, rel) for rel in (*record.owned(), RECORD) if rel not in paths
     }
-    names = {os.path.basename(p) for p in mine}
+    names = {os.path.basename(p) for p in mine} | {STALE}
     for folder in sorted({os.path.dirname(p) for p in mine}):
         if resolves_inside(out_dir, folder):
             remove_temps(folder, names.__contains__)
@@ -100,11 +104,15 @@ def write_outputs(
             rel: early[rel] if rel in done and rel in early else digest(files[rel])
             for rel in sorted(rels)
         }
-    removed, kept = remove_stale(out_dir, before, record.owned())
+    aside: list[str] = []  # stale files moved aside: deleted once the new ones are visible
+    removed, kept = remove_stale(out_dir, before, record.owned(), aside)
     batch = {paths[rel]: files[rel] for rel in paths if rel not in done}
     batch[os.path.join(out_dir, RECORD)] = record.encode()
-    written = set(write_changed(batch))
-    unlink(os.path.join(out_dir, EARLY))  # the record now says what is tribuild's
+    try:
+        written = set(write_changed(batch))
+        unlink(os.path.join(out_dir, EARLY))  # the record now says what is tribuild's
+    finally:
+        delete_aside(aside)  # a build killed first leaves them to the next one's sweep
     changed = {rel for rel, full in paths.items() if rel in done or full in written}
     return WriteReport(
         tuple(r for r in paths if r in changed),

@@ -26,6 +26,11 @@ RECORD = ".tribuild-outputs.json"
 
 EARLY = ".tribuild-outputs.early"
 
+# The name whose temporary files (``.tribuild-stale.XXXXXXXX.tmp``, in the output folder) are
+# stale outputs moved aside, to be deleted once the new outputs are in place
+# (``stale.remove_stale``): a killed build's are swept as any temporary file of the record's.
+STALE = "tribuild-stale"
+
 
 class Record:
     """What tribuild wrote, per target: ``{target: {relpath: digest}}``, and ``early``:

@@ -8,10 +8,15 @@ Terms:
   file's header, other bytes): a build refuses to overwrite it.
 - *adopted*: with the record lost, the files whose header says tribuild generated them count
   as recorded.
+- *moved aside*: a stale file renamed to a temporary name of ``STALE`` in the output folder,
+  deleted after the new outputs are written. On ext4 an unlink of a file written moments
+  before costs ~3.5 ms (a rename ~0.02): deleting a body edit's seven stale kernels first
+  put ~25 ms between a watch's edit and its new module on disk (issue 37).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -21,13 +26,14 @@ from tribuild.base.files import OWN_FILE_BYTES, listdir, open_regular, read_regu
 from tribuild.base.hashing import digest
 from tribuild.config.load import resolves_inside
 from tribuild.driver.outputs.paths import KERNELS, resolve
-from tribuild.driver.outputs.records import EARLY, RECORD, Record, drop_records
+from tribuild.driver.outputs.records import EARLY, RECORD, STALE, Record, drop_records
 from tribuild.driver.outputs.writing import holds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"  # of a temporary name (base.tempname)
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 
 _HEADER = re.compile(
@@ -127,14 +133,19 @@ def _output_folders(out_dir: str) -> list[tuple[str, str]]:
 
 
 def _ours(name: str) -> bool:
-    return name.endswith((".py", ".d")) or name in (RECORD, EARLY)
+    return name.endswith((".py", ".d")) or name in (RECORD, EARLY, STALE)
 
 
 def remove_stale(
-    out_dir: str, before: dict[str, str], now: dict[str, str]
+    out_dir: str,
+    before: dict[str, str],
+    now: dict[str, str],
+    aside: list[str] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Delete the files of ``before`` missing from ``now`` that still hold tribuild's bytes;
-    empty folders they leave are removed too. Returns (removed, kept)."""
+    empty folders they leave are removed too. Returns (removed, kept). With ``aside``, each
+    is moved aside instead (its temporary name appended to ``aside``), for the caller to
+    delete (``delete_aside``) once what must be visible first is written."""
     removed, kept = [], []
     for rel in sorted(set(before) - set(now)):
         full = resolve(out_dir, rel)
@@ -143,7 +154,7 @@ def remove_stale(
                 resolves_inside(out_dir, os.path.dirname(full))
                 and digest(read_regular(full, OWN_FILE_BYTES)) == before[rel]
             ):
-                os.unlink(full)
+                _move_aside(out_dir, full, aside) if aside is not None else os.unlink(full)
                 removed.append(rel)
                 _remove_empty_parents(out_dir, os.path.dirname(full))
                 continue
@@ -153,6 +164,31 @@ def remove_stale(
             pass
         kept.append(rel)
     return tuple(removed), tuple(kept)
+
+
+def _move_aside(out_dir: str, full: str, aside: list[str]) -> None:
+    """Rename ``full`` to a new temporary name of ``STALE`` in ``out_dir`` (a name the sweep
+    of every build owns, in a folder every build sweeps), noted in ``aside``; where no
+    rename can move it (another file system mounted inside), it is deleted now."""
+    while True:
+        letters = "".join(_CHARS[b % len(_CHARS)] for b in os.urandom(8))
+        tmp = os.path.join(out_dir, f".{STALE}.{letters}.tmp")
+        if not os.path.lexists(tmp):  # under the project lock: no one else makes these
+            break
+    try:
+        os.rename(full, tmp)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+        os.unlink(full)
+        return
+    aside.append(tmp)
+
+
+def delete_aside(aside: list[str]) -> None:
+    """Delete the stale files ``remove_stale`` moved aside."""
+    for tmp in aside:
+        unlink(tmp)
 
 
 def why_kept(out_dir: str, rel: str) -> str:
