@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from benchmarks.bench_build import write_synthetic
+from tests.lines import IGNORED_SIGINT, Lines
 
 from .conftest import snapshot
 
@@ -26,9 +27,13 @@ def test_an_interrupted_build_says_so_in_one_line_and_exits_130(tmp_path):
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    first = build.stderr.readline()  # the first unit has started: "[1/8] ..."
-    os.killpg(build.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
-    rest = build.stderr.read()
+    err = Lines(build.stderr)
+    try:
+        first = err.next(120, "the build's first unit")  # it has started: "[1/8] ..."
+        os.killpg(build.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        rest = err.rest(120, "the interrupted build to exit", IGNORED_SIGINT)
+    finally:
+        build.kill()
     assert first.startswith("[1/8]") and build.wait(timeout=120) == 130, first + rest
     assert rest.splitlines()[-1] == "tribuild: interrupted" and "Traceback" not in rest, rest
     again = subprocess.run(

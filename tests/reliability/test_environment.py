@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from tests.lines import IGNORED_SIGINT, Lines
 from tests.reliability.project import (
     OUT,
     check_python,
@@ -148,7 +149,8 @@ def test_watch_and_build_at_once(project, references):
     )
     build = None
     try:
-        assert watch.stdout.readline(), "watch printed no event"  # its first build is done
+        first = Lines(watch.stdout).next(120, "watch's first event")  # its first build is done
+        assert first, "watch printed no event"
         time.sleep(1)  # a SIGINT while watch starts its threads hangs it (report of issue 8)
         set_version(project, "b")
         build = subprocess.Popen(
@@ -159,13 +161,22 @@ def test_watch_and_build_at_once(project, references):
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert "waiting for another tribuild (pid" in build.stderr.readline()
+        build_err = Lines(build.stderr)
+        waiting = build_err.next(120, "the build to say it waits")
+        assert "waiting for another tribuild (pid" in waiting, waiting
     finally:
         watch.send_signal(signal.SIGINT)
-        _, err = watch.communicate(timeout=60)
+        try:
+            watch.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            if build is not None:
+                build.kill()
+            raise AssertionError("watch still running 60 s after SIGINT" + IGNORED_SIGINT) from None
+        err = watch.stderr.read()
     assert "Traceback" not in err, err
-    assert build.wait(timeout=300) == 0
-    rest = build.stderr.read()
+    rest = build_err.rest(300, "the build to finish once watch stopped")
+    assert build.wait(timeout=60) == 0
     build.stderr.close()
     assert "Traceback" not in rest, rest
     assert outputs(project) == references["b"]

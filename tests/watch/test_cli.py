@@ -11,18 +11,20 @@ import sys
 
 import pytest
 
+from tests.lines import IGNORED_SIGINT, Lines
 from tests.schemas import validate
 
 TRIBUILD = [sys.executable, "-m", "tribuild"]
 
 
-def _next(proc, kind: str) -> dict:
-    for line in proc.stdout:
+def _next(events: Lines, kind: str, hint: str = "") -> dict:
+    """The next event of ``kind``, within 120 s (the ones before it checked and skipped)."""
+    while line := events.next(120, f"a `{kind}` event{hint}"):
         event = json.loads(line)
         validate("watch-event", event)  # every line fits the documented schema
         if event["event"] == kind:
             return event
-    raise AssertionError(f"no `{kind}` event before exit: {proc.stderr.read()}")
+    raise AssertionError(f"no `{kind}` event before exit")
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
@@ -35,11 +37,13 @@ def test_watch_process_locks_runs_the_command_and_stops_cleanly(project, stop):
         stderr=subprocess.PIPE,
         text=True,
     )
+    events = Lines(proc.stdout)
+    build = None
     try:
-        assert _next(proc, "watching")["targets"] == ["mlp"]
-        first = _next(proc, "rebuild")
+        assert _next(events, "watching")["targets"] == ["mlp"]
+        first = _next(events, "rebuild")
         assert first["ok"] and "mlp.py" in first["written"]
-        assert _next(proc, "command") == {
+        assert _next(events, "command") == {
             "version": 1,
             "event": "command",
             "command": "touch ok.flag",
@@ -53,13 +57,16 @@ def test_watch_process_locks_runs_the_command_and_stops_cleanly(project, stop):
             stderr=subprocess.PIPE,
             text=True,
         )
-        waiting = build.stderr.readline()
+        waiting = Lines(build.stderr).next(120, "the build to say it waits")
         assert waiting.startswith(f"waiting for another tribuild (pid {proc.pid})"), waiting
         assert build.poll() is None
         proc.send_signal(stop)
-        assert _next(proc, "stopped") == {"version": 1, "event": "stopped"}
+        hint = IGNORED_SIGINT if stop == signal.SIGINT else ""
+        assert _next(events, "stopped", hint) == {"version": 1, "event": "stopped"}
         assert proc.wait(60) == 0
         assert build.wait(60) == 0
     finally:
         proc.kill()
+        if build is not None:
+            build.kill()
     assert list(cache.glob("graph-*.json"))
