@@ -11,10 +11,10 @@ Terms:
 from __future__ import annotations
 
 FULL = True  # set by tests/conftest.py's pytest_configure from the -m expression
-DEFAULT_SHARE = 4  # the default run tries 1/4 of the examples (at least 10, or all if fewer)
+DEFAULT_SHARE = 4  # the default run tries 1/4 of the examples (at least 2)
 
 
 def examples(full: int) -> int:
-    """``full`` where the slow tests run, else a quarter of it (never fewer than
-    ``min(full, 10)``: a handful of examples proves little)."""
-    return full if FULL else max(full // DEFAULT_SHARE, min(full, 10))
+    """``full`` where the slow tests run, else a quarter of it, at least 2 (the tests with a
+    handful of examples build whole projects per example: seconds each)."""
+    return full if FULL else max(full // DEFAULT_SHARE, min(full, 2))

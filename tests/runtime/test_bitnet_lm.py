@@ -112,7 +112,11 @@ def test_logits_match_transformers(name, generated):
     assert relative(expected, found) < 1e-3
 
 
-@pytest.mark.parametrize("name", CONFIGS)
+# Greedy decoding of the odd-sized MQA config takes ~10 s of CPU: `make test` decodes the
+# others (the logits of all three are compared above); CI decodes all.
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "mqa-odd" else n for n in CONFIGS]
+)
 def test_greedy_decoding_matches_transformers(name, generated):
     hf = hf_model(name)
     model = generated(name).from_float(hf.state_dict()).eval()
