@@ -6,7 +6,8 @@ Terms:
 - *row quantization*: a float weight ``[n, k]`` as int8 codes and one float32 scale a row
   (``max|row| / 127``, codes rounded half to even), as ``kernels/cpu/int8.cpp`` states it; a
   row is one token's vector, of the embedding and of a tied head alike. The activations stay
-  float32: only the weight is rounded.
+  float32, but for one row on AVX2, where they are rounded to int16 (``int8.cpp``'s
+  *product*: 1/65534 of the row's largest, against the weight's 1/254).
 - *tied*: a head whose weight is the embedding's own parameter (``tie_word_embeddings``)
   shares its codes and scales with the embedding: one table in memory, as before.
 - *head*: the layer that maps the last hidden state to the vocabulary's logits (its rows are
