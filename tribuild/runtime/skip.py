@@ -18,7 +18,6 @@ Terms:
 
 from __future__ import annotations
 
-import weakref
 from typing import Sequence
 
 import torch
@@ -26,25 +25,24 @@ import torch.nn.functional as F
 
 from tribuild.runtime import ops
 from tribuild.runtime.autotune import KernelConfig, tuned_at
+from tribuild.runtime.conv import conv2d_shape, ternary_conv2d
 from tribuild.runtime.epilogue import ACTIVATIONS, activation_name
-from tribuild.runtime.launch import (
-    conv2d_shape,
-    linear_shape,
-    quantize_activations,
-    ternary_conv2d,
-    ternary_linear,
-)
+from tribuild.runtime.linear import linear_shape, ternary_linear
 from tribuild.runtime.packing import CODES_PER_BYTE, zero_skip
+from tribuild.runtime.quantize import quantize_activations
+from tribuild.runtime.tensor_cache import TensorCache
 
 BLOCK_K = 32
-_plans: dict[int, tuple[weakref.ref, int, object]] = {}
+# (kept output channels or None, kept x columns or None, the compacted packed weight)
+Plan = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor]
+_plans: TensorCache[int, Plan] = TensorCache()  # id(packed) -> its plan
 
 
-def _plan(packed: torch.Tensor, k: int | None):
+def _plan(packed: torch.Tensor, k: int | None) -> Plan:
     """``(kept channels or None, kept x columns or None, compacted packed)``, cached."""
-    hit = _plans.get(id(packed))
-    if hit and hit[0]() is packed and hit[1] == packed._version:
-        return hit[2]
+    hit = _plans.get(id(packed), packed)
+    if hit is not None:
+        return hit
     report = zero_skip(packed, BLOCK_K)
     channels = None
     if report.channels:
@@ -61,15 +59,7 @@ def _plan(packed: torch.Tensor, k: int | None):
         compact = compact[:, kept_bytes.to(packed.device)].contiguous()
         columns = (kept_bytes[:, None] * CODES_PER_BYTE + torch.arange(CODES_PER_BYTE)).flatten()
         columns = columns[columns < k].to(packed.device)
-    plan = (channels, columns, compact)
-    key = id(packed)
-
-    def forget(ref: weakref.ref, key: int = key, plans: dict = _plans) -> None:
-        if plans.get(key, (None,))[0] is ref:
-            del plans[key]
-
-    _plans[key] = (weakref.ref(packed, forget), packed._version, plan)
-    return plan
+    return _plans.put(id(packed), packed, (channels, columns, compact))
 
 
 def _scatter(
@@ -135,14 +125,27 @@ def linear(
     )
 
 
-def _linear(x, packed, scale, bias, act, residual, **launch_kwargs):
+def _linear(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    act: str,
+    residual: torch.Tensor | None,
+    *,
+    tuned: bool = False,
+    configs: Sequence[KernelConfig] | None = None,
+    quantize: bool = False,
+) -> torch.Tensor:
     channels, columns, compact = _plan(packed, x.shape[-1])
     if columns is not None:
-        if launch_kwargs.pop("quantize", False):
-            x = quantize_activations(x, tuned=launch_kwargs.get("tuned", False))
+        if quantize:  # here, over the whole rows: the product gets x quantized already
+            x, quantize = quantize_activations(x, tuned=tuned), False
         x = x.index_select(-1, columns).contiguous()
     if channels is None:
-        return ternary_linear(x, compact, scale, bias, act, residual, **launch_kwargs)
+        return ternary_linear(
+            x, compact, scale, bias, act, residual, tuned=tuned, configs=configs, quantize=quantize
+        )
     if channels.numel() == 0:
         kept = x.new_zeros((*x.shape[:-1], 0))
     else:
@@ -153,7 +156,9 @@ def _linear(x, packed, scale, bias, act, residual, **launch_kwargs):
             _pick(bias, channels, 0),
             act,
             _pick(residual, channels, -1),
-            **launch_kwargs,
+            tuned=tuned,
+            configs=configs,
+            quantize=quantize,
         )
     return _scatter(kept, channels, packed.shape[0], bias, act, residual, kept.dim() - 1)
 
@@ -201,18 +206,40 @@ def conv2d(
 
 
 def _conv2d(
-    x, packed, scale, bias, *, kernel_size, stride, padding, groups, act, residual, **launch_kwargs
-):
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    kernel_size: int,
+    stride: int,
+    padding: int,
+    groups: int,
+    act: str,
+    residual: torch.Tensor | None,
+    tuned: bool = False,
+    configs: Sequence[KernelConfig] | None = None,
+) -> torch.Tensor:
     c = x.shape[1]
     channels, columns, compact = _plan(
         packed, c * kernel_size * kernel_size if groups == 1 else None
     )
     if columns is not None:
         return _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding)
-    conv = dict(kernel_size=kernel_size, stride=stride, padding=padding, **launch_kwargs)
     if channels is None or channels.numel() == 0:  # nothing to skip, or nothing left to compute
         return ternary_conv2d(
-            x, packed, scale, bias, act=act, residual=residual, groups=groups, **conv
+            x,
+            packed,
+            scale,
+            bias,
+            act=act,
+            residual=residual,
+            groups=groups,
+            kernel_size=kernel_size,
+            stride=stride,
+            padding=padding,
+            tuned=tuned,
+            configs=configs,
         )
     kept_groups = groups
     if groups > 1:  # one group per kept channel, over its group's input channels
@@ -227,12 +254,26 @@ def _conv2d(
         act=act,
         residual=_pick(residual, channels, 1),
         groups=kept_groups,
-        **conv,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        tuned=tuned,
+        configs=configs,
     )
     return _scatter(kept, channels, packed.shape[0], bias, act, residual, 1)
 
 
-def _conv_as_gemm(x, packed, scale, bias, act, residual, kernel_size, stride, padding):
+def _conv_as_gemm(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    act: str,
+    residual: torch.Tensor | None,
+    kernel_size: int,
+    stride: int,
+    padding: int,
+) -> torch.Tensor:
     b, _, h, w = x.shape
     oh, ow = ((d + 2 * padding - kernel_size) // stride + 1 for d in (h, w))
     patches = F.unfold(x, kernel_size, padding=padding, stride=stride).transpose(1, 2)  # [B, L, K]
