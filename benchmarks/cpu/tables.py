@@ -219,6 +219,16 @@ def markdown(report: dict) -> str:
             f"{k['bitlinear_gb_s'] / k['read_gb_s']:.0%} |",
             f"| tribuild ternary GEMV (float activations) | {k['ternary_ms']:.3f} | "
             f"{k['ternary_gb_s']:.1f} | {k['ternary_gb_s'] / k['read_gb_s']:.0%} |",
+            *(
+                [
+                    f"| tribuild 8-bit head GEMV [1x{k['head_shape'][1]}]·"
+                    f"[{k['head_shape'][2]}x{k['head_shape'][1]}]ᵀ (int8 bytes and scales) | "
+                    f"{k['head_ms']:.3f} | {k['head_gb_s']:.1f} | "
+                    f"{k['head_gb_s'] / k['read_gb_s']:.0%} |"
+                ]
+                if "head_ms" in k
+                else []
+            ),
             f"| float32 F.linear, same shape (float32 bytes) | {k['float_ms']:.3f} | "
             f"{k['float_gb_s']:.1f} | {k['float_gb_s'] / k['read_gb_s']:.0%} |",
         ]

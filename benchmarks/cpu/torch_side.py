@@ -24,11 +24,13 @@ Terms:
   function every generated ternary layer reaches), cycled over enough weights that their
   packed bytes are twice the last-level cache, so each call reads its weight from memory:
   *BitLinear* (``quantize=True``: the int8 activation quantization in the call, as -O3 fuses
-  it) and *ternary* (float activations already quantized, as -O2's separate ``act_quant``
-  leaves them). *GB/s* counts the bytes a 2-bit kernel must read (packed codes and scale),
-  whatever the backend reads. The float32 ``F.linear`` of the same shape is timed the same
-  way (its GB/s counts float32 bytes). *read bandwidth*: ``torch.sum`` over a float32 buffer
-  of 1 GiB (well past the cache) on the same threads.
+  it) and *ternary* (float activations that are no layer's marked quantized output: the
+  float-activation kernel; -O2's own ``act_quant`` output reaches the BitLinear one). *GB/s*
+  counts the bytes a 2-bit kernel must read (packed codes and scale), whatever the backend
+  reads. The 8-bit *head* (``int8.Int8Linear``, ``[1, dim] · [vocab, dim]ᵀ``) is timed the
+  same way (its GB/s counts its int8 bytes and scales), and so is the float32 ``F.linear`` of
+  the ternary shape (its GB/s counts float32 bytes). *read bandwidth*: ``torch.sum`` over a
+  float32 buffer of 1 GiB (well past the cache) on the same threads.
   (``--quick`` runs use fewer weights and a smaller buffer: figures for the smoke run only.)
 - *ResNet-18*: the zoo's ``resnet18`` target (-O2) beside its float twin
   (``Model.float_module()``) with each ternary weight replaced once by its ternarized float
@@ -248,6 +250,7 @@ def kernels(spec: dict, out: Path) -> None:
     torch = _torch(spec["threads"])
     import torch.nn.functional as F
 
+    from tribuild.runtime.int8 import Int8Linear, quantize_rows
     from tribuild.runtime.launch import backend_for, quantize_activations, ternary_linear
     from tribuild.runtime.packing import pack
 
@@ -264,12 +267,18 @@ def kernels(spec: dict, out: Path) -> None:
         packed_bytes += packed.numel() + 4
     per_layer = packed_bytes / len(weights)
     x = torch.randn(1, 1, k)
-    h = quantize_activations(x)
+    h = quantize_activations(x).clone()  # a copy is unmarked: the float-activation kernel
     dense = [torch.randn(n, k) for _ in range(max(2, math.ceil(2 * cache / (4 * n * k))))]
+    vocab = args["vocab"]  # the 8-bit head, [1, k] · [vocab, k]ᵀ, as a decode step runs it
+    heads = [
+        Int8Linear(*quantize_rows(torch.randn(vocab, k)))
+        for _ in range(max(2, math.ceil(2 * cache / (vocab * k))))
+    ]
     cases = {
         "read": [lambda: buffer.sum()],
         "bitlinear": [lambda w=w: ternary_linear(x, *w, quantize=True) for w in weights],
         "ternary": [lambda w=w: ternary_linear(h, *w) for w in weights],
+        "head": [lambda head=head: head(x) for head in heads],
         "float": [lambda w=w: F.linear(x, w) for w in dense],
     }
     rounds: dict[str, list[float]] = {name: [] for name in cases}
@@ -291,6 +300,9 @@ def kernels(spec: dict, out: Path) -> None:
     for name in ("bitlinear", "ternary"):
         figures[f"{name}_ms"] = t[name] * 1e3
         figures[f"{name}_gb_s"] = per_layer / t[name] / 1e9
+    figures["head_shape"] = [1, k, vocab]
+    figures["head_ms"] = t["head"] * 1e3
+    figures["head_gb_s"] = (vocab * k + 4 * vocab) / t["head"] / 1e9
     out.write_text(json.dumps(figures, indent=1) + "\n")
 
 
