@@ -13,8 +13,9 @@ zoo: $(BASE)
 
 # `make test`: every test but the slow families (tests marked `slow`, and those tests/conftest.py
 # marks by path: training runs, kill-point runs, torch.distributed, the Triton interpreter,
-# the real Redis server), which `make test-all` adds and CI runs (.ci/run). `make test-fast`:
-# the compiler's own tests (no torch), for the inner loop.
+# the real Redis server), which `make test-all` adds and CI runs (.ci/run); property tests try
+# a quarter of their examples without the slow ones (tests/budget.py), all of them in
+# `make test-all`. `make test-fast`: the compiler's own tests (no torch), for the inner loop.
 test: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q -m "not slow"
 
