@@ -4,8 +4,9 @@
 They are the families whose cost is of their nature, not of a bug: training runs
 (`tests/examples/test_train_*`), builds killed at every point (`tests/reliability/test_crash`),
 processes under `torch.distributed` (`tests/runtime/test_distributed`), the Triton kernels
-run through Triton's interpreter (`tests/runtime/test_kernels_*`) and the shared cache against
-a real Redis server (`tests/driver/remote/`). Each of those is also run, for a change of its
+run through Triton's interpreter (`tests/runtime/test_kernels_*`), the shared cache against
+a real Redis server (`tests/driver/remote/`), and the tuning choices shared through it, which
+are both (`tests/runtime/test_autotune_remote.py`). Each of those is also run, for a change of its
 own area, by naming it: `pytest tests/runtime/test_kernels_linear.py` ignores no marker.
 
 Property tests try fewer examples in a run that leaves the slow tests out (tests/budget.py,
@@ -28,6 +29,7 @@ SLOW_FAMILIES = (
     "tests/runtime/test_distributed.py",
     "tests/runtime/test_kernels_",
     "tests/driver/remote/",
+    "tests/runtime/test_autotune_remote.py",
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
