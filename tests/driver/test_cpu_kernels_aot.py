@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.driver.test_noop import _probe
+from tests.runtime.test_cpu_kernels_build import CHILD
 from tests.schemas import validate
 from tribuild.driver import cpu_kernels
 from tribuild.runtime.kernels.cpu import build as kernels
@@ -25,20 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPILER = kernels.find_compiler()
 needs_compiler = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler")
 
-# A fresh process of the generated code: the backend a CPU call takes, and whether the
-# library it loaded was compiled by this process (the cache's files changed) or loaded.
-CHILD = """
-import os
-os.environ.pop("TRITON_INTERPRET", None)
-import torch
-from tribuild.runtime import launch, native
-from tribuild.runtime.kernels.cpu import build
-before = {p.name: p.stat().st_mtime_ns for p in build.cache_dir().glob("*.so")}
-backend = launch.backend_for(torch.zeros(1))
-lib = native.library()
-after = {p.name: p.stat().st_mtime_ns for p in build.cache_dir().glob("*.so")}
-print(backend, lib.path.name if lib else None, "compiled" if after != before else "loaded")
-"""
+# CHILD: a fresh process of the generated code says which backend a CPU call takes and whether
+# its library was compiled or loaded (the runtime's own build test's probe).
 
 # A build in a fresh process, and which of torch and triton it imported.
 PROBE = """
