@@ -7,7 +7,8 @@ Terms:
   little-endian, row-major.
 - *entry* (``Entry``): a tensor's file, dtype, shape and byte range, read from the header
   alone: a loader checks every key and shape before it reads any data.
-- ``Entry.read()`` reads the bytes into a new tensor with plain file reads. Not
+- ``Entry.read()`` reads the bytes into a new tensor with plain file reads; ``Entry.map()``
+  maps the tensor's byte range alone, for a tensor consumed and dropped at once. Not
   ``safetensors.safe_open``, which maps the whole file: every tensor read through it keeps
   its file's pages in the process's resident memory until the last one is freed, so a
   loader that packs a float checkpoint tensor by tensor would still peak at the file's size.
