@@ -136,6 +136,55 @@ def test_outputs_match_the_float64_oracle(lib, m, n, k, act):
     torch.testing.assert_close(out.double(), expected, rtol=2e-6, atol=2e-6 * float(y.abs().max()))
 
 
+@pytest.mark.parametrize("act", ["none", "relu", "relu6"])
+@pytest.mark.parametrize("channel_scale", [0, 1])
+@pytest.mark.parametrize("operands", ["both", "none"])
+@pytest.mark.parametrize("m,n", [(1, 10), (3, 9), (34, 8)])
+def test_epilogue_is_bit_exact(lib, m, n, act, channel_scale, operands):
+    """The epilogue, whole groups of 4 outputs at once on AVX2 and one at a time otherwise (the
+    last, partial group), rounds exactly as its float32 formula, one operation at a time:
+    ``act((float(sum c q) / s) * scale + bias + residual)``, NaN and -0 included."""
+    k = 300
+    codes, packed = weights(n, k, 5)
+    x = activations(m, k, 6)
+    gen = torch.Generator().manual_seed(7)
+    scale = torch.rand(n if channel_scale else 1, generator=gen) + 0.5
+    bias = torch.randn(n, generator=gen) if operands == "both" else None
+    residual = torch.randn(m, n, generator=gen) * 20 if operands == "both" else None
+    if residual is not None:
+        residual[0, :3] = torch.tensor([float("nan"), 6.5, -1e30])  # NaN, above 6, far below 0
+    w = repack(lib, packed, n, k)
+    raw = torch.empty(m, n, dtype=torch.int32)
+    lib.cdll.tb_linear_raw(x.data_ptr(), m, k, w.data_ptr(), n, raw.data_ptr(), EPS, 1)
+    _, s = integer_reference(x, codes)
+    y = raw.float() / s[:, None]
+    y = y * scale
+    y = y + bias if bias is not None else y
+    y = y + residual if residual is not None else y
+    if act == "relu":  # activate(): y > 0 ? y : 0
+        y = torch.where(y > 0, y, torch.zeros(()))
+    elif act == "relu6":  # std::min(std::max(y, 0), 6): NaN passes, -0 stays
+        y = torch.where(y < 0, torch.zeros(()), y)
+        y = torch.where(y > 6, torch.full((), 6.0), y)
+    out = torch.empty(m, n)
+    lib.cdll.tb_linear(
+        x.data_ptr(),
+        m,
+        k,
+        w.data_ptr(),
+        n,
+        scale.data_ptr(),
+        channel_scale,
+        None if bias is None else bias.data_ptr(),
+        None if residual is None else residual.data_ptr(),
+        native.ACT_CODES[act],
+        out.data_ptr(),
+        EPS,
+        2,
+    )
+    assert torch.equal(out.view(torch.int32), y.view(torch.int32))  # bits, NaN and -0 included
+
+
 @pytest.mark.parametrize("act", ["none", "gelu"])
 @pytest.mark.parametrize("m,n,k", [(1, 1, 3), (2, 13, 200), (17, 6, 1100), (300, 5, 131)])
 def test_float_activations_match_the_float64_oracle(lib, m, n, k, act):
