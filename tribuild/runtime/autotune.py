@@ -40,12 +40,16 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from tribuild.base.files import OWN_FILE_BYTES, read_regular
 from tribuild.base.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tribuild.runtime.tuning import RemoteTuning
 
 CACHE_VERSION = 1
 CPU_BENCH_REPEATS = 3
@@ -66,12 +70,12 @@ class KernelConfig:
         """The keyword arguments of a kernel launch: block sizes, ``num_warps``, ``num_stages``."""
         return {**dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:  # a JSON object
         data = {"meta": dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
         return {**data, "kernel": self.kernel} if self.kernel else data
 
     @staticmethod
-    def from_json(data: dict) -> KernelConfig:
+    def from_json(data: dict[str, Any]) -> KernelConfig:
         return KernelConfig(
             tuple(sorted((str(k), int(v)) for k, v in data["meta"].items())),
             int(data["num_warps"]),
@@ -250,7 +254,8 @@ def gpu_ms(fn: Callable[[], object], device: torch.device, replays: int = GPU_RE
             graph.replay()
             end.record()
         torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
+    times: list[float] = [start.elapsed_time(end) for start, end in events]
+    return statistics.median(times)
 
 
 def bench(fn: Callable[[], None], device: torch.device) -> float:
@@ -271,10 +276,10 @@ class AutotuneCache:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._entries: dict[str, dict] | None = None
+        self._entries: dict[str, dict[str, Any]] | None = None  # tuning key -> a config's JSON
         self._parsed: dict[str, KernelConfig] = {}  # configs of _entries already parsed
 
-    def _read(self) -> dict[str, dict]:
+    def _read(self) -> dict[str, dict[str, Any]]:
         try:
             data = json.loads(read_regular(str(self.path), OWN_FILE_BYTES))  # no FIFO, no link
             entries = data["entries"] if data.get("version") == CACHE_VERSION else {}
@@ -391,7 +396,7 @@ def _fastest(
     return min(times, key=times.__getitem__)
 
 
-def _remote_tuning():
+def _remote_tuning() -> RemoteTuning | None:
     """The remote cache's tuning choices (``tribuild.runtime.tuning``) when
     ``TRIBUILD_REMOTE_CACHE`` names a server, else None (nothing imported)."""
     if not os.environ.get("TRIBUILD_REMOTE_CACHE"):
@@ -401,7 +406,9 @@ def _remote_tuning():
     return remote_tuning()
 
 
-def _shared_choice(remote, full_key: str, candidates: Sequence[KernelConfig]):
+def _shared_choice(
+    remote: RemoteTuning, full_key: str, candidates: Sequence[KernelConfig]
+) -> KernelConfig | None:
     """The choice the remote holds for ``full_key`` if it is one of ``candidates``."""
     found = remote.get(full_key)
     try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -216,5 +216,5 @@ def _check(
     return problems
 
 
-def _is_scale(key: str, ternary: dict) -> bool:
+def _is_scale(key: str, ternary: Container[str]) -> bool:
     return key.endswith("_scale") and key[: -len("_scale")] in ternary

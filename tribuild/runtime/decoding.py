@@ -90,7 +90,7 @@ def active() -> KVCache | None:
     return getattr(_ACTIVE, "cache", None)
 
 
-_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+_TABLES: dict[tuple[object, ...], tuple[torch.Tensor, torch.Tensor]] = {}
 """cos and sin tables by (theta, D, dtype, device), for positions 0 .. len - 1."""
 
 

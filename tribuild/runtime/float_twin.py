@@ -97,12 +97,14 @@ class FloatMultiHeadAttention(nn.Module):
         qkv = F.linear(x, w, self.in_proj_bias)
         q, k, v = qkv.reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v)
-        return self.out_proj(o.transpose(1, 2).reshape(n, t, d))
+        out: torch.Tensor = self.out_proj(o.transpose(1, 2).reshape(n, t, d))
+        return out
 
 
 def _rebuild_twin(module_name: str, path: str, qualname: str) -> nn.Module:
     cls = float_class(generated_class(module_name, path, qualname))
-    return cls.__new__(cls)
+    twin: nn.Module = cls.__new__(cls)
+    return twin
 
 
 class FloatModule(FollowsDtypes):
@@ -113,10 +115,11 @@ class FloatModule(FollowsDtypes):
     def trits(self, name: str) -> torch.Tensor:
         return nearest_trits_ste(getattr(self, name))
 
-    def __reduce_ex__(self, protocol: Any) -> tuple:
+    def __reduce_ex__(self, protocol: Any) -> tuple[object, ...]:
         cls = self.GENERATED
         where = (cls.__module__, class_file(cls), cls.__qualname__)
-        return _rebuild_twin, where, self.__getstate__()
+        state = self.__getstate__()  # type: ignore[no-untyped-call]  # torch's is unannotated
+        return _rebuild_twin, where, state
 
 
 def float_class(cls: Any) -> Any:

@@ -23,6 +23,10 @@ from typing import Any, Callable
 
 from tribuild.base.hashing import digest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import torch  # for annotations only: importing a kernel file imports torch, not this
+
 
 def _import_path(name: str, path: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
@@ -38,14 +42,15 @@ def _import_path(name: str, path: str) -> ModuleType:
     return module
 
 
-def load_kernel_file(path: str) -> Callable:
+def load_kernel_file(path: str) -> Callable[..., torch.Tensor]:
     """The ``run`` function of the kernel file at ``path``, imported once."""
     resolved = Path(path).resolve()
     name = f"tribuild_kernels.{resolved.stem}"
     module = sys.modules.get(name)
     if module is None or Path(module.__file__ or "").resolve() != resolved:
         module = _import_path(name, str(resolved))
-    return module.run
+    run: Callable[..., torch.Tensor] = module.run
+    return run
 
 
 def load_kernels(module_file: str, keys: tuple[str, ...]) -> SimpleNamespace:

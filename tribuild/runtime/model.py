@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar, overload
 
 import torch
 from torch import nn
@@ -112,7 +112,8 @@ def _shape(shape: tuple[int, ...] | torch.Size) -> str:
 def _rebuild(module_name: str, path: str, qualname: str) -> nn.Module:
     """An empty instance of a generated class, for pickle to fill with ``__setstate__``."""
     cls = generated_class(module_name, path, qualname)
-    return cls.__new__(cls)
+    empty: nn.Module = cls.__new__(cls)
+    return empty
 
 
 M = TypeVar("M", bound=nn.Module)
@@ -179,8 +180,8 @@ class FollowsDtypes(nn.Module):
 
     input_dtypes: tuple[torch.dtype, ...] = ()
 
-    def _apply(self, fn: Any, recurse: bool = True) -> "FollowsDtypes":
-        out = super()._apply(fn, recurse)
+    def _apply(self, fn: Any, recurse: bool = True) -> Self:
+        out: Self = super()._apply(fn, recurse)  # type: ignore[no-untyped-call]  # torch's is unannotated
         if self.input_dtypes:  # what the move does to a float tensor of each declared dtype
             self.input_dtypes = tuple(fn(torch.empty(0, dtype=d)).dtype for d in self.input_dtypes)
         return out
@@ -189,20 +190,25 @@ class FollowsDtypes(nn.Module):
 class Module(FollowsDtypes):
     """The base of every generated class (see the module doc)."""
 
-    ARGS: dict = {}
+    ARGS: dict[str, Any] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "forward" in cls.__dict__:
             register_class(cls)
 
-    def __reduce_ex__(self, protocol: Any) -> tuple:
+    def __reduce_ex__(self, protocol: Any) -> tuple[object, ...]:
         cls = type(self)
-        return _rebuild, (cls.__module__, class_file(cls), cls.__qualname__), self.__getstate__()
+        state = self.__getstate__()  # type: ignore[no-untyped-call]  # torch's is unannotated
+        return _rebuild, (cls.__module__, class_file(cls), cls.__qualname__), state
 
     @classmethod
     def from_float(
-        cls, state_dict: Mapping[str, torch.Tensor], strict: bool = True, prefix: str = "", **args
+        cls,
+        state_dict: Mapping[str, torch.Tensor],
+        strict: bool = True,
+        prefix: str = "",
+        **args: Any,
     ) -> "Module":
         """A frozen instance, in eval mode, with the ternarized, packed weights of a float
         ``state_dict`` (the one of ``float_module()``, or of a pretrained model with the same
@@ -427,7 +433,11 @@ class Module(FollowsDtypes):
 
 
 class ModuleList(nn.ModuleList):
-    def __getitem__(self, idx):
+    @overload
+    def __getitem__(self, idx: slice) -> nn.ModuleList: ...
+    @overload
+    def __getitem__(self, idx: int) -> nn.Module: ...
+    def __getitem__(self, idx: int | slice) -> nn.Module | nn.ModuleList:
         if type(idx) is int and idx >= 0:
             module = self._modules.get(
                 str(idx)

@@ -70,7 +70,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
 import torch
 import torch.nn.functional as F
@@ -261,8 +261,14 @@ class TernaryLayer(nn.Module):
             if not empty:
                 self.register_parameter(f"latent_{name}", nn.Parameter(torch.empty(shape)))
         self.has_latent = not empty
-        self._folded: tuple[tuple, tuple[torch.Tensor, torch.Tensor | None]] | None = None
-        self._dense: dict[str | tuple[str, int], tuple] = {}
+        # (what the fold depends on, the folded (scale, bias))
+        self._folded: tuple[tuple[object, ...], tuple[torch.Tensor, torch.Tensor | None]] | None = (
+            None
+        )
+        # name, or (name, id of a scale) -> (packed, scale, dtype, the dense weight)
+        self._dense: dict[
+            str | tuple[str, int], tuple[torch.Tensor, torch.Tensor, torch.dtype, torch.Tensor]
+        ] = {}
         self._synced: dict[str, tuple[int, int]] = {}
 
     def _init_linear_like(self, name: str, bias: torch.Tensor | None) -> None:
@@ -366,12 +372,16 @@ class TernaryLayer(nn.Module):
         already by ``load_state_dict`` and ``tribuild.runtime.model.Module.freeze``)."""
         self._dense = {}
 
-    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+    def _save_to_state_dict(
+        self, destination: dict[str, Any], prefix: str, keep_vars: bool
+    ) -> None:
         if self.has_latent and not torch.compiler.is_compiling():
             self.sync_latents()
         super()._save_to_state_dict(destination, prefix, keep_vars)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+    def _load_from_state_dict(
+        self, state_dict: Mapping[str, Any], prefix: str, *args: Any, **kwargs: Any
+    ) -> None:
         follow_latents(self, state_dict, prefix, self.TERNARY)
         self.has_latent = any(
             self._parameters.get(f"latent_{n}") is not None for n, _ in self.TERNARY
@@ -382,8 +392,8 @@ class TernaryLayer(nn.Module):
         if self.has_latent:
             self.sync_latents()
 
-    def _apply(self, fn, recurse: bool = True):
-        super()._apply(fn, recurse)
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]  # torch's is unannotated
         for name, _ in self.TERNARY:  # the scales stay float32 (see the module doc)
             scale = self._buffers[f"{name}_scale"]
             if scale.dtype != torch.float32:
@@ -391,18 +401,19 @@ class TernaryLayer(nn.Module):
         self._dense, self._folded = {}, None
         return self
 
-    def __getstate__(self) -> dict:
-        state = super().__getstate__().copy()
+    def __getstate__(self) -> dict[str, Any]:
+        # torch's is unannotated: the module's __dict__, copied
+        state: dict[str, Any] = super().__getstate__().copy()  # type: ignore[no-untyped-call]
         state["_dense"], state["_folded"], state["_synced"] = {}, None, {}
         for attr in self.KERNEL_ATTRS:
             state[attr] = _kernel_state(state.get(attr))
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
         for attr in self.KERNEL_ATTRS:
             state[attr] = _kernel_from_state(state.get(attr))
-        super().__setstate__(state)
+        super().__setstate__(state)  # type: ignore[no-untyped-call]  # torch's is unannotated
 
     @staticmethod
     def dense_epilogue(
@@ -479,7 +490,13 @@ class TernaryLayer(nn.Module):
             scale, bias = self.folded(scale, bias, bn)
         return self.run(x, scale, bias, act, residual, kernel)
 
-    def _traced_fused(self, x, bn, act, residual) -> torch.Tensor:
+    def _traced_fused(
+        self,
+        x: torch.Tensor,
+        bn: nn.BatchNorm2d | None,
+        act: str | None,
+        residual: torch.Tensor | None,
+    ) -> torch.Tensor:
         """The eval-mode fused call of a layer with latent weights, in a traced graph."""
         y = self.forward(x)
         y = bn(y) if bn is not None else y
@@ -532,7 +549,15 @@ class TernaryLinear(TernaryLayer):
         self._init_linear_like("weight", self.bias)
         self.sync_latents()
 
-    def run(self, x, scale, bias, act, residual, kernel):
+    def run(
+        self,
+        x: torch.Tensor,
+        scale: torch.Tensor,
+        bias: torch.Tensor | None,
+        act: str | None,
+        residual: torch.Tensor | None,
+        kernel: Kernel | None,
+    ) -> torch.Tensor:
         if backend_for(x) == "torch":
             y = F.linear(x, self.dense_weight("weight", x.dtype, scale), _same_dtype(bias, x))
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
@@ -602,7 +627,15 @@ class TernaryConv2d(TernaryLayer):
     def _conv(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return dense_conv2d(x, w, bias, self.stride, self.padding, self.groups)
 
-    def run(self, x, scale, bias, act, residual, kernel):
+    def run(
+        self,
+        x: torch.Tensor,
+        scale: torch.Tensor,
+        bias: torch.Tensor | None,
+        act: str | None,
+        residual: torch.Tensor | None,
+        kernel: Kernel | None,
+    ) -> torch.Tensor:
         if backend_for(x) in DENSE_BACKENDS:
             y = self._conv(x, self.dense_weight("weight", x.dtype, scale), _same_dtype(bias, x))
             return y if act is None and residual is None else self.dense_epilogue(y, act, residual)
@@ -698,4 +731,5 @@ class MultiHeadAttention(TernaryLayer):
             )
         q, k, v = qkv.reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v)
-        return self.out_proj(o.transpose(1, 2).reshape(n, t, d))
+        out: torch.Tensor = self.out_proj(o.transpose(1, 2).reshape(n, t, d))
+        return out

@@ -40,7 +40,9 @@ def pack_transformers(codes: torch.Tensor) -> torch.Tensor:
     return packed.to(torch.uint8)
 
 
-def packed_tensors(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict:
+def packed_tensors(
+    model: torch.nn.Module, dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
     """The tensors ``save_checkpoint`` writes, by key (see the module doc)."""
     state = {  # state_dict() packs the latent weights, which are then left out
         k: v.detach()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch.autograd.function import FunctionCtx
 
 EPS = 1e-5
 SCALE_MODES = ("tensor", "channel")
@@ -67,17 +68,21 @@ class _TernarySTE(torch.autograd.Function):
     """Forward: ``g · codes`` in ``w``'s dtype. Backward: the gradient, unchanged."""
 
     @staticmethod
-    def forward(ctx, w: torch.Tensor, scale: str) -> torch.Tensor:
+    def forward(ctx: FunctionCtx, w: torch.Tensor, scale: str) -> torch.Tensor:
         return dequantize(*ternarize(w, scale)).to(w.dtype)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
+
+
+# ``Function.apply`` as each function's forward takes it (torch leaves ``apply`` unannotated)
+_ternary_ste: Callable[[torch.Tensor, str], torch.Tensor] = _TernarySTE.apply
 
 
 def ternarize_ste(w: torch.Tensor, scale: str = "tensor") -> torch.Tensor:
     """The fake-quantized weight ``g · codes`` for quantization-aware training (STE gradient)."""
-    return _TernarySTE.apply(w, scale)
+    return _ternary_ste(w, scale)
 
 
 def nearest_trits(w: torch.Tensor) -> torch.Tensor:
@@ -87,7 +92,7 @@ def nearest_trits(w: torch.Tensor) -> torch.Tensor:
 
 def nearest_trits_ste(w: torch.Tensor) -> torch.Tensor:
     """``nearest_trits`` for quantization-aware training (STE gradient)."""
-    return _StraightThrough.apply(w, nearest_trits)
+    return _straight_through(w, nearest_trits)
 
 
 def _quantize_activations(x: torch.Tensor) -> torch.Tensor:
@@ -105,18 +110,23 @@ class _StraightThrough(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx, x: torch.Tensor, round_off: Callable[[torch.Tensor], torch.Tensor]
+        ctx: FunctionCtx, x: torch.Tensor, round_off: Callable[[torch.Tensor], torch.Tensor]
     ) -> torch.Tensor:
         return round_off(x)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
+
+
+_straight_through: Callable[
+    [torch.Tensor, Callable[[torch.Tensor], torch.Tensor]], torch.Tensor
+] = _StraightThrough.apply
 
 
 def quantize_activations(x: torch.Tensor) -> torch.Tensor:
     """Per-token int8 absmax fake quantization over the last dim, in ``x``'s dtype; while
     autograd records, its gradient is the straight-through estimator's."""
     if x.requires_grad and torch.is_grad_enabled():
-        return _StraightThrough.apply(x, _quantize_activations)
+        return _straight_through(x, _quantize_activations)
     return _quantize_activations(x)

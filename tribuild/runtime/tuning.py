@@ -16,10 +16,11 @@ goes down for the process at its first error (``link``), so a dead server costs 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from tribuild.remote import Link, entries, secret, settings
+from tribuild.remote import Link, RemoteSettings, entries, secret, settings
 
-_LINKS: dict[tuple, Link] = {}
+_LINKS: dict[tuple[object, ...], Link] = {}  # a setting's identity -> its link
 
 
 class RemoteTuning:
@@ -35,7 +36,7 @@ class RemoteTuning:
             self.link.settings.prefix, entries.content_digest(full.encode())
         )
 
-    def get(self, tuning_key: str) -> dict | None:
+    def get(self, tuning_key: str) -> dict[str, Any] | None:  # a config's JSON object
         if not self.link.settings.read:
             return None
         full, key = self.key(tuning_key)
@@ -53,7 +54,7 @@ class RemoteTuning:
             self.link.refuse(f"the tuning of `{tuning_key}`", "its body is not readable")
         return None
 
-    def put(self, tuning_key: str, config: dict) -> None:
+    def put(self, tuning_key: str, config: dict[str, Any]) -> None:
         if not self.link.settings.write:
             return
         full, key = self.key(tuning_key)
@@ -75,7 +76,7 @@ def remote_tuning() -> RemoteTuning | None:
     return RemoteTuning(link, getattr(triton, "__version__", "unknown"))
 
 
-def _identity(chosen) -> tuple:
+def _identity(chosen: RemoteSettings) -> tuple[object, ...]:
     return (
         chosen.url,
         chosen.read,

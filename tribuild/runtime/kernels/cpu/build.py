@@ -208,7 +208,7 @@ class Library(NamedTuple):
 
 
 _P, _I, _F, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
-SIGNATURES: dict[str, tuple[object, list]] = {
+SIGNATURES: dict[str, tuple[object, list[object]]] = {  # name -> (restype, argtypes)
     "tb_isa": (ctypes.c_char_p, []),
     "tb_layout_bytes": (_I, [_I, _I]),
     "tb_repack": (None, [_P, _I, _I, _P]),
