@@ -99,8 +99,8 @@ def prepare(spec: dict, out: Path) -> None:
     from tests.codegen.harness import build, write
 
     module_dir = Path(spec["module"]).parent
-    if not Path(spec["module"]).exists():
-        write(build(ENTRY, spec["target_args"], spec["opt_level"]), module_dir)
+    # every run: the module is tribuild's code under test, not an input to keep
+    write(build(ENTRY, spec["target_args"], spec["opt_level"]), module_dir)
     args = dict(import_generated(spec["module"]).Model.ARGS)
     folder = Path(spec["checkpoint"])
     if not (folder / "config.json").exists():

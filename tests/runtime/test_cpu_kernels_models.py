@@ -85,6 +85,34 @@ def test_at_O2_the_separate_quantization_reaches_the_integer_kernels(model, tmp_
     assert not native.quantized(h)
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 2560), (2, 3, 7), (1, 5, 1031), (4, 6912)])
+def test_the_runtime_rms_norm_is_one_native_call_on_the_cpu_backend(shape):
+    """decoding.RMSNorm: within float32 rounding of nn.RMSNorm on the cpu backend (a sum in
+    double, not PyTorch's float32 order), nn.RMSNorm's own bits on the torch backend and
+    under autograd."""
+    from tribuild.runtime.decoding import RMSNorm
+
+    norm = RMSNorm(shape[-1], eps=1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(torch.rand(shape[-1], generator=torch.Generator().manual_seed(4)) + 0.5)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(5)) * 3
+    expected = torch.nn.functional.rms_norm(x, (shape[-1],), norm.weight.detach(), 1e-5)
+    calls = []
+    real = native.library
+    with launch.force_backend("cpu"), torch.no_grad():
+        native.library = lambda *a: calls.append(1) or real(*a)
+        try:
+            found = norm(x)
+        finally:
+            native.library = real
+    assert calls
+    torch.testing.assert_close(found, expected, rtol=1e-6, atol=1e-6)
+    with launch.force_backend("torch"), torch.no_grad():
+        assert torch.equal(norm(x), expected)
+    with launch.force_backend("cpu"):
+        assert torch.equal(norm(x.requires_grad_()).detach(), expected)
+
+
 def test_traced_calls_are_the_cpu_operator(model):
     block = model.model.layers[0]  # a generated decoder layer: attention and MLP, 7 projections
     x = torch.randn(1, 5, ARGS["dim"], generator=torch.Generator().manual_seed(2))

@@ -78,8 +78,10 @@ def builtin(layer: LayerV, path: MemberPath, kernels: Kernels, class_of: ClassOf
             options += f", bias={a['bias']}" if a["bias"] != (not ternary) else ""
             tail = _scale(a) + _kernel_kw(path, kernels) if ternary else ""
             return f"{head}({a['in_channels']}, {a['out_channels']}, {a['kernel']}{options}{tail})"
-        case "BatchNorm2d" | "LayerNorm" | "RMSNorm":
+        case "BatchNorm2d" | "LayerNorm":
             return f"nn.{layer.name}({a['features']}, eps={literal(_float(a, 'eps'))})"
+        case "RMSNorm":  # nn.RMSNorm, one native call a row on the CPU
+            return f"decoding.RMSNorm({a['features']}, eps={literal(_float(a, 'eps'))})"
         case "Embedding":
             return f"decoding.Embedding({a['vocab']}, {a['dim']})"
         case "Dropout":

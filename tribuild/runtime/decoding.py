@@ -149,6 +149,48 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
     )
 
 
+class RMSNorm(nn.RMSNorm):
+    """``nn.RMSNorm`` (the same parameters and state_dict) whose inference on the ``cpu``
+    backend is one native call (``kernels/cpu/norm.cpp``): a decode step's norms
+    are vectors of a few thousand floats, where ``torch.rms_norm``'s eight dispatched
+    operations cost more than the arithmetic. Anywhere else (the torch backend, autograd,
+    tracing, other dtypes or devices) it is ``nn.RMSNorm`` itself."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from tribuild.runtime import backends, native
+
+        weight = self.weight
+        if (
+            x.device.type != "cpu"
+            or x.dtype != torch.float32
+            or (
+                torch.is_grad_enabled()
+                and (x.requires_grad or (weight is not None and weight.requires_grad))
+            )
+            or len(self.normalized_shape) != 1
+            or (weight is not None and weight.dtype != torch.float32)
+            or torch.compiler.is_compiling()
+            or torch.jit.is_tracing()
+            or torch.jit.is_scripting()
+            or backends.backend_for(x) != "cpu"  # the native backend's, as its linear layers
+        ):
+            return super().forward(x)
+        lib = native.library()
+        if lib is None:  # the cpu backend forced where the kernels cannot be had
+            return super().forward(x)
+        x2 = x.contiguous()
+        out = torch.empty_like(x2)
+        k = x2.shape[-1]
+        m = x2.numel() // k if k else 0
+        eps = torch.finfo(torch.float32).eps if self.eps is None else self.eps
+        w = None if weight is None else weight.detach().contiguous()
+        if m:
+            lib.cdll.tb_rms_norm(
+                x2.data_ptr(), m, k, None if w is None else w.data_ptr(), eps, out.data_ptr()
+            )
+        return out
+
+
 class Embedding(nn.Embedding):
     """Token embedding: integer ids ``[...]`` to vectors ``[..., dim]``."""
 
