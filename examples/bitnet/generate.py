@@ -70,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.random:
             torch.manual_seed(0)
             model = module.Model().freeze()
-        else:
-            model = load_checkpoint(module.Model, args.checkpoint)
+        else:  # 8-bit head, embedding rows read from the file (tribuild.runtime.int8)
+            int8 = args.float_layers == "int8"
+            model = load_checkpoint(module.Model, args.checkpoint, int8_floats=int8)
     except (CheckpointError, ImportError) as err:
         fail(str(err))
     model = model.to(args.device).eval()
-    if args.float_layers == "int8":
+    if args.float_layers == "int8" and args.random:
         from tribuild.runtime.int8 import quantize_floats
 
         quantize_floats(model)

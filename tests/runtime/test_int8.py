@@ -117,6 +117,25 @@ def test_a_tied_lm_holds_one_8_bit_table_and_its_logits_stay_close(Model, tmp_pa
     assert "codes" in "".join(model.state_dict()) and "lm_head.weight" not in model.state_dict()
 
 
+def test_a_mapped_embedding_reads_the_checkpoints_rows_exactly(Model, tmp_path):
+    """What load_checkpoint(int8_floats=True) does with an embedding: rows read from the file's
+    own tensor (bfloat16 here, as bitnet-b1.58-2B-4T ships it), not 8-bit ones; the tied head
+    still gets its 8-bit table."""
+    from tribuild.runtime.safetensors_io import entries
+
+    packed_folder(Model, tmp_path)
+    plain = load_checkpoint(Model, tmp_path)
+    table = entries(tmp_path / "model.safetensors")["model.embed_tokens.weight"].map(populate=False)
+    model = load_checkpoint(Model, tmp_path)
+    int8.quantize_floats(model, min_weights=1, mapped={"model.embed_tokens": table})
+    embed, head = model.model.embed_tokens, model.lm_head
+    assert isinstance(embed, int8.MappedEmbedding) and isinstance(head, int8.Int8Linear)
+    with torch.no_grad():
+        assert torch.equal(embed(ids()), plain.model.embed_tokens(ids()))
+        hidden = plain.model(ids())
+        torch.testing.assert_close(model(ids()), head(hidden), rtol=0, atol=0)
+
+
 def test_a_last_only_step_gives_the_last_positions_logits(Model, tmp_path):
     model = int8.quantize_floats(Model.from_float(float_state(Model)), min_weights=1)
     with torch.no_grad():

@@ -53,7 +53,7 @@ class Source(NamedTuple):
     dtype: torch.dtype
     shape: tuple[int, ...]
     read: Callable[..., torch.Tensor]  # read(into=None): see safetensors_io.Entry.read
-    map: Callable[[], torch.Tensor] | None = None  # safetensors_io.Entry.map, for a file
+    map: Callable[..., torch.Tensor] | None = None  # safetensors_io.Entry.map, for a file
 
 
 def folder_sources(folder: str | Path) -> tuple[dict[str, Source], dict[str, str]]:
@@ -97,14 +97,23 @@ def load_checkpoint(
     cls: type[torch.nn.Module], folder: str | Path, int8_floats: bool = False
 ) -> torch.nn.Module:
     """A new instance of ``cls`` (a generated module's class) with the folder's weights, in
-    eval mode (see the module doc); with ``int8_floats``, its large float layers (an LM's
-    embedding and head) in 8 bits (``int8.quantize_floats``: to run, not to save)."""
+    eval mode (see the module doc); with ``int8_floats``, its large float layers in 8 bits
+    (``int8.quantize_floats``: to run, not to save), but for the embeddings, which read the
+    file's own rows (``int8.MappedEmbedding``)."""
     sources, tied = folder_sources(folder)
     model = _load(cls, sources, tied, str(folder))
     if int8_floats:
         from tribuild.runtime.int8 import quantize_floats
 
-        quantize_floats(model)
+        mapped = {  # embeddings stay exact, read from the file a row at a time
+            name: source.map(populate=False)
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Embedding)
+            and (source := sources.get(f"{name}.weight")) is not None
+            and source.map is not None
+            and source.dtype.is_floating_point
+        }
+        quantize_floats(model, mapped=mapped)
     return model
 
 

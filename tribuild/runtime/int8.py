@@ -122,11 +122,40 @@ class Int8Embedding(nn.Module):
         return f"{self.num_embeddings}, {self.embedding_dim}, int8"
 
 
-def quantize_floats(model: nn.Module, min_weights: int = MIN_WEIGHTS) -> nn.Module:
+class MappedEmbedding(nn.Module):
+    """Token ids ``[...]`` to rows of ``table`` as float32: a checkpoint's own embedding tensor
+    mapped from its file (``safetensors_io.Entry.map(populate=False)``), so only the rows
+    looked up are read and resident; exact, where 8-bit rows move a BitNet LM's logits far
+    more than an 8-bit head does (their rounding runs through every layer's activation
+    quantization)."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = table.shape
+        self.table = table
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        decoding.check_ids(ids, self.num_embeddings)
+        return F.embedding(ids, self.table).to(torch.float32)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:  # type: ignore[no-untyped-def]
+        destination[prefix + "weight"] = self.table.to(torch.float32)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, mapped {self.table.dtype}"
+
+
+def quantize_floats(
+    model: nn.Module,
+    min_weights: int = MIN_WEIGHTS,
+    mapped: dict[str, torch.Tensor] | None = None,
+) -> nn.Module:
     """``model`` with its float ``nn.Linear`` and ``nn.Embedding`` layers of at least
     ``min_weights`` weights replaced by 8-bit ones (see the module doc), in place; a weight
-    shared by several layers (tied) is quantized once. For inference: raises ``ValueError``
-    on a model in training mode."""
+    shared by several layers (tied) is quantized once. ``mapped`` (an embedding's module name
+    to its checkpoint tensor, mapped: ``checkpoint.load_checkpoint`` passes them) makes those
+    embeddings ``MappedEmbedding``s instead of 8-bit ones. For inference: raises
+    ``ValueError`` on a model in training mode."""
     if model.training:
         raise ValueError("quantize_floats is for inference: call model.eval() first")
     done: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -148,7 +177,9 @@ def quantize_floats(model: nn.Module, min_weights: int = MIN_WEIGHTS) -> nn.Modu
                 continue
             codes, scale = rows_of(weight)
             new: nn.Module
-            if isinstance(module, nn.Embedding):
+            if isinstance(module, nn.Embedding) and mapped and name in mapped:
+                new = MappedEmbedding(mapped[name])
+            elif isinstance(module, nn.Embedding):
                 new = Int8Embedding(codes, scale)
             else:
                 bias = None if module.bias is None else module.bias.detach()

@@ -73,16 +73,18 @@ class Entry(NamedTuple):
                 done += got
         return out.view(self.dtype).reshape(self.shape)
 
-    def map(self) -> torch.Tensor:
+    def map(self, populate: bool = True) -> torch.Tensor:
         """The tensor over the file's own pages: a read-only map of its byte range, faulted in
-        at once (``MAP_POPULATE``), that lives as long as the tensor and its views do. A
-        loader that ternarizes each weight and drops it copies nothing and keeps no page
-        resident past its weight (a map of the whole file would keep them all)."""
+        at once (``MAP_POPULATE``, unless ``populate`` is false: then a page is read when first
+        touched), that lives as long as the tensor and its views do. A loader that ternarizes
+        each weight and drops it copies nothing and keeps no page resident past its weight (a
+        map of the whole file would keep them all); an embedding read a row at a time keeps
+        only the rows it looked up."""
         size = self.end - self.begin
         if size == 0:
             return torch.empty(self.shape, dtype=self.dtype)
         start = self.begin - self.begin % mmap.ALLOCATIONGRANULARITY
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
         with open(self.path, "rb") as f:
             length = self.end - start
             region = mmap.mmap(f.fileno(), length, flags=flags, prot=mmap.PROT_READ, offset=start)
