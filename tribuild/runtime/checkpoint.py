@@ -52,7 +52,7 @@ class Source(NamedTuple):
 
     dtype: torch.dtype
     shape: tuple[int, ...]
-    read: Callable[..., torch.Tensor]  # read(into=None): see safetensors_io.Entry.read
+    read: Callable[[], torch.Tensor]
     map: Callable[..., torch.Tensor] | None = None  # safetensors_io.Entry.map, for a file
 
 
@@ -126,8 +126,8 @@ def load_tensors(
     return _load(cls, sources, {}, where, copied=True)
 
 
-def _given(value: torch.Tensor) -> Callable[..., torch.Tensor]:
-    return lambda into=None: value
+def _given(value: torch.Tensor) -> Callable[[], torch.Tensor]:
+    return lambda: value
 
 
 def _load(

@@ -37,16 +37,15 @@ MIN_WEIGHTS = 1 << 20  # smaller float layers stay as they are: their bytes do n
 def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(codes int8 [n, k], scale float32 [n])`` of a float weight (see *row quantization*)."""
     w = weight.detach().to(torch.float32).contiguous()
-    n, k = w.shape
-    codes = torch.empty(n, k, dtype=torch.int8)
-    scale = torch.empty(n, dtype=torch.float32)
-    lib = native.library("an 8-bit layer") if not w.is_cuda else None
-    if lib is not None and w.device.type == "cpu":
+    lib = native.library("an 8-bit layer") if w.device.type == "cpu" else None
+    if lib is not None:
+        n, k = w.shape
+        codes = torch.empty(n, k, dtype=torch.int8)
+        scale = torch.empty(n, dtype=torch.float32)
         threads = torch.get_num_threads()
         lib.cdll.tb_i8_quantize(w.data_ptr(), n, k, codes.data_ptr(), scale.data_ptr(), threads)
         return codes, scale
-    amax = w.abs().amax(dim=1)
-    scale = (amax / 127.0).to(w.device)
+    scale = w.abs().amax(dim=1) / 127.0
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
     codes = torch.where(scale[:, None] > 0, (w / safe[:, None]).round(), 0.0)
     return codes.clamp(-127, 127).to(torch.int8), scale
@@ -160,7 +159,7 @@ def quantize_floats(
         raise ValueError("quantize_floats is for inference: call model.eval() first")
     done: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     vocab = {
-        m.weight.shape[0]: m.weight
+        m.weight.shape[0]
         for m in model.modules()
         if isinstance(m, nn.Embedding) and m.weight.numel() >= min_weights
     }
@@ -175,16 +174,15 @@ def quantize_floats(
             weight = module.weight
             if weight.numel() < min_weights or weight.is_meta or weight.dim() != 2:
                 continue
-            codes, scale = rows_of(weight)
             new: nn.Module
             if isinstance(module, nn.Embedding) and mapped and name in mapped:
-                new = MappedEmbedding(mapped[name])
+                new = MappedEmbedding(mapped[name])  # not quantized, unless a tied head asks
             elif isinstance(module, nn.Embedding):
-                new = Int8Embedding(codes, scale)
+                new = Int8Embedding(*rows_of(weight))
             else:
                 bias = None if module.bias is None else module.bias.detach()
                 head = weight.shape[0] in vocab
-                new = Int8Linear(codes, scale, bias, head=head)
+                new = Int8Linear(*rows_of(weight), bias, head=head)
             owner, _, attr = name.rpartition(".")
             setattr(model.get_submodule(owner) if owner else model, attr, new)
     return model

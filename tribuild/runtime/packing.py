@@ -111,9 +111,9 @@ def pack_ternary(
 
 def _native_pack(rows: torch.Tensor, g: torch.Tensor, packed: torch.Tensor) -> bool:
     """``pack_ternary``'s loop in one native pass (``kernels/cpu/pack.cpp``, the same bytes)
-    where the kernels are loaded and ``rows`` is a float32 CPU tensor without autograd;
-    whether it ran. A checkpoint's load is mostly this loop."""
-    if rows.device.type != "cpu" or rows.dtype != torch.float32 or rows.requires_grad:
+    where the kernels are loaded and ``rows`` (detached) is a float32 CPU tensor; whether it
+    ran. A checkpoint's load is mostly this loop."""
+    if rows.device.type != "cpu" or rows.dtype != torch.float32:
         return False
     from tribuild.runtime import native  # the kernels load on the first CPU call anyway
 

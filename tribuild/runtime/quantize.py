@@ -35,9 +35,10 @@ def quantize_activations(
     files' ``tuned`` (``autotune.tuned_at``)."""
     if opt_level is not None:
         tuned = autotune.tuned_at(opt_level)
-    if backend_for(x) != "triton" or (x.requires_grad and torch.is_grad_enabled()):
+    backend = backend_for(x)
+    if backend != "triton" or (x.requires_grad and torch.is_grad_enabled()):
         out = quantize_activations_torch(x)
-        if backend_for(x) == "cpu" and not out.requires_grad and not torch.compiler.is_compiling():
+        if backend == "cpu" and not out.requires_grad and not torch.compiler.is_compiling():
             from tribuild.runtime import native
 
             native.mark_quantized(out)

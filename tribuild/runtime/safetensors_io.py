@@ -53,15 +53,10 @@ class Entry(NamedTuple):
     begin: int  # absolute byte offsets in the file
     end: int
 
-    def read(self, into: torch.Tensor | None = None) -> torch.Tensor:
-        """The tensor, in a buffer of its own, or in the first bytes of ``into`` (uint8) where
-        it fits: a loader that consumes each tensor before the next reads them all into one
-        buffer, whose pages are faulted in once."""
+    def read(self) -> torch.Tensor:
+        """The tensor, in a buffer of its own."""
         size = self.end - self.begin
-        if into is not None and into.dtype == torch.uint8 and into.numel() >= size:
-            out = into[:size]
-        else:
-            out = torch.empty(size, dtype=torch.uint8)
+        out = torch.empty(size, dtype=torch.uint8)
         view = out.numpy().data  # the tensor's own bytes, written by readinto
         with open(self.path, "rb", buffering=0) as f:
             f.seek(self.begin)
