@@ -22,6 +22,16 @@ Terms:
   step depends on nothing else, so a resumed run sees what an uninterrupted one saw. Under
   ``torchrun`` rank ``r`` of ``W`` trains on rows ``r·B/W .. (r+1)·B/W - 1`` (DDP averages
   the gradients: one process's step on the whole batch).
+- *micro-batch*: with ``--accumulate N`` each process takes its share of the step's batch in
+  ``N`` consecutive slices, forward and backward one at a time, their gradients summed (each
+  scaled by ``1/N``) before the one optimizer step: micro-batch ``k`` of rank ``r`` is slice
+  ``r·N + k`` of ``W·N`` equal slices of the batch. One process with ``--accumulate 2`` so
+  takes exactly the rows two DDP ranks take, in rank order, and sums the same gradients the
+  same way (``g0/2 + g1/2``; DDP scales by ``1/W`` and all-reduces): on 1 thread its losses
+  and weights are bit-identical to 2 DDP processes of 1 thread each. The loss reported for a
+  step is the mean of the micro-batches' losses (then of the ranks'), summed as DDP sums them.
+  Neither ``N`` nor the world size is part of the config below: a state resumes under any
+  split of the batch, and continues with that split's summation order.
 - *schedule*: AdamW; the learning rate rises linearly for ``--warmup`` steps, then follows a
   cosine to 10% of ``--lr`` at ``--steps``; gradients clipped to norm ``--clip``.
 - *state*: ``<out>/state.pt`` every ``--checkpoint-every`` steps (rank 0; written beside and
@@ -36,12 +46,14 @@ Terms:
   float32 safetensors (``<out>/float``) and sampled from as it is. ``<out>/result.json`` has
   the figures.
 Bad input (an empty corpus, ``--seq-len`` above the positions, a state from another config, a
-world size that does not divide ``--batch``) ends in one error before training starts.
+world size times ``--accumulate`` that does not divide ``--batch``, ``--accumulate`` below 1)
+ends in one error before training starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -75,6 +87,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--float", action="store_true", help="train the full-precision twin")
     p.add_argument("--steps", type=int, default=1200)
     p.add_argument("--batch", type=int, default=16, help="global batch, in windows")
+    p.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        metavar="N",
+        help="take each process's share of the batch in N micro-batches, one optimizer step",
+    )
     p.add_argument("--seq-len", type=int, default=None, help="default: the target's positions")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--warmup", type=int, default=30)
@@ -164,10 +183,16 @@ def run_config(args: argparse.Namespace, target, seq_len: int, train: list[Path]
 
 def setup(args: argparse.Namespace, world: int) -> dict:
     """Every check that can fail, before any process group, compile or step (see the doc)."""
-    if args.batch < 1 or args.batch % world:
+    if args.accumulate < 1:
+        raise SetupError(
+            f"--accumulate {args.accumulate}: the number of micro-batches a step takes must be "
+            "at least 1 (1: the whole share in one forward)"
+        )
+    if args.batch < 1 or args.batch % (world * args.accumulate):
         raise SetupError(
             f"the global batch ({args.batch} windows, --batch) must be a positive multiple of "
-            f"the world size ({world} processes): each process trains on an equal share"
+            f"the world size ({world} process{'es' if world > 1 else ''}) times --accumulate "
+            f"({args.accumulate}): each process trains on an equal share, in equal micro-batches"
         )
     config, target = target_of(args)
     positions = target.input[1]
@@ -323,7 +348,8 @@ def train(args: argparse.Namespace, plan: dict, rank: int, world: int) -> dict:
 
         wrapped = DistributedDataParallel(model)
     model.train()
-    rows = args.batch // world
+    parts = args.accumulate
+    rows = args.batch // (world * parts)  # a micro-batch's windows
     stop = args.steps if args.max_steps_now is None else min(args.steps, start + args.max_steps_now)
     progress = _progress(args.quiet or rank != 0)
     task = progress.add_task(
@@ -335,14 +361,22 @@ def train(args: argparse.Namespace, plan: dict, rank: int, world: int) -> dict:
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, args)
             ids = windows(train_tokens, args.seed, step, args.batch, seq_len + 1)
-            loss = loss_of(wrapped, ids[rank * rows : (rank + 1) * rows])
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            summed = torch.zeros(())
+            for k in range(parts):
+                first = (rank * parts + k) * rows  # slice r·N + k: see *micro-batch*
+                # DDP all-reduces at the share's last backward only; the others accumulate
+                last = world == 1 or k == parts - 1
+                with contextlib.nullcontext() if last else wrapped.no_sync():
+                    loss = loss_of(wrapped, ids[first : first + rows])
+                    # 1/N: exact for N a power of two, as DDP's 1/W is; the micro-batches'
+                    # gradients then add as the ranks' do in the all-reduce
+                    (loss / parts).backward()
+                summed += loss.detach()  # l0 + l1 + ...: as the all-reduce adds them
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             opt.step()
-            mean = loss.detach()
+            mean = summed / parts
             if world > 1:
-                mean = mean.clone()
                 dist.all_reduce(mean)
                 mean /= world
             losses.append(mean.item())
@@ -371,6 +405,7 @@ def train(args: argparse.Namespace, plan: dict, rank: int, world: int) -> dict:
         "resumed_from": start,
         "seq_len": seq_len,
         "batch": args.batch,
+        "accumulate": parts,
         "losses": losses,
         "tokens_per_s": round((stop - start) * args.batch * seq_len / run_s, 1)
         if stop > start
