@@ -250,7 +250,7 @@ def kernels(spec: dict, out: Path) -> None:
     torch = _torch(spec["threads"])
     import torch.nn.functional as F
 
-    from tribuild.runtime.int8 import Int8Linear, quantize_rows
+    from tribuild.runtime.int8 import Int8Linear, Rows
     from tribuild.runtime.launch import backend_for, quantize_activations, ternary_linear
     from tribuild.runtime.packing import pack
 
@@ -271,7 +271,7 @@ def kernels(spec: dict, out: Path) -> None:
     dense = [torch.randn(n, k) for _ in range(max(2, math.ceil(2 * cache / (4 * n * k))))]
     vocab = args["vocab"]  # the 8-bit head, [1, k] · [vocab, k]ᵀ, as a decode step runs it
     heads = [
-        Int8Linear(*quantize_rows(torch.randn(vocab, k)))
+        Int8Linear(Rows.quantize(torch.randn(vocab, k)))
         for _ in range(max(2, math.ceil(2 * cache / (vocab * k))))
     ]
     cases = {

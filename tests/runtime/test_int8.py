@@ -42,28 +42,29 @@ def weight(n: int, k: int, seed: int) -> torch.Tensor:
     return w
 
 
-def kernel_quantize(lib, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def kernel_quantize(lib, w: torch.Tensor) -> int8.Rows:
     n, k = w.shape
-    codes, scale = torch.empty(n, k, dtype=torch.int8), torch.empty(n)
-    lib.cdll.tb_i8_quantize(w.data_ptr(), n, k, codes.data_ptr(), scale.data_ptr(), 2)
-    return codes, scale
+    assert lib.cdll.tb_i8_panel_bytes(n, k) == torch.Size(int8.panel_shape(n, k)).numel()
+    panel, scale = torch.full(int8.panel_shape(n, k), 99, dtype=torch.int8), torch.empty(n)
+    lib.cdll.tb_i8_quantize(w.data_ptr(), n, k, panel.data_ptr(), scale.data_ptr(), 2)
+    return int8.Rows(panel, scale, (n, k))
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_the_product_matches_a_float64_oracle(lib, m, n, k):
-    codes, scale = kernel_quantize(lib, weight(n, k, m + n + k))
+    rows = kernel_quantize(lib, weight(n, k, m + n + k))
+    codes, scale = rows.codes(), rows.scale
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(k))
     out = torch.empty(m, n)
     lib.cdll.tb_i8_linear(
-        x.data_ptr(), m, k, codes.data_ptr(), scale.data_ptr(), n, out.data_ptr(), 2
+        x.data_ptr(), m, k, rows.panel.data_ptr(), scale.data_ptr(), n, out.data_ptr(), 2
     )
     weights = codes.double() * scale.double()[:, None]
     oracle = x.double() @ weights.T
-    if m == 1 and lib.isa != "portable":  # decoding: x as int16, channels in groups of 4
+    if m == 1 and lib.isa != "portable":  # decoding: x as int16
         xs = x.abs().max() / 32767.0  # float32, as the kernel divides
         rounded = ((x / xs).round() * xs).double() if xs > 0 else torch.zeros_like(x).double()
-        whole = n // 4 * 4
-        oracle[:, :whole] = rounded @ weights[:whole].T
+        oracle = rounded @ weights.T
     # float32 sums of k products: a few units in the last place of the largest partial sum
     bound = 1e-6 * k * (x.abs().max() * codes.abs().max() * scale.max()).item() + 1e-30
     assert (out.double() - oracle).abs().max().item() <= bound
@@ -73,7 +74,12 @@ def test_the_product_matches_a_float64_oracle(lib, m, n, k):
 def test_the_row_quantization_is_the_same_on_the_kernels_and_in_torch(lib, n, k):
     w = weight(n, k, n * k)
     w[0, 0] = 0.5  # a row whose absmax is exact
-    codes, scale = kernel_quantize(lib, w)
+    rows = kernel_quantize(lib, w)
+    codes, scale = rows.codes(), rows.scale
+    # the panel's padding (k up to 16, channels up to 4) is codes 0, whatever was there
+    assert torch.equal(int8.Rows.from_codes(codes, scale).panel, rows.panel)
+    ids = torch.tensor([[n - 1, 0], [n // 2, n - 1]])  # an embedding's lookup of the panel
+    assert torch.equal(rows.lookup(ids), codes[ids])
     amax = w.abs().amax(dim=1)
     expected_scale = amax / 127.0
     assert torch.equal(scale, expected_scale)
@@ -106,7 +112,7 @@ def test_a_tied_lm_holds_one_8_bit_table_and_its_logits_stay_close(Model, tmp_pa
     model = int8.quantize_floats(load_checkpoint(Model, tmp_path), min_weights=1)
     head, embed = model.lm_head, model.model.embed_tokens
     assert isinstance(head, int8.Int8Linear) and isinstance(embed, int8.Int8Embedding)
-    assert head.codes is embed.codes and head.scale is embed.scale and head.head
+    assert head.rows is embed.rows and head.head
     assert not any(p.is_floating_point() and p.dim() == 2 for p in model.parameters())
     with torch.no_grad():
         expected, found = plain(ids()), model(ids())

@@ -5,7 +5,9 @@ are 2 bits a weight.
 Terms:
 - *row quantization*: a float weight ``[n, k]`` as int8 codes and one float32 scale a row
   (``max|row| / 127``, codes rounded half to even), as ``kernels/cpu/int8.cpp`` states it; a
-  row is one token's vector, of the embedding and of a tied head alike. The activations stay
+  row is one token's vector, of the embedding and of a tied head alike. The codes are held in
+  ``int8.cpp``'s *panel layout* (``Rows``), the one its kernels read, on every backend: a
+  second copy in row order would double the table. The activations stay
   float32, but for one row on AVX2, where they are rounded to int16 (``int8.cpp``'s
   *product*: 1/65534 of the row's largest, against the weight's 1/254).
 - *tied*: a head whose weight is the embedding's own parameter (``tie_word_embeddings``)
@@ -19,8 +21,8 @@ Terms:
   not lean).
 
 ``quantize_floats(model)`` replaces the layers in place; the state_dict then holds
-``<layer>.codes`` and ``<layer>.scale`` instead of ``<layer>.weight``: it is a form to run,
-not to save (save the model before, or load the checkpoint again).
+``<layer>.codes`` (row order) and ``<layer>.scale`` instead of ``<layer>.weight``: it is a
+form to run, not to save (save the model before, or load the checkpoint again).
 """
 
 from __future__ import annotations
@@ -32,38 +34,79 @@ from torch import nn
 from tribuild.runtime import decoding, native
 
 MIN_WEIGHTS = 1 << 20  # smaller float layers stay as they are: their bytes do not matter
+PANEL_CHANNELS, PANEL_PIECE = 4, 16  # int8.cpp's *panel layout*: CHANNELS, PIECE
+
+
+class Rows:
+    """A weight ``[n, k]`` row-quantized: ``panel``, its int8 codes in the panel layout
+    ``[groups, kp / 16, 4, 16]`` (``int8.cpp``; ``kp``: ``k`` rounded up to 16, padding
+    codes 0), and ``scale`` float32 ``[n]``. Made by :meth:`quantize` or :meth:`from_codes`."""
+
+    __slots__ = ("panel", "scale", "shape")
+
+    def __init__(self, panel: torch.Tensor, scale: torch.Tensor, shape: tuple[int, int]):
+        self.panel, self.scale, self.shape = panel, scale, shape
+
+    @classmethod
+    def quantize(cls, weight: torch.Tensor) -> Rows:
+        """``weight`` row-quantized (see *row quantization*): by the kernels, which write the
+        panel as they go, where they are loaded, else in torch."""
+        w = weight.detach().to(torch.float32).contiguous()
+        n, k = w.shape
+        lib = native.library("an 8-bit layer") if w.device.type == "cpu" else None
+        if lib is None:
+            scale = w.abs().amax(dim=1) / 127.0
+            safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+            codes = torch.where(scale[:, None] > 0, (w / safe[:, None]).round(), 0.0)
+            return cls.from_codes(codes.clamp(-127, 127).to(torch.int8), scale)
+        panel = torch.empty(panel_shape(n, k), dtype=torch.int8)
+        scale = torch.empty(n, dtype=torch.float32)
+        threads = torch.get_num_threads()
+        lib.cdll.tb_i8_quantize(w.data_ptr(), n, k, panel.data_ptr(), scale.data_ptr(), threads)
+        return cls(panel, scale, (n, k))
+
+    @classmethod
+    def from_codes(cls, codes: torch.Tensor, scale: torch.Tensor) -> Rows:
+        """Int8 ``codes [n, k]`` in row order and their ``scale [n]``, as a panel."""
+        n, k = codes.shape
+        groups, pieces = panel_shape(n, k)[:2]
+        padded = F.pad(codes, (0, pieces * PANEL_PIECE - k, 0, groups * PANEL_CHANNELS - n))
+        panel = padded.view(groups, PANEL_CHANNELS, pieces, PANEL_PIECE).permute(0, 2, 1, 3)
+        return cls(panel.contiguous(), scale, (n, k))
+
+    def codes(self) -> torch.Tensor:
+        """The int8 codes ``[n, k]`` in row order (a copy)."""
+        n, k = self.shape
+        groups, pieces = self.panel.shape[:2]
+        whole = self.panel.permute(0, 2, 1, 3).reshape(groups * PANEL_CHANNELS, -1)
+        return whole[:n, :k].contiguous()
+
+    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
+        """The codes of rows ``ids [...]``: ``[..., k]`` int8."""
+        found = self.panel[ids // PANEL_CHANNELS, :, ids % PANEL_CHANNELS, :]
+        return found.reshape(*ids.shape, -1)[..., : self.shape[1]]
+
+
+def panel_shape(n: int, k: int) -> tuple[int, int, int, int]:
+    """The shape of an ``[n, k]`` weight's panel (see :class:`Rows`)."""
+    pieces = -(-k // PANEL_PIECE)
+    return (-(-n // PANEL_CHANNELS), pieces, PANEL_CHANNELS, PANEL_PIECE)
 
 
 def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(codes int8 [n, k], scale float32 [n])`` of a float weight (see *row quantization*)."""
-    w = weight.detach().to(torch.float32).contiguous()
-    lib = native.library("an 8-bit layer") if w.device.type == "cpu" else None
-    if lib is not None:
-        n, k = w.shape
-        codes = torch.empty(n, k, dtype=torch.int8)
-        scale = torch.empty(n, dtype=torch.float32)
-        threads = torch.get_num_threads()
-        lib.cdll.tb_i8_quantize(w.data_ptr(), n, k, codes.data_ptr(), scale.data_ptr(), threads)
-        return codes, scale
-    scale = w.abs().amax(dim=1) / 127.0
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-    codes = torch.where(scale[:, None] > 0, (w / safe[:, None]).round(), 0.0)
-    return codes.clamp(-127, 127).to(torch.int8), scale
+    """``(codes int8 [n, k], scale float32 [n])`` of a float weight (see *row quantization*),
+    the codes in row order."""
+    rows = Rows.quantize(weight)
+    return rows.codes(), rows.scale
 
 
 class Int8Linear(nn.Module):
     """``x @ (scale · codes)ᵀ + bias`` over a row-quantized weight (see the module doc)."""
 
-    def __init__(
-        self,
-        codes: torch.Tensor,
-        scale: torch.Tensor,
-        bias: torch.Tensor | None = None,
-        head: bool = False,
-    ) -> None:
+    def __init__(self, rows: Rows, bias: torch.Tensor | None = None, head: bool = False) -> None:
         super().__init__()
-        self.out_features, self.in_features = codes.shape
-        self.codes, self.scale, self.bias = codes, scale, bias
+        self.out_features, self.in_features = rows.shape
+        self.rows, self.bias = rows, bias
         self.head = head
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -72,7 +115,7 @@ class Int8Linear(nn.Module):
             x = x[..., -1:, :]  # the logits of the step's last position only
         lib = native.library("an 8-bit layer") if x.device.type == "cpu" else None
         if lib is None or x.dtype != torch.float32 or x.requires_grad:
-            weight = self.codes.to(x.dtype) * self.scale.to(x.dtype)[:, None]
+            weight = self.rows.codes().to(x.dtype) * self.rows.scale.to(x.dtype)[:, None]
             return F.linear(x, weight, self.bias)
         x2 = x.contiguous()
         out = torch.empty((*x.shape[:-1], self.out_features), dtype=torch.float32)
@@ -82,8 +125,8 @@ class Int8Linear(nn.Module):
                 x2.data_ptr(),
                 m,
                 self.in_features,
-                self.codes.data_ptr(),
-                self.scale.data_ptr(),
+                self.rows.panel.data_ptr(),
+                self.rows.scale.data_ptr(),
                 self.out_features,
                 out.data_ptr(),
                 torch.get_num_threads(),
@@ -91,8 +134,8 @@ class Int8Linear(nn.Module):
         return out if self.bias is None else out + self.bias
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:  # type: ignore[no-untyped-def]
-        destination[prefix + "codes"] = self.codes
-        destination[prefix + "scale"] = self.scale
+        destination[prefix + "codes"] = self.rows.codes()
+        destination[prefix + "scale"] = self.rows.scale
         if self.bias is not None:
             destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
 
@@ -104,18 +147,19 @@ class Int8Linear(nn.Module):
 class Int8Embedding(nn.Module):
     """Token ids ``[...]`` to ``scale[id] · codes[id]``, ``[..., dim]`` float32."""
 
-    def __init__(self, codes: torch.Tensor, scale: torch.Tensor) -> None:
+    def __init__(self, rows: Rows) -> None:
         super().__init__()
-        self.num_embeddings, self.embedding_dim = codes.shape
-        self.codes, self.scale = codes, scale
+        self.num_embeddings, self.embedding_dim = rows.shape
+        self.rows = rows
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         decoding.check_ids(ids, self.num_embeddings)
-        return self.codes[ids].to(torch.float32) * self.scale[ids].unsqueeze(-1)
+        codes = self.rows.lookup(ids).to(torch.float32)
+        return codes * self.rows.scale[ids].unsqueeze(-1)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:  # type: ignore[no-untyped-def]
-        destination[prefix + "codes"] = self.codes
-        destination[prefix + "scale"] = self.scale
+        destination[prefix + "codes"] = self.rows.codes()
+        destination[prefix + "scale"] = self.rows.scale
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}, int8"
@@ -157,16 +201,16 @@ def quantize_floats(
     ``ValueError`` on a model in training mode."""
     if model.training:
         raise ValueError("quantize_floats is for inference: call model.eval() first")
-    done: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    done: dict[int, Rows] = {}
     vocab = {
         m.weight.shape[0]
         for m in model.modules()
         if isinstance(m, nn.Embedding) and m.weight.numel() >= min_weights
     }
 
-    def rows_of(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rows_of(weight: torch.Tensor) -> Rows:
         if id(weight) not in done:
-            done[id(weight)] = quantize_rows(weight)
+            done[id(weight)] = Rows.quantize(weight)
         return done[id(weight)]
 
     for name, module in list(model.named_modules()):
@@ -178,11 +222,11 @@ def quantize_floats(
             if isinstance(module, nn.Embedding) and mapped and name in mapped:
                 new = MappedEmbedding(mapped[name])  # not quantized, unless a tied head asks
             elif isinstance(module, nn.Embedding):
-                new = Int8Embedding(*rows_of(weight))
+                new = Int8Embedding(rows_of(weight))
             else:
                 bias = None if module.bias is None else module.bias.detach()
                 head = weight.shape[0] in vocab
-                new = Int8Linear(*rows_of(weight), bias, head=head)
+                new = Int8Linear(rows_of(weight), bias, head=head)
             owner, _, attr = name.rpartition(".")
             setattr(model.get_submodule(owner) if owner else model, attr, new)
     return model

@@ -216,6 +216,7 @@ SIGNATURES: dict[str, tuple[object, list[object]]] = {  # name -> (restype, argt
     "tb_linear_f32": (None, [_P, _I, _I, _P, _I, _P, _I, _P, _P, _INT, _P, _INT]),
     "tb_linear_raw": (None, [_P, _I, _I, _P, _I, _P, _F, _INT]),
     "tb_quantize": (None, [_P, _I, _I, _P, _P, _F]),
+    "tb_i8_panel_bytes": (_I, [_I, _I]),
     "tb_i8_quantize": (None, [_P, _I, _I, _P, _P, _INT]),
     "tb_i8_linear": (None, [_P, _I, _I, _P, _P, _I, _P, _INT]),
     "tb_ternary_pack": (None, [_P, _I, _I, _P, _I, _P, _INT]),
