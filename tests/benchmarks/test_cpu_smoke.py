@@ -66,3 +66,26 @@ def test_kernels_resnet_and_tables(quick_run):
     text = (out / "cpu.md").read_text()
     for heading in ("## Logits on the same weights", "## GEMV and read bandwidth", "## Goals"):
         assert heading in text
+
+
+@pytest.mark.bench_smoke
+def test_cpu_runs_puts_runs_side_by_side(quick_run, tmp_path):
+    """Two runs (the quick run and a copy whose GEMV figure is halved) into cpu_runs.md: every
+    run's figure, the median of the two, and the goal judged on it by the row's bound."""
+    from benchmarks import cpu_runs
+
+    out, report = quick_run
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(report))
+    gemv = next(g for g in report["goals"] if g["goal"] == "decode GEMV kernel")
+    gemv["measured"] /= 2
+    second.write_text(json.dumps(report))
+    assert cpu_runs.main([str(first), str(second), "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "cpu_runs.json").read_text())
+    row = summary["goals"]["decode GEMV kernel"]
+    assert row["median"] == pytest.approx(gemv["measured"] * 1.5)
+    assert row["met"] == (row["median"] >= row["limit"])
+    assert (
+        len(summary["runs"]) == 2
+        and "| decode GEMV kernel |" in (tmp_path / "out" / "cpu_runs.md").read_text()
+    )
