@@ -144,21 +144,21 @@ void tb_i8_quantize(const float* w, int64_t n, int64_t k, int8_t* q, float* scal
   const int64_t kp = padded_k(k), group_bytes = CHANNELS * kp;
 #pragma omp parallel for num_threads(std::max(1, threads)) schedule(static)
   for (int64_t c = 0; c < groups_of(n) * CHANNELS; ++c) {
-    int8_t* panel = q + c / CHANNELS * group_bytes;
-    const int64_t ch = c % CHANNELS;
-    for (int64_t j = k; j < kp; ++j) panel[at(ch, j)] = 0;
-    if (c >= n) {  // a padding channel
-      for (int64_t j = 0; j < k; ++j) panel[at(ch, j)] = 0;
-      continue;
-    }
-    const float* row = w + c * k;
+    int8_t* panel = q + c / CHANNELS * group_bytes + c % CHANNELS * PIECE;
+    const float* row = c < n ? w + c * k : nullptr;  // past n: a padding channel, codes 0
     float amax = 0.0f;
-    for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(row[j]));
+    for (int64_t j = 0; row && j < k; ++j) amax = std::max(amax, std::fabs(row[j]));
     const float s = amax / 127.0f;
-    scale[c] = s;
-    for (int64_t j = 0; j < k; ++j) {
-      const float v = s > 0.0f ? std::nearbyint(row[j] / s) : 0.0f;  // half to even
-      panel[at(ch, j)] = static_cast<int8_t>(std::min(std::max(v, -127.0f), 127.0f));
+    if (row) scale[c] = s;
+    // a piece of 16 at a time, contiguous in the panel, so the loop vectorizes as a row's did
+    for (int64_t base = 0; base < kp; base += PIECE) {
+      int8_t* piece = panel + base * CHANNELS;
+      const int64_t len = row ? std::min(PIECE, k - base) : 0;
+      for (int64_t j = 0; j < len; ++j) {
+        const float v = s > 0.0f ? std::nearbyint(row[base + j] / s) : 0.0f;  // half to even
+        piece[j] = static_cast<int8_t>(std::min(std::max(v, -127.0f), 127.0f));
+      }
+      for (int64_t j = std::max<int64_t>(len, 0); j < PIECE; ++j) piece[j] = 0;
     }
   }
 }
