@@ -89,3 +89,21 @@ def test_cpu_runs_puts_runs_side_by_side(quick_run, tmp_path):
         len(summary["runs"]) == 2
         and "| decode GEMV kernel |" in (tmp_path / "out" / "cpu_runs.md").read_text()
     )
+
+
+@pytest.mark.bench_smoke
+def test_bench_cpu_conv_quick(tmp_path):
+    """bench_cpu_conv.py --quick: one tiny convolution through every route, the float-activation
+    kernel's output equal to float32's up to rounding, the JSON and the table written."""
+    pytest.importorskip("torch")
+    from benchmarks import bench_cpu_conv
+    from tribuild.runtime.kernels.cpu import build
+
+    if build.find_compiler() is None:
+        pytest.skip("no C++ compiler: the native kernels cannot be built")
+
+    assert bench_cpu_conv.main(["--quick", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    (row,) = json.loads((tmp_path / "cpu_conv.json").read_text())["rows"]
+    assert set(row["ms"]) == {"float32", "ternary_f32", "ternary_int8"}
+    assert row["ternary_f32_rel_error"] < 1e-5
+    assert "| 8 -> 8 @ 6 |" in (tmp_path / "cpu_conv.md").read_text()
