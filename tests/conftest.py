@@ -38,6 +38,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # none, its error where ternary.cpp does not compile) nor wait for it. The step's own tests
 # take the variable away (tests/driver/test_cpu_kernels_aot.py, remote/test_cpu_kernels.py).
 os.environ.setdefault("TRIBUILD_CPU_KERNELS", "off")
+# Nor do the tests' checkpoint loads write converted weights to the user's cache
+# (``runtime.weight_cache``); its own tests point the variable at a temporary folder.
+os.environ.setdefault("TRIBUILD_WEIGHT_CACHE", "off")
 
 
 settings.register_profile("default-run", max_examples=25)

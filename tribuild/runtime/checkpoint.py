@@ -94,16 +94,36 @@ def unpack_transformers(packed: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def load_checkpoint(
-    cls: type[torch.nn.Module], folder: str | Path, int8_floats: bool = False
+    cls: type[torch.nn.Module],
+    folder: str | Path,
+    int8_floats: bool = False,
+    cache: bool = True,
 ) -> torch.nn.Module:
     """A new instance of ``cls`` (a generated module's class) with the folder's weights, in
     eval mode (see the module doc); with ``int8_floats``, its large float layers in 8 bits
     (``int8.quantize_floats``: to run, not to save), but for the embeddings, which read the
-    file's own rows (``int8.MappedEmbedding``)."""
+    file's own rows (``int8.MappedEmbedding``). With ``cache`` (and ``$TRIBUILD_WEIGHT_CACHE``
+    not ``off``), the first load of a folder writes its conversion to the weight cache and a
+    later load of the same files maps it instead of converting (``weight_cache``)."""
+    from tribuild.runtime import weight_cache
+
+    folder = Path(folder)
     sources, tied = folder_sources(folder)
-    model = _load(cls, sources, tied, str(folder))
+    model = empty_model(cls)
+    ternary = _ternary(model)
+    slot = weight_cache.Slot.of(model, folder, ternary, int8_floats) if cache else None
+    hit = slot.lookup() if slot is not None else None
+    cached = hit.ternary if hit is not None else {}
+    lazy = hit.lazy if hit is not None else frozenset()
+    model = _load(model, sources, tied, str(folder), cached=cached, lazy=lazy)
+    replaced: set[str] = set()
     if int8_floats:
-        from tribuild.runtime.int8 import quantize_floats
+        from tribuild.runtime.int8 import (
+            Int8Embedding,
+            Int8Linear,
+            MappedEmbedding,
+            quantize_floats,
+        )
 
         mapped = {  # embeddings stay exact, read from the file a row at a time
             name: source.map(populate=False)
@@ -113,7 +133,16 @@ def load_checkpoint(
             and source.map is not None
             and source.dtype.is_floating_point
         }
-        quantize_floats(model, mapped=mapped)
+        quantize_floats(model, mapped=mapped, rows=hit.rows if hit is not None else None)
+        replaced = {  # their float weights are dropped: a later load need not read them
+            f"{name}.weight"
+            for name, module in model.named_modules()
+            if isinstance(module, (Int8Linear, Int8Embedding, MappedEmbedding))
+        }
+    if slot is not None and hit is not None:
+        slot.adopt(model, hit)
+    elif slot is not None:
+        slot.store(model, replaced)
     return model
 
 
@@ -123,27 +152,39 @@ def load_tensors(
     """A new instance of ``cls`` with ``tensors`` in the float or packed layout (see the
     module doc), in eval mode; the tensors are not shared with it."""
     sources = {k: Source(v.dtype, tuple(v.shape), _given(v)) for k, v in tensors.items()}
-    return _load(cls, sources, {}, where, copied=True)
+    return _load(empty_model(cls), sources, {}, where, copied=True)
 
 
 def _given(value: torch.Tensor) -> Callable[[], torch.Tensor]:
     return lambda: value
 
 
-def _load(
-    cls: type[torch.nn.Module],
-    sources: dict[str, Source],
-    tied: dict[str, str],
-    where: str,
-    copied: bool = False,
-) -> torch.nn.Module:
-    model = empty_model(cls)
-    state = model.state_dict()
+def _ternary(model: torch.nn.Module) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each ternary weight's state_dict key, its shape and its scale mode."""
     ternary = {}
     for prefix, module in model.named_modules():
         if isinstance(module, TernaryLayer):
             for name, shape in module.TERNARY:
                 ternary[f"{prefix}.{name}" if prefix else name] = (tuple(shape), module.scale_mode)
+    return ternary
+
+
+def _load(
+    model: torch.nn.Module,
+    sources: dict[str, Source],
+    tied: dict[str, str],
+    where: str,
+    copied: bool = False,
+    cached: Mapping[str, torch.Tensor] | None = None,
+    lazy: Container[str] = (),
+) -> torch.nn.Module:
+    """``model`` (``empty_model``'s) filled from ``sources``; ``cached``: packed weights and
+    scales converted before (``weight_cache``), taken as they are; ``lazy``: keys mapped
+    unread, for tensors the caller drops (``weight_cache``'s *lazy*)."""
+    cls = type(model)
+    cached = cached or {}
+    state = model.state_dict()
+    ternary = _ternary(model)
     expected = {k: tuple(v.shape) for k, v in state.items() if not _is_scale(k, ternary)}
     for key, (shape, _) in ternary.items():
         expected[key] = shape
@@ -161,14 +202,22 @@ def _load(
     # float ternary weights are mapped from their files (or read), ternarized and packed one by
     # one, |w| in a buffer made once for the largest: no fresh allocation per weight, whose
     # pages would be faulted in each time
-    floats = [given[k] for k in ternary if k in given and given[k].dtype != torch.uint8]
+    floats = [
+        given[k]
+        for k in ternary
+        if k in given and k not in cached and given[k].dtype != torch.uint8
+    ]
     largest = max((math.prod(s.shape) * 4 for s in floats), default=0)
     abs_buffer = torch.empty(largest, dtype=torch.uint8)
     for key, shape in expected.items():
         if key in tied:
             continue
         source = given[key]
-        if key not in ternary:
+        if key in cached:  # converted by an earlier load (weight_cache), mapped
+            converted[key], converted[f"{key}_scale"] = cached[key], cached[f"{key}_scale"]
+        elif key in lazy and source.map is not None and source.dtype == state[key].dtype:
+            converted[key] = source.map(populate=False)  # dropped unread by the caller
+        elif key not in ternary:
             value = source.read()
             if value.is_floating_point():  # the module's dtype, converted while it is read
                 value = value.to(state[key].dtype)

@@ -192,12 +192,15 @@ def quantize_floats(
     model: nn.Module,
     min_weights: int = MIN_WEIGHTS,
     mapped: dict[str, torch.Tensor] | None = None,
+    rows: dict[str, Rows] | None = None,
 ) -> nn.Module:
     """``model`` with its float ``nn.Linear`` and ``nn.Embedding`` layers of at least
     ``min_weights`` weights replaced by 8-bit ones (see the module doc), in place; a weight
     shared by several layers (tied) is quantized once. ``mapped`` (an embedding's module name
     to its checkpoint tensor, mapped: ``checkpoint.load_checkpoint`` passes them) makes those
-    embeddings ``MappedEmbedding``s instead of 8-bit ones. For inference: raises
+    embeddings ``MappedEmbedding``s instead of 8-bit ones; ``rows`` (a layer's name to its
+    weight's rows made before: ``weight_cache``'s, from :func:`quantized_rows`) are taken
+    instead of quantizing that weight again. For inference: raises
     ``ValueError`` on a model in training mode."""
     if model.training:
         raise ValueError("quantize_floats is for inference: call model.eval() first")
@@ -208,9 +211,9 @@ def quantize_floats(
         if isinstance(m, nn.Embedding) and m.weight.numel() >= min_weights
     }
 
-    def rows_of(weight: torch.Tensor) -> Rows:
-        if id(weight) not in done:
-            done[id(weight)] = Rows.quantize(weight)
+    def rows_of(name: str, weight: torch.Tensor) -> Rows:
+        if id(weight) not in done:  # a tied weight's second layer shares the first's rows
+            done[id(weight)] = rows[name] if rows and name in rows else Rows.quantize(weight)
         return done[id(weight)]
 
     for name, module in list(model.named_modules()):
@@ -222,11 +225,24 @@ def quantize_floats(
             if isinstance(module, nn.Embedding) and mapped and name in mapped:
                 new = MappedEmbedding(mapped[name])  # not quantized, unless a tied head asks
             elif isinstance(module, nn.Embedding):
-                new = Int8Embedding(rows_of(weight))
+                new = Int8Embedding(rows_of(name, weight))
             else:
                 bias = None if module.bias is None else module.bias.detach()
                 head = weight.shape[0] in vocab
-                new = Int8Linear(rows_of(weight), bias, head=head)
+                new = Int8Linear(rows_of(name, weight), bias, head=head)
             owner, _, attr = name.rpartition(".")
             setattr(model.get_submodule(owner) if owner else model, attr, new)
     return model
+
+
+def quantized_rows(model: nn.Module) -> dict[str, Rows]:
+    """The rows of ``model``'s 8-bit layers by name, what ``quantize_floats``'s ``rows`` takes
+    back; a table shared by tied layers once, under its first layer's name (the one
+    ``quantize_floats`` quantizes it for)."""
+    out: dict[str, Rows] = {}
+    seen: set[int] = set()
+    for name, module in model.named_modules():
+        if isinstance(module, (Int8Linear, Int8Embedding)) and id(module.rows) not in seen:
+            seen.add(id(module.rows))
+            out[name] = module.rows
+    return out

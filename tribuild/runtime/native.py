@@ -10,7 +10,10 @@ Terms:
 - *layout*: a packed weight converted once to the kernels' interleaved layout (``tb_repack``,
   ≤ 2 bits a weight), cached while the packed tensor lives and is not modified (keyed by its
   identity and version counter: ``tensor_cache``). The packed tensor, the
-  state_dict's, is left as it is.
+  state_dict's, is left as it is. A layout made before (``weight_cache``'s, mapped from its
+  file) is *adopted*: kept for the packed tensor as if the first call had made it. A layout
+  has no version number of its own: :func:`layout_identity` (the library's name) stands for
+  it.
 - *takes*: what the kernels run: float32 activations (quantized, or at most
   ``FLOAT_MAX_ROWS`` rows as they are), float32 epilogue operands, ``1 ≤ K ≤ MAX_K`` (so that
   ``|sum c q| ≤ 128 · K ≤ 2^24`` converts to float32 exactly); the rest stays on the torch
@@ -137,6 +140,25 @@ def layout(lib: build.Library, packed: torch.Tensor, n: int, k: int) -> torch.Te
     out = torch.empty(lib.cdll.tb_layout_bytes(n, k), dtype=torch.uint8)
     lib.cdll.tb_repack(src.data_ptr(), n, k, out.data_ptr())
     return _layouts.put(id(packed), packed, out)
+
+
+def adopt_layout(lib: build.Library, packed: torch.Tensor, k: int, converted: torch.Tensor) -> bool:
+    """Keep ``converted`` (``layout(lib, packed, n, k)`` made by a library of the same
+    :func:`layout_identity`) as ``packed``'s (see *layout*): its first call finds it. False
+    (nothing kept) when its size is not the layout's of ``packed``'s shape."""
+    n = packed.shape[0]
+    if packed.dim() != 2 or converted.numel() != lib.cdll.tb_layout_bytes(n, k):
+        return False
+    _layouts.put(id(packed), packed, converted)
+    return True
+
+
+def layout_identity(lib: build.Library) -> str:
+    """What the bytes of ``lib``'s layouts depend on: the library's file name, which holds
+    its ISA and the digest of its sources, compiler and flags (``build.key``); so a cached
+    layout is used only by the build that made it (any change to the kernels' sources
+    converts again: conservative, never a wrong layout)."""
+    return lib.path.name
 
 
 class Launch:

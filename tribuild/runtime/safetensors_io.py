@@ -1,4 +1,5 @@
-"""Reading ``.safetensors`` files one tensor at a time, into memory the process owns.
+"""Reading ``.safetensors`` files one tensor at a time, into memory the process owns; writing
+one, and mapping a whole one copy-on-write (the weight cache's entries, ``weight_cache``).
 
 Terms:
 - *file layout* (safetensors' own): an 8-byte little-endian header size ``n``, ``n`` bytes of
@@ -12,6 +13,12 @@ Terms:
   ``safetensors.safe_open``, which maps the whole file: every tensor read through it keeps
   its file's pages in the process's resident memory until the last one is freed, so a
   loader that packs a float checkpoint tensor by tensor would still peak at the file's size.
+- ``write`` puts each tensor's data at a multiple of ``ALIGN`` bytes from the file's start
+  (what a SIMD kernel reading it in place wants): the format allows no holes between data, so
+  a gap is a filler tensor ``__pad<i>`` (U8) that readers of the file skip by name.
+- ``map_copy_on_write`` maps a whole file privately (``MAP_PRIVATE``, readable and writable):
+  pages are read when first touched, and a write lands in the process's own copy of its
+  page, never in the file. For tensors a module keeps (a map of the whole file, then).
 """
 
 from __future__ import annotations
@@ -37,7 +44,10 @@ DTYPES = {
     "F32": torch.float32,
     "F64": torch.float64,
 }
+NAMES = {dtype: name for name, dtype in DTYPES.items()}
 _MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
+ALIGN = 64  # a cache line, and every vector width the kernels use
+PAD = "__pad"
 
 
 class FileError(ValueError):
@@ -93,6 +103,12 @@ class Entry(NamedTuple):
 
 def entries(path: str | Path) -> dict[str, Entry]:
     """Every tensor of the file ``path``, by key, from its header."""
+    return header(path)[0]
+
+
+def header(path: str | Path) -> tuple[dict[str, Entry], dict[str, str]]:
+    """Every tensor of the file ``path`` by key, and its ``__metadata__``, from its header;
+    FileError when the header does not fit the file (a truncated file among them)."""
     path = Path(path)
     with open(path, "rb") as f:
         head = f.read(8)
@@ -102,16 +118,19 @@ def entries(path: str | Path) -> dict[str, Entry]:
         if n > _MAX_HEADER:
             raise FileError(f"{path}: a header of {n} bytes; not a safetensors file")
         try:
-            header = json.loads(f.read(n))
+            table = json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise FileError(f"{path}: its header is not JSON ({e})") from None
         f.seek(0, 2)
         length = f.tell()
-    if not isinstance(header, dict):
+    if not isinstance(table, dict):
         raise FileError(f"{path}: its header is not a JSON object")
     out: dict[str, Entry] = {}
     start = 8 + n
-    for key, info in header.items():
+    meta = table.get("__metadata__") or {}
+    if not isinstance(meta, dict):
+        raise FileError(f"{path}: its __metadata__ is not a JSON object")
+    for key, info in table.items():
         if key == "__metadata__":
             continue
         try:
@@ -129,4 +148,60 @@ def entries(path: str | Path) -> dict[str, Entry]:
         if end - begin != count * dtype.itemsize or begin < start or end > length:
             raise FileError(f"{path}: tensor {key}'s data offsets do not fit its shape and file")
         out[key] = Entry(path, dtype, shape, begin, end)
+    return out, meta
+
+
+def write(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """``tensors`` (CPU) and ``metadata`` as the safetensors file ``path``, each tensor's data
+    at a multiple of ``ALIGN`` bytes (see the module doc). Written in place: a caller that
+    must not leave half a file writes to a temporary name and renames it."""
+    layout: dict[str, dict[str, object]] = {}
+    data: list[tuple[int, torch.Tensor]] = []
+    offset = 0
+    for key, tensor in tensors.items():
+        if gap := -offset % ALIGN:
+            layout[f"{PAD}{len(layout)}"] = {
+                "dtype": "U8",
+                "shape": [gap],
+                "data_offsets": [offset, offset + gap],
+            }
+            offset += gap
+        size = tensor.numel() * tensor.element_size()
+        layout[key] = {
+            "dtype": NAMES[tensor.dtype],
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + size],
+        }
+        data.append((offset, tensor))
+        offset += size
+    text = json.dumps({"__metadata__": metadata, **layout}, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % ALIGN)  # spaces pad the header: data starts aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        start = f.tell()
+        for at, tensor in data:
+            f.write(b"\0" * (start + at - f.tell()))
+            if tensor.numel():
+                flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+                f.write(flat.numpy().data)
+
+
+def map_copy_on_write(path: str | Path, found: dict[str, Entry]) -> dict[str, torch.Tensor]:
+    """The tensors ``found`` (``header(path)``'s, fillers left out) over one private map of
+    the whole file (see the module doc); the map lives while any of them does."""
+    with open(path, "rb") as f:
+        region = mmap.mmap(
+            f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE
+        )
+    out = {}
+    for key, e in found.items():
+        if key.startswith(PAD):
+            continue
+        count = e.end - e.begin
+        flat = (
+            torch.frombuffer(region, dtype=torch.uint8, count=count, offset=e.begin)
+            if count
+            else torch.empty(0, dtype=torch.uint8)
+        )
+        out[key] = flat.view(e.dtype).reshape(e.shape)
     return out

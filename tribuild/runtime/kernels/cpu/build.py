@@ -149,12 +149,18 @@ def find_compiler() -> Compiler | None:
     return None
 
 
+def cache_root() -> Path:
+    """``<cache>``: tribuild's folder of machine-local build artifacts (see the module doc);
+    the converted weights' cache (``runtime.weight_cache``) lives there too."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "tribuild"
+
+
 def cache_dir() -> Path:
     """Where built libraries live (see the module doc)."""
     if env := os.environ.get(CACHE_VARIABLE):
         return Path(env)
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "tribuild" / "cpu_kernels"
+    return cache_root() / "cpu_kernels"
 
 
 def key(compiler: Compiler, isa: str) -> str:

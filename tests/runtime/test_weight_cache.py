@@ -1,0 +1,231 @@
+"""The weight cache (``tribuild.runtime.weight_cache``): a second load of a checkpoint folder
+maps what the first converted, and gives the same module, bit for bit."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+
+from tests.codegen.harness import build, write_and_import  # noqa: E402
+from tribuild.runtime import checkpoint, int8, native, weight_cache  # noqa: E402
+from tribuild.runtime.checkpoint import load_checkpoint  # noqa: E402
+from tribuild.runtime.launch import force_backend  # noqa: E402
+from tribuild.runtime.safetensors_io import ALIGN, PAD, header, write  # noqa: E402
+
+ENTRY = "models/bitnet_lm.tri:BitNetLM"
+# vocab · dim = int8.MIN_WEIGHTS: the tied head is quantized to 8 bits with int8_floats
+ARGS = dict(vocab=4096, dim=256, layers=1, heads=4, kv_heads=2, hidden=320)
+
+
+@pytest.fixture(autouse=True)
+def _native_backend():
+    """What a CPU user runs (the tests' default is Triton's interpreter): the kernels, whose
+    layouts the cache holds, or the torch path where they cannot be built."""
+    with force_backend("cpu" if native.library() is not None else "torch"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def Model(tmp_path_factory):
+    return write_and_import(build(ENTRY, ARGS, "3"), tmp_path_factory.mktemp("cached_lm")).Model
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv(weight_cache.VARIABLE, str(root))
+    return root
+
+
+def write_folder(Model, folder, seed: int = 0) -> None:
+    """A float-layout checkpoint with tied embeddings, as transformers saves BitNet models."""
+    gen = torch.Generator().manual_seed(seed)
+    state = Model.float_module().state_dict()
+    tensors = {
+        k: (1.0 + 0.1 * torch.randn(v.shape, generator=gen))
+        if v.dim() == 1
+        else 0.02 * torch.randn(v.shape, generator=gen)
+        for k, v in state.items()
+        if k != "lm_head.weight"
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
+
+
+def ids() -> torch.Tensor:
+    return torch.arange(9).reshape(1, 9) * 37 % ARGS["vocab"]
+
+
+def assert_same(a, b) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert list(sa) == list(sb)
+    for key, value in sa.items():
+        assert sb[key].dtype == value.dtype and torch.equal(sb[key], value), key
+    with torch.no_grad():
+        assert torch.equal(a(ids()), b(ids()))
+
+
+def entries_in(root) -> list:
+    return sorted(p for p in root.iterdir() if not p.name.startswith("."))
+
+
+@pytest.fixture
+def no_conversion(monkeypatch):
+    """A load that ternarizes, repacks for the kernels or quantizes a row fails: a hit must not."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("converted, where the cache holds the conversion")
+
+    def trap():
+        monkeypatch.setattr(checkpoint, "pack_ternary", refuse)
+        monkeypatch.setattr(int8.Rows, "quantize", refuse)
+        if (lib := native.library()) is not None:  # native.layout's conversion
+            monkeypatch.setattr(lib.cdll, "tb_repack", refuse)
+
+    return trap
+
+
+@pytest.mark.parametrize("int8_floats", [False, True])
+def test_a_second_load_maps_the_first_ones_conversion(
+    Model, tmp_path, cache, no_conversion, int8_floats
+):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    today = load_checkpoint(Model, folder, int8_floats=int8_floats, cache=False)
+    assert not cache.exists()
+    first = load_checkpoint(Model, folder, int8_floats=int8_floats)
+    assert len(entries_in(cache)) == 1
+    assert_same(today, first)  # today's first call converts its layouts, before the trap
+    no_conversion()
+    second = load_checkpoint(Model, folder, int8_floats=int8_floats)
+    if int8_floats:
+        assert isinstance(second.lm_head, int8.Int8Linear)
+        assert isinstance(second.model.embed_tokens, int8.MappedEmbedding)
+    lib = native.library()
+    if lib is not None:  # the kernels' layouts are there before the first call
+        packed = second.get_buffer("model.layers.0.mlp.down_proj.weight")
+        assert native._layouts.get(id(packed), packed) is not None
+    assert_same(today, second)
+
+
+def test_a_changed_checkpoint_or_another_load_is_converted_again(Model, tmp_path, cache):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder, seed=1)
+    load_checkpoint(Model, folder)
+    (entry,) = entries_in(cache)
+    write_folder(Model, folder, seed=2)  # new bytes, a new file (inode, mtime)
+    assert_same(load_checkpoint(Model, folder), load_checkpoint(Model, folder, cache=False))
+    load_checkpoint(Model, folder, int8_floats=True)  # another key: converts, replaces
+    assert entries_in(cache) == [entry]  # one entry a folder
+    key = json.loads(header(entry)[1]["key"])
+    assert key["int8_floats"] is True
+    assert key["class"] == f"{Model.__module__}.{Model.__qualname__}"
+    assert [stamp[0] for stamp in key["files"]] == [
+        str((folder / name).resolve()) for name in ("model.safetensors", "config.json")
+    ]
+
+
+def test_changing_a_loaded_module_in_place_leaves_the_cache_as_it_is(Model, tmp_path, cache):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    first = load_checkpoint(Model, folder)
+    (entry,) = entries_in(cache)
+    before = entry.read_bytes()
+    second = load_checkpoint(Model, folder)
+    packed = second.get_buffer("model.layers.0.self_attn.q_proj.weight")
+    with torch.no_grad():
+        packed.zero_()
+        second.get_buffer("model.layers.0.self_attn.q_proj.weight_scale").mul_(3)
+        second.model.norm.weight.add_(1)
+    assert not packed.any()  # the module's own copy changed
+    assert entry.read_bytes() == before
+    assert_same(first, load_checkpoint(Model, folder))
+
+
+def test_a_cached_module_copies_and_saves_as_a_converted_one(Model, tmp_path, cache):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    load_checkpoint(Model, folder)
+    cached = load_checkpoint(Model, folder)
+    today = load_checkpoint(Model, folder, cache=False)
+    torch.save(cached, tmp_path / "whole.pt")
+    for other in (copy.deepcopy(cached), torch.load(tmp_path / "whole.pt", weights_only=False)):
+        assert other.lm_head.weight is other.model.embed_tokens.weight
+        assert_same(today, other)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not safetensors"])
+def test_a_corrupt_entry_is_said_ignored_and_written_again(Model, tmp_path, cache, damage):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    today = load_checkpoint(Model, folder, cache=False)
+    load_checkpoint(Model, folder)
+    (entry,) = entries_in(cache)
+    size = entry.stat().st_size
+    if damage == "truncated":  # as a writer that wrote in place and was killed would leave it
+        with open(entry, "r+b") as f:
+            f.truncate(size // 2)
+    else:
+        entry.write_bytes(b"\xff" * 64)
+    with pytest.warns(RuntimeWarning, match="corrupt weight cache entry") as said:
+        assert_same(today, load_checkpoint(Model, folder))
+    assert len([w for w in said if "corrupt" in str(w.message)]) == 1
+    assert entry.stat().st_size == size  # written again, whole
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same(today, load_checkpoint(Model, folder))
+
+
+def test_the_cache_is_off_by_argument_or_variable(Model, tmp_path, cache, monkeypatch):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    load_checkpoint(Model, folder, cache=False)
+    assert not cache.exists()
+    monkeypatch.setenv(weight_cache.VARIABLE, "off")
+    load_checkpoint(Model, folder)
+    assert not cache.exists()
+    assert weight_cache.root() is None
+
+
+def test_an_unwritable_cache_is_said_once_and_the_load_works(Model, tmp_path, monkeypatch):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv(weight_cache.VARIABLE, str(blocker / "weights"))  # under a file
+    today = load_checkpoint(Model, folder, cache=False)
+    with pytest.warns(RuntimeWarning, match="cannot be written") as said:
+        assert_same(today, load_checkpoint(Model, folder))
+        assert_same(today, load_checkpoint(Model, folder))
+    assert len([w for w in said if "cannot be written" in str(w.message)]) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_written_files_are_safetensors_with_aligned_data(tmp_path):
+    tensors = {
+        "a": torch.arange(3, dtype=torch.uint8),
+        "b": torch.randn(5, 3),
+        "c": torch.arange(7, dtype=torch.int8).reshape(7, 1),
+        "empty": torch.empty(0, 4),
+    }
+    path = tmp_path / "t.safetensors"
+    write(path, tensors, {"key": "v"})
+    found, meta = header(path)
+    assert meta == {"key": "v"}
+    assert all(e.begin % ALIGN == 0 for k, e in found.items() if not k.startswith(PAD))
+    with safe_open(str(path), "pt") as f:  # safetensors' own reader takes it (no holes)
+        assert f.metadata() == {"key": "v"}
+        for key, value in tensors.items():
+            assert torch.equal(f.get_tensor(key), value), key
+    assert os.path.getsize(path) == max(e.end for e in found.values())
