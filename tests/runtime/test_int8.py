@@ -171,3 +171,45 @@ def test_the_8_bit_layers_run_without_the_kernels(Model, monkeypatch):
 def test_quantize_floats_refuses_a_model_in_training_mode(Model):
     with pytest.raises(ValueError, match="for inference"):
         int8.quantize_floats(Model.from_float(float_state(Model)).train())
+
+
+class Head(torch.nn.Module):
+    def __init__(self, n: int = 37, k: int = 70):
+        super().__init__()
+        self.head = int8.Int8Linear(int8.Rows.quantize(weight(n, k, 3)), torch.randn(n))
+
+    def forward(self, x):
+        return self.head(x) * 2
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C++ compiler")
+def test_the_head_follows_the_backend_choice():
+    from tribuild.runtime import launch
+
+    layer, x = Head(), torch.randn(2, 70)
+    rows = layer.head.rows
+    dense = (
+        torch.nn.functional.linear(x, rows.codes().float() * rows.scale[:, None]) + layer.head.bias
+    ) * 2
+    with launch.force_backend("torch"):
+        assert torch.equal(layer(x), dense)
+    with launch.force_backend("cpu"):  # the kernel: float32 sums in its own order
+        torch.testing.assert_close(layer(x), dense, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C++ compiler")
+def test_a_traced_head_is_the_cpu_int8_operator():
+    from tribuild.runtime import launch
+
+    layer = Head()
+    for x in (torch.randn(3, 70), torch.randn(1, 70)):  # several rows, and decoding's one
+        with launch.force_backend("cpu"), torch.no_grad():
+            eager = layer(x)
+            exported = torch.export.export(layer, (x,))
+            targets = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+            assert "tribuild.cpu_int8_linear.default" in targets
+            assert torch.equal(exported.module()(x), eager)
+            compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+            assert torch.equal(compiled(x), eager)
+    rows = layer.head.rows
+    torch.library.opcheck(int8.CPU_INT8_LINEAR, (torch.randn(3, 70), rows.panel, rows.scale, 70))

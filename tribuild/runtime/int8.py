@@ -16,9 +16,10 @@ Terms:
   the embedding's count, or its weight is the embedding's). In a ``KVCache`` step made with
   ``last_only=True`` (what ``generate`` makes), it computes the last position's logits only:
   a prompt of T tokens needs one row of logits, not T.
-- *backend*: on the CPU with the native kernels loaded (``native.library``), the product is
-  ``tb_i8_linear``; anywhere else the weight is widened to float32 for the call (correct,
-  not lean).
+- *backend*: on the ``cpu`` backend (``backends.backend_for``: the native kernels loaded,
+  not forced to ``torch``), the product is ``tb_i8_linear``; anywhere else the weight is
+  widened to float32 for the call (correct, not lean). While ``torch.compile`` or
+  ``torch.export`` traces, the kernel's call is the operator ``tribuild::cpu_int8_linear``.
 
 ``quantize_floats(model)`` replaces the layers in place; the state_dict then holds
 ``<layer>.codes`` (row order) and ``<layer>.scale`` instead of ``<layer>.weight``: it is a
@@ -31,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tribuild.runtime import decoding, native
+from tribuild.runtime import backends, decoding, native, ops
 
 MIN_WEIGHTS = 1 << 20  # smaller float layers stay as they are: their bytes do not matter
 PANEL_CHANNELS, PANEL_PIECE = 4, 16  # int8.cpp's *panel layout*: CHANNELS, PIECE
@@ -113,24 +114,18 @@ class Int8Linear(nn.Module):
         cache = decoding.active()
         if self.head and cache is not None and cache.last_only and x.dim() >= 2:
             x = x[..., -1:, :]  # the logits of the step's last position only
-        lib = native.library("an 8-bit layer") if x.device.type == "cpu" else None
-        if lib is None or x.dtype != torch.float32 or x.requires_grad:
+        if (
+            x.dtype != torch.float32
+            or x.device.type != "cpu"
+            or x.requires_grad
+            or backends.backend_for(x) != "cpu"
+        ):
             weight = self.rows.codes().to(x.dtype) * self.rows.scale.to(x.dtype)[:, None]
             return F.linear(x, weight, self.bias)
-        x2 = x.contiguous()
-        out = torch.empty((*x.shape[:-1], self.out_features), dtype=torch.float32)
-        m = x2.numel() // self.in_features if self.in_features else 0
-        if m:
-            lib.cdll.tb_i8_linear(
-                x2.data_ptr(),
-                m,
-                self.in_features,
-                self.rows.panel.data_ptr(),
-                self.rows.scale.data_ptr(),
-                self.out_features,
-                out.data_ptr(),
-                torch.get_num_threads(),
-            )
+        if torch.compiler.is_compiling():
+            out = CPU_INT8_LINEAR(x, self.rows.panel, self.rows.scale, self.in_features)
+        else:
+            out = _linear(x, self.rows.panel, self.rows.scale, self.in_features)
         return out if self.bias is None else out + self.bias
 
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:  # type: ignore[no-untyped-def]
@@ -142,6 +137,30 @@ class Int8Linear(nn.Module):
     def extra_repr(self) -> str:
         head = ", head" if self.head else ""
         return f"in_features={self.in_features}, out_features={self.out_features}, int8{head}"
+
+
+def _linear(x: torch.Tensor, panel: torch.Tensor, scale: torch.Tensor, k: int) -> torch.Tensor:
+    """``x @ (scale · codes)ᵀ`` on ``tb_i8_linear`` (the ``cpu`` backend's library), or widened
+    in torch where the library cannot be had (a traced graph run where it was not traced)."""
+    n = scale.shape[0]
+    lib = native.library("an 8-bit layer")
+    if lib is None:
+        return F.linear(x, Rows(panel, scale, (n, k)).codes().float() * scale[:, None])
+    x2 = x.contiguous()
+    out = torch.empty((*x.shape[:-1], n), dtype=torch.float32)
+    m = x2.numel() // k if k else 0
+    if m:
+        threads = torch.get_num_threads()
+        fn = lib.cdll.tb_i8_linear
+        fn(x2.data_ptr(), m, k, panel.data_ptr(), scale.data_ptr(), n, out.data_ptr(), threads)
+    return out
+
+
+CPU_INT8_LINEAR = ops.define(
+    "cpu_int8_linear(Tensor x, Tensor panel, Tensor scale, int k) -> Tensor",
+    _linear,
+    lambda x, panel, scale, k: x.new_empty([*x.shape[:-1], scale.shape[0]]),
+)
 
 
 class Int8Embedding(nn.Module):
