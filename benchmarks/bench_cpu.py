@@ -15,6 +15,12 @@ Terms:
 - *memory limit*: each worker may grow to the memory available when it starts, less 1.5 GiB,
   or to ``--max-rss-gib`` if lower (the machine is shared; ``benchmarks/cpu/protocol.py``'s
   watchdog stops it past that, and its row says so).
+- *tribuild's two loads*: its weight cache (``runtime.weight_cache``) lives in the config's
+  work folder, emptied before each tribuild runtime: a first worker times the first load (it
+  converts the float checkpoint and fills the cache), then the full worker, a second
+  process, loads from the filled cache; its row's load is that second load, and its
+  ``first_load`` holds the first's figures. The cache is deleted after (``bitnet_2b``'s
+  holds about 1.3 GB).
 - The rest (what each figure is, how the weights are made the same):
   ``benchmarks/cpu/protocol.py``, ``torch_side.py``, ``llama_side.py``.
 """
@@ -25,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -193,6 +200,8 @@ def run_config(name: str, a: argparse.Namespace, llama: str | None) -> dict:
             result["runtimes"][runtime] = worker(
                 llama, "llama_side.py", "run", spec, work, reuse, tag=tag
             )
+        elif base == "tribuild":
+            result["runtimes"][runtime] = tribuild_loads(spec, work, reuse, tag)
         else:
             result["runtimes"][runtime] = worker(
                 sys.executable, "torch_side.py", base, spec, work, reuse, tag=tag
@@ -202,6 +211,30 @@ def run_config(name: str, a: argparse.Namespace, llama: str | None) -> dict:
         figures.pop("logits", None)
         figures.pop("silu", None)
     return result
+
+
+def tribuild_loads(spec: dict, work: Path, reuse: bool, tag: str) -> dict:
+    """tribuild's figures, its load the second (see *tribuild's two loads*), the first load's
+    figures as ``first_load`` (or its error)."""
+    cache = work / "weight-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    spec = {**spec, "weight_cache": str(cache)}
+    try:
+        first = worker(
+            sys.executable,
+            "torch_side.py",
+            "tribuild-first-load",
+            spec,
+            work,
+            reuse,
+            f"{tag}-first",
+        )
+        figures = worker(sys.executable, "torch_side.py", "tribuild", spec, work, reuse, tag=tag)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    if "error" not in figures:
+        figures["first_load"] = first
+    return figures
 
 
 def _ids(vocab: int, count: int, seed: int) -> list[int]:

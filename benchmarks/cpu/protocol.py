@@ -17,6 +17,9 @@ Terms:
   the imports. The forward counts because llama.cpp maps its GGUF file and reads a weight's
   pages only when a forward first touches them; a torch runtime's lazily built caches fill
   then too.
+- *load figures* (``measure_load``): the load, the first one-token forward and the memory
+  the model adds; all of them that a *first-load* worker (tribuild's, with its weight cache
+  empty) measures, before the worker that measures everything loads again.
 - *decode*: ``new`` greedy steps of one token after a prompt of ``prompt`` tokens; a round's
   figure is the median step, the result the median over rounds. *prefill n*: one forward of
   ``n`` tokens as the first step of a fresh sequence, after ``prefill_warmup`` (0 or 1)
@@ -93,9 +96,8 @@ def _seconds(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def measure_lm(runtime: Runtime, spec: dict) -> dict:
-    """Every LM figure of one runtime (see the module doc), in this order: load, first token,
-    agreement logits, prefills, decode rounds."""
+def measure_load(runtime: Runtime, spec: dict) -> dict:
+    """The *load figures* of one runtime (see the module doc): load, first token, memory."""
     ids: list[int] = spec["ids"]
     out: dict[str, Any] = {"rss_imports": rss_bytes()}
     progress("loading")
@@ -106,6 +108,16 @@ def measure_lm(runtime: Runtime, spec: dict) -> dict:
     out["first_token_s"] = _seconds(lambda: runtime.forward(ids[:1]))
     out["rss_first"] = rss_bytes()
     out["model_adds"] = out["rss_first"] - out["rss_imports"]
+    out["peak_rss"] = peak_rss_bytes()
+    out["load_average"] = os.getloadavg()[0]
+    return out
+
+
+def measure_lm(runtime: Runtime, spec: dict) -> dict:
+    """Every LM figure of one runtime (see the module doc), in this order: load, first token,
+    agreement logits, prefills, decode rounds."""
+    ids: list[int] = spec["ids"]
+    out = measure_load(runtime, spec)
     out["logits"] = runtime.logits(spec["probe"])
     prefill: dict[str, float] = {}
     for n in spec["prefill"]:
@@ -138,13 +150,19 @@ def measure_lm(runtime: Runtime, spec: dict) -> dict:
     return out
 
 
-def run_worker(make: Callable[[dict], Runtime], name: str) -> None:
+def run_worker(
+    make: Callable[[dict], Runtime],
+    name: str,
+    measure: Callable[[Runtime, dict], dict] = measure_lm,
+) -> None:
     """``python <side>.py <spec.json> <out.json>``: measure the runtime ``make(spec)`` makes
-    and write its figures (the agreement logits beside them, as ``<out>.logits.json``)."""
+    (every figure, or what ``measure`` takes) and write its figures (the agreement logits
+    beside them, as ``<out>.logits.json``)."""
     spec = json.loads(Path(sys.argv[1]).read_text())
     start_watchdog(spec["max_rss_bytes"], name)
     runtime = make(spec)
-    figures = measure_lm(runtime, spec)
+    figures = measure(runtime, spec)
     out = Path(sys.argv[2])
-    Path(f"{out}.logits.json").write_text(json.dumps(figures.pop("logits")))
+    if "logits" in figures:
+        Path(f"{out}.logits.json").write_text(json.dumps(figures.pop("logits")))
     out.write_text(json.dumps(figures, indent=1) + "\n")

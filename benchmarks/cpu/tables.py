@@ -9,6 +9,11 @@ Terms:
   SiLU logits (``torch_side``'s doc says why). tribuild and llama.cpp quantize activations to
   8 bits (per token, and per block of 256 for llama.cpp's TQ2_0 dot product); transformers'
   float model does not: the differences include that.
+- *tribuild's loads*: its row's load is a second load, which maps the conversion the first
+  load wrote to its weight cache; its *first load* (``first_load``: the cache empty, the
+  float checkpoint read and ternarized) has a row of its own with the load figures alone. The
+  load goal is judged on the second load (llama.cpp's figure is a load of the GGUF its
+  converter wrote before, too); its row shows the first load's ratio beside it.
 - *goal row*: ``{goal, bound, limit, at_least, measured, met}``: ``measured`` is met when
   it is at least ``limit`` (``at_least``) or at most it; ``met`` is None where the run could
   not measure the figure (a runtime that did not run, a config not run). ``cpu_runs.py``
@@ -56,7 +61,11 @@ def _ratios(config: dict, name: str) -> dict[str, float | None]:
     for n in mine["prefill_tok_s"]:
         out[f"prefill {n}"] = mine["prefill_tok_s"][n] / ref["prefill_tok_s"][n]
     out["memory"] = mine["model_adds"] / ref["model_adds"]
-    out["load"] = (mine["load_s"] + mine["first_token_s"]) / (ref["load_s"] + ref["first_token_s"])
+    reference = ref["load_s"] + ref["first_token_s"]
+    out["load"] = (mine["load_s"] + mine["first_token_s"]) / reference
+    first = mine.get("first_load")
+    if _ok(first):
+        out["first load"] = (first["load_s"] + first["first_token_s"]) / reference
     return out
 
 
@@ -98,7 +107,11 @@ def goals(report: dict) -> list[dict]:
             peak = mine["peak_rss"] if mine and _ok(mine) else None
             text = f"{peak / GB:.2f} GB" if peak is not None else why
             row("peak RSS, bitnet_2b", "<= 3 GB", peak, PEAK_2B_BOUND, False, text)
-        ratio("load + first token", "load", LOAD_BOUND, False)
+        first = r.get("first load")
+        v = r.get("load")
+        text = _x(v, why) + (f" (the first load, which converts: {first:.2f}x)" if first else "")
+        bound = f"<= {LOAD_BOUND}x llama.cpp, a second load (the weight cache filled)"
+        row(f"load + first token, {name}", bound, v, LOAD_BOUND, False, text)
     k = report.get("kernels")
     if k and _ok(k):
         share = max(k["bitlinear_gb_s"], k["ternary_gb_s"]) / k["read_gb_s"]
@@ -163,6 +176,18 @@ def lm_table(report: dict) -> list[str]:
                 f"{f.get('measured_at', '?')} ({f['load_average']:.1f})"
                 f"{', an earlier run' if f.get('reused') else ''} |"
             )
+            first = f.get("first_load")
+            if first is not None and not _ok(first):
+                out.append(f"| {name} | {runtime}, first load | {first.get('error', '?')} |")
+            elif first is not None:
+                dashes = " | ".join("–" for _ in range(len(lengths) + 1))
+                out.append(
+                    f"| {name} | {runtime}, first load (converts; the cache empty) | {dashes} | "
+                    f"{first['peak_rss'] / GB:.2f} | {first['model_adds'] / GB:.2f} | "
+                    f"{first['load_s']:.2f} | "
+                    f"{_fmt(first['load_s'] + first['first_token_s'], '.2f', r.get('first load'))}"
+                    f" | {first.get('measured_at', '?')} ({first['load_average']:.1f}) |"
+                )
     return out
 
 
@@ -187,7 +212,11 @@ def markdown(report: dict) -> str:
         "minus RSS after the imports; load = loading the checkpoint folder (tribuild, "
         "transformers: safetensors, float layout) or the GGUF file (llama.cpp, mapped), and "
         "load + first token adds the first one-token forward (where llama.cpp reads its "
-        "mapped weights). Ratios in brackets are against llama.cpp. Each row gives the time "
+        "mapped weights). tribuild's row loads a second time, mapping what its first load "
+        "converted and wrote to its weight cache (as llama.cpp maps the GGUF its converter "
+        "wrote: that conversion is not timed); the row \"first load\" below it is the first "
+        "load of the same folder, the cache empty: it reads and ternarizes the float32 "
+        "checkpoint. Ratios in brackets are against llama.cpp. Each row gives the time "
         "its process ended and the 1-minute load average then; a row from an earlier run "
         "(`--reuse`: transformers and llama.cpp do not change with tribuild's code) ran the "
         "same spec, weights and harness. A runtime named NAME@N ran on N threads instead; "

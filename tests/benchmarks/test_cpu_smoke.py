@@ -32,7 +32,7 @@ def quick_run(tmp_path_factory):
 
 @pytest.mark.bench_smoke
 def test_every_torch_runtime_reports_its_figures(quick_run):
-    _, report = quick_run
+    out, report = quick_run
     tiny = report["configs"]["tiny"]
     for name in ("tribuild", "transformers"):
         figures = tiny["runtimes"][name]
@@ -40,6 +40,10 @@ def test_every_torch_runtime_reports_its_figures(quick_run):
         assert figures["decode_ms"] > 0 and figures["load_s"] > 0
         assert set(figures["prefill_tok_s"]) == {"16", "32"}
         assert figures["peak_rss"] >= figures["rss_first"] > 0
+    first = tiny["runtimes"]["tribuild"]["first_load"]  # the load that filled the cache
+    assert "error" not in first, first
+    assert first["load_s"] > 0 and first["first_token_s"] > 0 and first["peak_rss"] > 0
+    assert not (out / "work" / "tiny" / "weight-cache").exists()  # deleted after the runs
     agreement = tiny["agreement"]["tribuild vs transformers"]
     assert agreement["max_rel_diff"] < 0.1  # same weights; tribuild quantizes activations
     assert report["meta"]["load_average_start"] and report["meta"]["load_average_end"]
@@ -66,6 +70,7 @@ def test_kernels_resnet_and_tables(quick_run):
     text = (out / "cpu.md").read_text()
     for heading in ("## Logits on the same weights", "## GEMV and read bandwidth", "## Goals"):
         assert heading in text
+    assert "| tiny | tribuild, first load (converts; the cache empty) |" in text
 
 
 @pytest.mark.bench_smoke
