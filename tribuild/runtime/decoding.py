@@ -24,6 +24,11 @@ Terms:
   is split in halves ``x1, x2`` and ``x · cos + (-x2, x1) · sin`` with the angle of
   position ``p`` and pair ``i`` being ``p · theta^(-2i / D)``, computed as transformers
   computes it (float32 frequencies, ``cat(freqs, freqs)``), so the values agree bit for bit.
+- *kernels* (:func:`kernels`): on the ``cpu`` backend, float32 inference of ``RMSNorm`` and
+  ``rope`` is one native call each (``kernels/cpu/norm.cpp``, ``rope.cpp``): a decode step
+  makes a few dozen of them on vectors of a few thousand floats, where PyTorch's dispatch of
+  the same expressions costs more than the arithmetic. ``rope``'s kernel gives the torch
+  expression's bits; anywhere else (autograd, tracing, other dtypes) both are PyTorch's.
 """
 
 from __future__ import annotations
@@ -36,7 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tribuild.runtime import backends, native
+from tribuild.runtime.kernels.cpu.build import Library
+
 _ACTIVE = threading.local()
+_F32 = torch.float32
+_F32_BYTES = 4
+_FEW_IDS = 64  # check_ids reads at most this many ids in Python, past it two reductions
 
 
 class KVCache:
@@ -112,14 +123,52 @@ def _rope_tables(
 
 
 def rope(x: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embeddings of ``x [..., T, D]``, positions along dim -2 from the step's offset."""
-    cache = active()
+    """Rotary embeddings of ``x [..., T, D]``, positions along dim -2 from the step's offset.
+
+    On the ``cpu`` backend (see :func:`kernels`), a 4-d ``x`` with even ``D`` is one native
+    call (``kernels/cpu/rope.cpp``): the expression below, bit for bit."""
+    cache = getattr(_ACTIVE, "cache", None)
     start = cache.offset if cache is not None else 0
-    t, d = x.shape[-2], x.shape[-1]
+    shape = x.shape
+    t, d = shape[-2], shape[-1]
     cos, sin = _rope_tables(theta, d, start + t, x.dtype, x.device)
+    lib = kernels(x) if len(shape) == 4 else None  # first: a trace reads no shape as a bool
+    if lib is not None and d % 2 == 0 and x.stride(3) == 1:
+        out = torch.empty_like(x)  # x's layout where x is dense, as the expression's result
+        sx, so, row = x.stride(), out.stride(), start * d * _F32_BYTES
+        if out.numel():
+            lib.cdll.tb_rope(
+                x.data_ptr(), shape[0], shape[1], t, d, sx[0], sx[1], sx[2],
+                cos.data_ptr() + row, sin.data_ptr() + row,
+                out.data_ptr(), so[0], so[1], so[2],
+            )  # fmt: skip
+        return out
     cos, sin = cos[start : start + t], sin[start : start + t]
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def kernels(x: torch.Tensor, weight: torch.Tensor | None = None) -> Library | None:
+    """The native library when an inference call on ``x`` (and its ``weight``) runs on the
+    ``cpu`` backend's kernels: float32 CPU tensors that need no gradient, no trace or compile
+    under way, the ``cpu`` backend chosen and its library loaded; else None (the torch path).
+    The checks are ordered for the hot case, a decode step in ``no_grad``: each is a fraction
+    of a microsecond, and a step makes dozens of these calls."""
+    if (
+        x.dtype is not _F32
+        or not x.is_cpu
+        or (
+            torch.is_grad_enabled()
+            and (x.requires_grad or (weight is not None and weight.requires_grad))
+        )
+        or (weight is not None and (weight.dtype is not _F32 or not weight.is_cpu))
+        or backends.backend_for(x) != "cpu"  # the native backend's, as its linear layers
+        or torch.compiler.is_compiling()
+        or torch.jit.is_tracing()
+        or torch.jit.is_scripting()
+    ):
+        return None
+    return native.library()  # None: the cpu backend forced where the kernels cannot be had
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -157,36 +206,25 @@ class RMSNorm(nn.RMSNorm):
     tracing, other dtypes or devices) it is ``nn.RMSNorm`` itself."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from tribuild.runtime import backends, native
-
-        weight = self.weight
-        if (
-            x.device.type != "cpu"
-            or x.dtype != torch.float32
-            or (
-                torch.is_grad_enabled()
-                and (x.requires_grad or (weight is not None and weight.requires_grad))
-            )
-            or len(self.normalized_shape) != 1
-            or (weight is not None and weight.dtype != torch.float32)
-            or torch.compiler.is_compiling()
-            or torch.jit.is_tracing()
-            or torch.jit.is_scripting()
-            or backends.backend_for(x) != "cpu"  # the native backend's, as its linear layers
-        ):
+        weight: torch.Tensor | None = self.weight
+        lib = kernels(x, weight) if len(self.normalized_shape) == 1 else None
+        if lib is None:
             return super().forward(x)
-        lib = native.library()
-        if lib is None:  # the cpu backend forced where the kernels cannot be had
-            return super().forward(x)
-        x2 = x.contiguous()
-        out = torch.empty_like(x2)
-        k = x2.shape[-1]
-        m = x2.numel() // k if k else 0
-        eps = torch.finfo(torch.float32).eps if self.eps is None else self.eps
-        w = None if weight is None else weight.detach().contiguous()
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        k = x.shape[-1]
+        m = x.numel() // k if k else 0
+        eps = torch.finfo(_F32).eps if self.eps is None else self.eps
         if m:
+            if weight is not None and not weight.is_contiguous():
+                weight = weight.detach().contiguous()
             lib.cdll.tb_rms_norm(
-                x2.data_ptr(), m, k, None if w is None else w.data_ptr(), eps, out.data_ptr()
+                x.data_ptr(),
+                m,
+                k,
+                None if weight is None else weight.data_ptr(),
+                eps,
+                out.data_ptr(),
             )
         return out
 
@@ -203,9 +241,18 @@ def check_ids(ids: torch.Tensor, vocab: int) -> None:
     """Raise ``ValueError`` unless every id lies in ``0 .. vocab - 1``."""
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"token ids must be an integer tensor, not {ids.dtype}")
-    if ids.numel() == 0:
+    n = ids.numel()
+    if n == 0:
         return
-    low, high = int(ids.min()), int(ids.max())
+    if (
+        n <= _FEW_IDS
+        and ids.is_cpu
+        and not (torch.compiler.is_compiling() or torch.jit.is_tracing())
+    ):
+        values = ids.reshape(n).tolist()  # a decode step's few ids: no reductions dispatched
+        low, high = min(values), max(values)
+    else:
+        low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab:
         bad = low if low < 0 else high
         raise ValueError(f"token id {bad} is out of range: ids must lie in 0..{vocab - 1}")

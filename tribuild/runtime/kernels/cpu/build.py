@@ -37,8 +37,11 @@ from typing import NamedTuple
 from tribuild.base.hashing import digest
 
 SOURCE = Path(__file__).with_name("ternary.cpp")
-# one library: ternary layers, 8-bit float layers, conversions at load, RMSNorm
-SOURCES = (SOURCE, *(Path(__file__).with_name(n) for n in ("int8.cpp", "pack.cpp", "norm.cpp")))
+# one library: ternary layers, 8-bit float layers, conversions at load, RMSNorm, rotary embeddings
+SOURCES = (
+    SOURCE,
+    *(Path(__file__).with_name(n) for n in ("int8.cpp", "pack.cpp", "norm.cpp", "rope.cpp")),
+)
 ISAS = ("avx512vnni", "avx512", "avx2", "portable")
 _AVX2 = ("-mavx2", "-mfma", "-mf16c")
 _AVX512 = (*_AVX2, "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq")
@@ -227,6 +230,7 @@ SIGNATURES: dict[str, tuple[object, list[object]]] = {  # name -> (restype, argt
     "tb_i8_linear": (None, [_P, _I, _I, _P, _P, _I, _P, _INT]),
     "tb_ternary_pack": (None, [_P, _I, _I, _P, _I, _P, _INT]),
     "tb_rms_norm": (None, [_P, _I, _I, _P, _F, _P]),
+    "tb_rope": (None, [_P, _I, _I, _I, _I, _I, _I, _I, _P, _P, _P, _I, _I, _I]),
 }
 
 
