@@ -312,3 +312,27 @@ def test_what_the_kernels_do_not_take_runs_the_torch_path(cpu_backend):
     assert native.takes(many, packed, None, None, True) and native.takes(
         many[:-1], packed, None, None, False
     )
+
+
+def test_zero_skip_reuses_the_prepared_launch_and_follows_changes(cpu_backend, monkeypatch):
+    """skip.linear (what generated kernels call) finds a prepared launch before its plan,
+    where the plan skips nothing; a weight modified in place is planned and converted again,
+    and a weight with a zero channel keeps going through its plan."""
+    from tribuild.runtime import skip
+
+    codes, packed = weights(8, 40, 2)
+    x = torch.randn(2, 40)
+    first = skip.linear(x, packed, torch.ones(1), quantize=True)
+    planned, plan = [], skip._plan
+    monkeypatch.setattr(skip, "_plan", lambda *a: planned.append(1) or plan(*a))
+    assert torch.equal(skip.linear(x, packed, torch.ones(1), quantize=True), first)
+    assert planned == []  # the prepared launch ran
+    packed.copy_(pack(-codes))
+    torch.testing.assert_close(skip.linear(x, packed, torch.ones(1), quantize=True), -first)
+    assert planned == [1]
+    codes[3] = 0  # a dead channel: the plan compacts the weight, every call goes through it
+    dead = pack(codes)
+    expected = launch.ternary_linear(x, dead, torch.ones(1), quantize=True)
+    for _ in range(2):
+        torch.testing.assert_close(skip.linear(x, dead, torch.ones(1), quantize=True), expected)
+    assert planned == [1, 1, 1]

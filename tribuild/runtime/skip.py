@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from tribuild.runtime import ops
 from tribuild.runtime.autotune import KernelConfig, tuned_at
+from tribuild.runtime.backends import native_chosen
 from tribuild.runtime.conv import conv2d_shape, ternary_conv2d
 from tribuild.runtime.epilogue import ACTIVATIONS, activation_name
 from tribuild.runtime.linear import linear_shape, ternary_linear
@@ -107,9 +108,20 @@ def linear(
     values, which a trace cannot). With ``quantize``, ``x`` is quantized over its whole rows,
     before zero K blocks are dropped. ``opt_level``: the old kernel files' ``tuned``
     (``autotune.tuned_at``)."""
+    act = activation_name(act)
+    if configs is None and native_chosen() and not torch.compiler.is_compiling():
+        from tribuild.runtime import native  # loaded already: the backend is chosen
+
+        # The lookup ternary_linear starts with (its key: the act's canonical name, as _linear
+        # passes it), before the plan's: found only where the plan skips nothing (its compact
+        # weight is ``packed`` itself). Integer sums only, which a plan's dropped zeros cannot
+        # change; a float call's order of summation could.
+        if quantize or native.quantized(x):
+            site = native.site_key(x, packed, scale, bias, act, residual, True)
+            if (launch := native.prepared(site, packed)) is not None:
+                return launch(x, scale, bias, residual)
     if opt_level is not None:
         tuned = tuned_at(opt_level)
-    act = activation_name(act)
     if configs is None and torch.compiler.is_compiling():
         return TERNARY_LINEAR_ZERO_SKIP(x, packed, scale, bias, residual, act, tuned, quantize)
     return _linear(
