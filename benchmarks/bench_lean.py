@@ -11,8 +11,9 @@ Terms:
   transformers' ``pack_weights`` layout with their ``weight_scale``, embeddings and
   ``lm_head`` in bfloat16, tied as bitnet-b1.58-2B-4T ships them).
 - *one run*: a fresh Python process that imports torch and the generated module, loads a
-  folder (``checkpoint.load_checkpoint``), then decodes ``--new`` tokens at batch 1 after a
-  16-token prompt with ``--threads`` threads. It reports the load time, RSS after the imports,
+  folder (``checkpoint.load_checkpoint``, the weight cache off: the conversion is what this
+  bench times), then decodes ``--new`` tokens at batch 1 after a 16-token prompt with
+  ``--threads`` threads. It reports the load time, RSS after the imports,
   after the load and at its peak (``ru_maxrss``), the bytes of the model's tensors, and the
   median ms of a new token.
 - ``--tree`` runs the same measurement on another checkout (``/work/main`` for "before").
@@ -201,6 +202,7 @@ def measure(tree: Path, module: Path, folder: Path, threads: int, new: int, runs
     """Medians over ``runs`` fresh processes of ``one_run`` with ``tree`` on the path."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a fresh process as a user's
+    env["TRIBUILD_WEIGHT_CACHE"] = "off"  # the conversion is timed (see *one run*)
     results = []
     for _ in range(runs):
         out = subprocess.run(

@@ -6,7 +6,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ from safetensors.torch import save_file  # noqa: E402
 from tests.codegen.harness import build, write_and_import  # noqa: E402
 from tribuild.runtime import checkpoint, int8, native, weight_cache  # noqa: E402
 from tribuild.runtime.checkpoint import load_checkpoint  # noqa: E402
+from tribuild.runtime.kernel_files import class_file  # noqa: E402
 from tribuild.runtime.launch import force_backend  # noqa: E402
 from tribuild.runtime.safetensors_io import ALIGN, PAD, header, write  # noqa: E402
 
@@ -210,6 +214,34 @@ def test_an_unwritable_cache_is_said_once_and_the_load_works(Model, tmp_path, mo
         assert_same(today, load_checkpoint(Model, folder))
     assert len([w for w in said if "cannot be written" in str(w.message)]) == 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+LOAD = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from tribuild.runtime.checkpoint import load_checkpoint
+load_checkpoint(module.Model, sys.argv[3], int8_floats=True)
+"""
+
+
+def test_concurrent_first_loads_leave_one_whole_entry(Model, tmp_path, cache, no_conversion):
+    """Two processes convert the same folder at once: each writes a temporary file and renames
+    it over the entry, so the entry left is one of them, whole, and a third load maps it."""
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    source = class_file(Model)
+    args = [sys.executable, "-c", LOAD, Model.__module__, source, str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    runs = [subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read() if run.stderr else ""
+    assert len(entries_in(cache)) == 1 and not list(cache.glob(".*"))  # no temporary left
+    today = load_checkpoint(Model, folder, int8_floats=True, cache=False)
+    assert_same(today, today)  # its layouts made before the trap
+    no_conversion()
+    assert_same(today, load_checkpoint(Model, folder, int8_floats=True))
 
 
 def test_written_files_are_safetensors_with_aligned_data(tmp_path):

@@ -216,7 +216,9 @@ def _load(
         if key in cached:  # converted by an earlier load (weight_cache), mapped
             converted[key], converted[f"{key}_scale"] = cached[key], cached[f"{key}_scale"]
         elif key in lazy and source.map is not None and source.dtype == state[key].dtype:
-            converted[key] = source.map(populate=False)  # dropped unread by the caller
+            # dropped unread by the caller; copy-on-write, so that one a module kept after all
+            # would be an ordinary tensor (writable, the file's values)
+            converted[key] = source.map(populate=False, private=True)
         elif key not in ternary:
             value = source.read()
             if value.is_floating_point():  # the module's dtype, converted while it is read

@@ -78,21 +78,26 @@ class Entry(NamedTuple):
                 done += got
         return out.view(self.dtype).reshape(self.shape)
 
-    def map(self, populate: bool = True) -> torch.Tensor:
+    def map(self, populate: bool = True, private: bool = False) -> torch.Tensor:
         """The tensor over the file's own pages: a read-only map of its byte range, faulted in
         at once (``MAP_POPULATE``, unless ``populate`` is false: then a page is read when first
         touched), that lives as long as the tensor and its views do. A loader that ternarizes
         each weight and drops it copies nothing and keeps no page resident past its weight (a
         map of the whole file would keep them all); an embedding read a row at a time keeps
-        only the rows it looked up."""
+        only the rows it looked up. ``private``: mapped copy-on-write instead (writable; a
+        write changes the process's copy of the page, never the file)."""
         size = self.end - self.begin
         if size == 0:
             return torch.empty(self.shape, dtype=self.dtype)
         start = self.begin - self.begin % mmap.ALLOCATIONGRANULARITY
-        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+        # (Linux populates a private writable map with write faults, copying every page: a
+        # private map is for tensors read lazily, populate=False)
+        share = mmap.MAP_PRIVATE if private else mmap.MAP_SHARED
+        flags = share | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if private else 0)
         with open(self.path, "rb") as f:
             length = self.end - start
-            region = mmap.mmap(f.fileno(), length, flags=flags, prot=mmap.PROT_READ, offset=start)
+            region = mmap.mmap(f.fileno(), length, flags=flags, prot=prot, offset=start)
         with warnings.catch_warnings():  # "not writable": nothing writes to it
             warnings.simplefilter("ignore", UserWarning)
             flat = torch.frombuffer(
