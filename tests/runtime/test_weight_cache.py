@@ -17,10 +17,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 from safetensors import safe_open  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 from tests.codegen.harness import build, write_and_import  # noqa: E402
-from tribuild.runtime import checkpoint, int8, native, weight_cache  # noqa: E402
+from tribuild.runtime import checkpoint, int8, native, skip, weight_cache  # noqa: E402
 from tribuild.runtime.checkpoint import load_checkpoint  # noqa: E402
 from tribuild.runtime.kernel_files import class_file  # noqa: E402
 from tribuild.runtime.launch import force_backend  # noqa: E402
@@ -94,6 +94,7 @@ def no_conversion(monkeypatch):
     def trap():
         monkeypatch.setattr(checkpoint, "pack_ternary", refuse)
         monkeypatch.setattr(int8.Rows, "quantize", refuse)
+        monkeypatch.setattr(skip, "zero_skip", refuse)  # the scan for a zero-skip plan
         if (lib := native.library()) is not None:  # native.layout's conversion
             monkeypatch.setattr(lib.cdll, "tb_repack", refuse)
 
@@ -138,6 +139,22 @@ def test_a_changed_checkpoint_or_another_load_is_converted_again(Model, tmp_path
     assert [stamp[0] for stamp in key["files"]] == [
         str((folder / name).resolve()) for name in ("model.safetensors", "config.json")
     ]
+
+
+def test_a_weight_that_skips_channels_is_planned_at_its_first_call(Model, tmp_path, cache):
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    zeroed = "model.layers.0.self_attn.o_proj.weight"
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    tensors[zeroed][3] = 0.0  # an output channel of zero codes: its plan leaves it out
+    save_file(tensors, str(path))
+    today = load_checkpoint(Model, folder, cache=False)
+    load_checkpoint(Model, folder)
+    (entry,) = entries_in(cache)
+    whole = set(json.loads(header(entry)[1]["whole"]))
+    assert zeroed not in whole and len(whole) == 6  # the other six projections
+    assert_same(today, load_checkpoint(Model, folder))
 
 
 def test_changing_a_loaded_module_in_place_leaves_the_cache_as_it_is(Model, tmp_path, cache):

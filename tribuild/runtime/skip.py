@@ -63,6 +63,18 @@ def _plan(packed: torch.Tensor, k: int | None) -> Plan:
     return _plans.put(id(packed), packed, (channels, columns, compact))
 
 
+def skips_nothing(packed: torch.Tensor) -> bool:
+    """Whether ``packed``'s plan keeps every channel and K block (a scan of the weight)."""
+    report = zero_skip(packed, BLOCK_K)
+    return not report.channels and not report.k_blocks
+
+
+def adopt_whole(packed: torch.Tensor) -> None:
+    """Keep for ``packed`` the plan that skips nothing (``weight_cache``: its entry found that
+    with :func:`skips_nothing`), so its first call does not read the weight to find it."""
+    _plans.put(id(packed), packed, (None, None, packed))
+
+
 def _scatter(
     kept_out: torch.Tensor,
     channels: torch.Tensor,

@@ -7,13 +7,15 @@ Terms:
   ternarized and packed (most of a float-layout checkpoint's load: reading its float32
   weights) or re-packed (the packed layout), and its scale; each packed linear weight in the
   kernels' layout (``native.layout``, else made at its first call: the first token's time);
-  with ``int8_floats``, the 8-bit rows of the large float layers (``int8.quantized_rows``).
+  with ``int8_floats``, the 8-bit rows of the large float layers (``int8.quantized_rows``);
+  which weights' zero-skip plan skips nothing (``skip.skips_nothing``, else a scan of the
+  packed bytes at the first call, which would read pages the CPU kernels never read).
 - *entry*: one safetensors file a checkpoint folder, ``<root>/<digest of the folder's resolved
   path>.safetensors``: a new conversion of the folder replaces its entry, so the cache does
   not grow with every edit of a checkpoint. Its tensors are ``ternary/<key>`` and
   ``ternary/<key>_scale``, ``layout/<key>``, and ``rows/<layer>.panel``, ``.scale`` and
   ``.shape`` (``int8.Rows``: the panel the kernels read);
-  its metadata holds the *key* and the *lazy* keys.
+  its metadata holds the *key*, the *lazy* keys and the *whole* ones (that skip nothing).
 - *key*: what the conversion depends on, as JSON, compared whole with the entry's: each
   checkpoint file's (``*.safetensors``, ``config.json``) resolved path, size, ``mtime_ns`` and
   inode; the module's class, its state_dict's keys, shapes and dtypes and its ternary spec
@@ -51,7 +53,7 @@ from typing import NamedTuple
 import torch
 
 from tribuild.base.hashing import digest
-from tribuild.runtime import int8, native
+from tribuild.runtime import int8, native, skip
 from tribuild.runtime.kernels.cpu import build
 from tribuild.runtime.safetensors_io import FileError, header, map_copy_on_write, write
 
@@ -68,6 +70,7 @@ SOURCES = tuple(
         "ternarize.py",
         "int8.py",
         "safetensors_io.py",
+        "skip.py",
     )
 )
 TERNARY, SCALE, LAYOUT, ROWS = "ternary/", "_scale", "layout/", "rows/"
@@ -84,6 +87,7 @@ class Hit(NamedTuple):
     layouts: dict[str, torch.Tensor]  # a ternary key -> its weight in the kernels' layout
     rows: dict[str, int8.Rows]  # int8.quantize_floats' ``rows``
     lazy: frozenset[str]
+    whole: frozenset[str]  # ternary keys whose zero-skip plan skips nothing
 
 
 def root() -> Path | None:
@@ -163,11 +167,15 @@ class Slot:
                 stem = k[: -len(".panel")]
                 n, width = tensors[stem + ".shape"].tolist()
                 rows[stem[len(ROWS) :]] = int8.Rows(panel, tensors[stem + ".scale"], (n, width))
-        return Hit(ternary, layouts, rows, frozenset(json.loads(meta.get("lazy", "[]"))))
+        lazy, whole = (frozenset(json.loads(meta.get(name, "[]"))) for name in ("lazy", "whole"))
+        return Hit(ternary, layouts, rows, lazy, whole)
 
     def adopt(self, model: torch.nn.Module, hit: Hit) -> None:
         """``model``'s packed linear weights given their layouts from ``hit`` (see
-        ``native.adopt_layout``), so its first call does not convert them."""
+        ``native.adopt_layout``) and their zero-skip plans, so that their first call neither
+        converts nor reads them."""
+        for key in hit.whole:
+            skip.adopt_whole(model.get_buffer(key))
         if self.lib is None:
             return
         for key, converted in hit.layouts.items():
@@ -179,10 +187,14 @@ class Slot:
         folder's entry, atomically (see *written atomically*); its packed linear weights'
         layouts are made now (and kept for its own first call)."""
         tensors: dict[str, torch.Tensor] = {}
+        whole = []
         for key, (shape, _) in self.ternary.items():
             packed = model.get_buffer(key)
             if packed.device.type != "cpu":  # a module loaded onto another device
                 return
+            if skip.skips_nothing(packed):
+                whole.append(key)
+                skip.adopt_whole(packed)
             tensors[TERNARY + key] = packed
             tensors[TERNARY + key + SCALE] = model.get_buffer(key + SCALE)
             if self.lib is not None and len(shape) == 2:  # a linear weight: the kernels'
@@ -194,7 +206,7 @@ class Slot:
                 rows.scale,
             )
             tensors[f"{ROWS}{layer}.shape"] = torch.tensor(rows.shape, dtype=torch.int64)
-        meta = {"key": self.key, "lazy": json.dumps(sorted(lazy))}
+        meta = {"key": self.key, "lazy": json.dumps(sorted(lazy)), "whole": json.dumps(whole)}
         tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
