@@ -67,6 +67,23 @@ def write_folder(Model, folder, seed: int = 0) -> None:
     (folder / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
 
 
+def write_packed_folder(Model, folder) -> None:
+    """The same in transformers' packed layout, the embedding in bfloat16 (as
+    bitnet-b1.58-2B-4T ships them)."""
+    from transformers.integrations.bitnet import pack_weights
+
+    write_folder(Model, folder)
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    gen = torch.Generator().manual_seed(5)
+    for key in [k for k in tensors if k.endswith("_proj.weight")]:
+        codes = torch.randint(-1, 2, tensors[key].shape, generator=gen).float()
+        tensors[key] = pack_weights(codes)
+        tensors[key.replace(".weight", ".weight_scale")] = torch.tensor([40.0])
+    tensors["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].bfloat16()
+    save_file(tensors, str(path))
+
+
 def ids() -> torch.Tensor:
     return torch.arange(9).reshape(1, 9) * 37 % ARGS["vocab"]
 
@@ -93,6 +110,7 @@ def no_conversion(monkeypatch):
 
     def trap():
         monkeypatch.setattr(checkpoint, "pack_ternary", refuse)
+        monkeypatch.setattr(checkpoint, "unpack_transformers", refuse)  # the packed layout's
         monkeypatch.setattr(int8.Rows, "quantize", refuse)
         monkeypatch.setattr(skip, "zero_skip", refuse)  # the scan for a zero-skip plan
         if (lib := native.library()) is not None:  # native.layout's conversion
@@ -101,12 +119,13 @@ def no_conversion(monkeypatch):
     return trap
 
 
+@pytest.mark.parametrize("layout", ["float", "packed"])
 @pytest.mark.parametrize("int8_floats", [False, True])
 def test_a_second_load_maps_the_first_ones_conversion(
-    Model, tmp_path, cache, no_conversion, int8_floats
+    Model, tmp_path, cache, no_conversion, int8_floats, layout
 ):
     folder = tmp_path / "ckpt"
-    write_folder(Model, folder)
+    (write_folder if layout == "float" else write_packed_folder)(Model, folder)
     today = load_checkpoint(Model, folder, int8_floats=int8_floats, cache=False)
     assert not cache.exists()
     first = load_checkpoint(Model, folder, int8_floats=int8_floats)
