@@ -107,11 +107,14 @@ def goals(report: dict) -> list[dict]:
             peak = mine["peak_rss"] if mine and _ok(mine) else None
             text = f"{peak / GB:.2f} GB" if peak is not None else why
             row("peak RSS, bitnet_2b", "<= 3 GB", peak, PEAK_2B_BOUND, False, text)
-        first = r.get("first load")
         v = r.get("load")
-        text = _x(v, why) + (f" (the first load, which converts: {first:.2f}x)" if first else "")
         bound = f"<= {LOAD_BOUND}x llama.cpp, a second load (the weight cache filled)"
-        row(f"load + first token, {name}", bound, v, LOAD_BOUND, False, text)
+        row(f"load + first token, {name}", bound, v, LOAD_BOUND, False, _x(v, why))
+        # the first load converts the float32 checkpoint (llama.cpp's conversion is not timed):
+        # a row of its own, judged by the same bound, so that no summary leaves it out
+        first = r.get("first load")
+        bound = f"<= {LOAD_BOUND}x llama.cpp, the first load (it converts; the cache empty)"
+        row(f"first load + first token, {name}", bound, first, LOAD_BOUND, False, _x(first, why))
     k = report.get("kernels")
     if k and _ok(k):
         share = max(k["bitlinear_gb_s"], k["ternary_gb_s"]) / k["read_gb_s"]

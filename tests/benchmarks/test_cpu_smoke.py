@@ -67,6 +67,7 @@ def test_kernels_resnet_and_tables(quick_run):
     assert report["resnet18"]["ms"]["tribuild"] > 0 and report["resnet18"]["max_rel_error"] < 1e-3
     goals = {g["goal"] for g in report["goals"]}
     assert {"decode, tiny", "decode GEMV kernel", "ResNet-18 batch 1"} <= goals
+    assert {"load + first token, tiny", "first load + first token, tiny"} <= goals
     text = (out / "cpu.md").read_text()
     for heading in ("## Logits on the same weights", "## GEMV and read bandwidth", "## Goals"):
         assert heading in text
