@@ -97,6 +97,19 @@ def test_quantization_is_the_runtimes(lib, m, k):
     assert torch.equal(s, s_ref)
 
 
+@pytest.mark.parametrize("where", [0, 9, 20])  # in the first vector, a later one, the tail
+def test_the_absmax_skips_a_nan_as_it_always_did(lib, where):
+    """The vectorized absmax keeps the scalar fold's semantics, max(a, |x|) = a < |x| ? |x| : a:
+    a NaN is never taken (the row's scale comes from its other values), -0 is 0."""
+    x = torch.linspace(-3.0, 2.0, 21).reshape(1, 21)
+    x[0, where] = float("nan")
+    q = torch.empty(1, 21, dtype=torch.int8)
+    s = torch.empty(1, dtype=torch.float32)
+    lib.cdll.tb_quantize(x.data_ptr(), 1, 21, q.data_ptr(), s.data_ptr(), EPS)
+    finite = x[~x.isnan()]
+    assert s.item() == torch.tensor(127.0) / finite.abs().max()
+
+
 @pytest.mark.parametrize("act", sorted(native.ACT_CODES))
 @pytest.mark.parametrize("m,n,k", [(1, 1, 3), (2, 13, 200), (17, 6, 1100), (300, 5, 131)])
 def test_outputs_match_the_float64_oracle(lib, m, n, k, act):

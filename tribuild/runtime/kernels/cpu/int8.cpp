@@ -34,6 +34,8 @@
 #include <omp.h>
 #endif
 
+float abs_max(const float* x, int64_t k);  // ternary.cpp
+
 namespace {
 
 constexpr int64_t CHANNELS = 4;  // channels that share one pass over a row's activations
@@ -122,9 +124,7 @@ void decode_group(const int16_t* x16, const int8_t* q, int64_t kp, float dot[CHA
 
 // x16 [kp] and its scale (see *product*); the padding past k is 0.
 float quantize16(const float* x, int64_t k, int64_t kp, int16_t* x16) {
-  float amax = 0.0f;
-  for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float xs = amax / 32767.0f;
+  const float xs = abs_max(x, k) / 32767.0f;  // ternary.cpp's, one library
   for (int64_t j = 0; j < k; ++j)
     x16[j] = static_cast<int16_t>(xs > 0.0f ? std::nearbyint(x[j] / xs) : 0.0f);
   for (int64_t j = k; j < kp; ++j) x16[j] = 0;

@@ -96,11 +96,33 @@ inline void finish(const Epilogue& e, int64_t row, int64_t ch, int64_t n, int32_
 
 // ---- activation quantization (shared by every ISA: it reads each x once) ----
 
+}  // namespace
+
+// max(max |x[i]|, 0) as std::max(a, |x|) folds it (a NaN never taken): exact in any order.
+// Shared with int8.cpp (the same library).
+float abs_max(const float* x, int64_t k) {
+  float amax = 0.0f;
+  int64_t i = 0;
+#if defined(__AVX2__) || defined(__AVX512BW__)
+  // the compiler leaves the scalar fold as a chain of dependent maxss (it may not reorder a
+  // float max): a decode step's quantization ran single-threaded at a few cycles a value
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 acc = _mm256_setzero_ps();
+  for (; i + 8 <= k; i += 8)  // max(|x|, acc): maxps gives its second operand where one is NaN
+    acc = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), acc);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, acc);
+  for (float lane : lanes) amax = std::max(amax, lane);
+#endif
+  for (; i < k; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax;
+}
+
+namespace {
+
 void quantize_row(const float* x, int64_t k, int64_t kp, float eps, int8_t* q, float* s,
                   int32_t* qsum) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(x[i]));
-  amax = std::max(amax, eps);
+  const float amax = std::max(abs_max(x, k), eps);
   const float scale = 127.0f / amax;
   int32_t total = 0;
   for (int64_t i = 0; i < k; ++i) {
