@@ -213,3 +213,51 @@ def test_a_traced_head_is_the_cpu_int8_operator():
             assert torch.equal(compiled(x), eager)
     rows = layer.head.rows
     torch.library.opcheck(int8.CPU_INT8_LINEAR, (torch.randn(3, 70), rows.panel, rows.scale, 70))
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C++ compiler")
+def test_empty_and_misshapen_inputs_end_as_torchs_layers_end():
+    from tribuild.runtime import launch
+
+    with launch.force_backend("cpu"), torch.no_grad():
+        empty_and_misshapen_inputs()
+
+
+def empty_and_misshapen_inputs():
+    rows = int8.Rows.quantize(weight(10, 20, 5))
+    embedding, head = int8.Int8Embedding(rows), int8.Int8Linear(rows)
+    assert embedding(torch.zeros(0, dtype=torch.long)).shape == (0, 20)  # as nn.Embedding
+    assert embedding(torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0, 20)
+    assert head(torch.randn(0, 20)).shape == (0, 10)
+    # x of 30 columns for a layer of 20: 15 rows of 20, past the 10 rows of output it has room
+    # for (the kernel wrote them: a heap overflow); nn.Linear refuses the shape
+    with pytest.raises(ValueError, match="in_features 20.*30 columns"):
+        head(torch.randn(10, 30))
+    with pytest.raises(ValueError, match="in_features 20.*30 columns"):
+        int8.CPU_INT8_LINEAR(torch.randn(10, 30), rows.panel, rows.scale, 20)
+    # K of 0: every output is 0, as F.linear gives (not torch.empty's leftovers)
+    nothing = int8.Rows.quantize(torch.empty(6, 0))
+    assert nothing.codes().shape == (6, 0)
+    assert torch.equal(int8.Int8Linear(nothing)(torch.randn(3, 0)), torch.zeros(3, 6))
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C++ compiler")
+@pytest.mark.parametrize("m", [1, 3])
+def test_a_nan_or_inf_activation_reaches_the_logits_as_in_float(m):
+    from tribuild.runtime import launch
+
+    # decoding rounds x to int16 by its largest |x|: a NaN or inf there made every code
+    # static_cast<int16_t>(NaN) (undefined; finite logits out of a NaN hidden state)
+    layer = int8.Int8Linear(int8.Rows.quantize(weight(9, 43, 7)))
+    rows = layer.rows
+    dense = rows.codes().float() * rows.scale[:, None]
+    bads = (float("nan"), float("inf"), -float("inf"))
+    for bad, at in [(bad, at) for bad in bads for at in (3, 41)]:  # a vector of 8, the tail
+        x = torch.randn(m, 43)
+        x[0, at] = bad
+        with launch.force_backend("cpu"), torch.no_grad():
+            out = layer(x)
+        expected = x @ dense.T
+        assert torch.equal(out.isnan(), expected.isnan()), bad
+        assert torch.equal(out.isposinf(), expected.isposinf()), bad
+        assert torch.equal(out.isneginf(), expected.isneginf()), bad

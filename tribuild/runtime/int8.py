@@ -79,13 +79,17 @@ class Rows:
         """The int8 codes ``[n, k]`` in row order (a copy)."""
         n, k = self.shape
         groups, pieces = self.panel.shape[:2]
-        whole = self.panel.permute(0, 2, 1, 3).reshape(groups * PANEL_CHANNELS, -1)
+        # sizes spelled out: -1 cannot be inferred from a panel of no bytes (k = 0)
+        whole = self.panel.permute(0, 2, 1, 3).reshape(
+            groups * PANEL_CHANNELS, pieces * PANEL_PIECE
+        )
         return whole[:n, :k].contiguous()
 
     def lookup(self, ids: torch.Tensor) -> torch.Tensor:
         """The codes of rows ``ids [...]``: ``[..., k]`` int8."""
         found = self.panel[ids // PANEL_CHANNELS, :, ids % PANEL_CHANNELS, :]
-        return found.reshape(*ids.shape, -1)[..., : self.shape[1]]
+        kp = self.panel.shape[1] * PANEL_PIECE  # not -1: no ids (or k = 0) leave it open
+        return found.reshape(*ids.shape, kp)[..., : self.shape[1]]
 
 
 def panel_shape(n: int, k: int) -> tuple[int, int, int, int]:
@@ -143,12 +147,19 @@ def _linear(x: torch.Tensor, panel: torch.Tensor, scale: torch.Tensor, k: int) -
     """``x @ (scale · codes)ᵀ`` on ``tb_i8_linear`` (the ``cpu`` backend's library), or widened
     in torch where the library cannot be had (a traced graph run where it was not traced)."""
     n = scale.shape[0]
+    if x.dim() == 0 or x.shape[-1] != k:  # the kernel would read and write past x and out
+        got = "a scalar" if x.dim() == 0 else f"{x.shape[-1]} columns"
+        raise ValueError(
+            f"an 8-bit layer of in_features {k} was given x of shape {tuple(x.shape)} "
+            f"({got}): its last dimension must be {k}"
+        )
     lib = native.library("an 8-bit layer")
     if lib is None:
         return F.linear(x, Rows(panel, scale, (n, k)).codes().float() * scale[:, None])
     x2 = x.contiguous()
-    out = torch.empty((*x.shape[:-1], n), dtype=torch.float32)
     m = x2.numel() // k if k else 0
+    # no K: sums of nothing, 0 (as F.linear), not torch.empty's leftovers
+    out = (torch.empty if k else torch.zeros)((*x.shape[:-1], n), dtype=torch.float32)
     if m:
         threads = torch.get_num_threads()
         fn = lib.cdll.tb_i8_linear

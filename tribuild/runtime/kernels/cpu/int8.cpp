@@ -17,7 +17,8 @@
 //   is, float32 sums in eight lanes. One row (decoding), on AVX2: x as int16, xs = max|x| /
 //   32767 a row, x16 = round_half_even(x / xs), a rounding 1/65534 of max|x| at most (the
 //   weight's own is 1/254 of its row's): int8 x int16 pairs by vpmaddwd into int32 lanes,
-//   half the instructions a weight of the float path, so one core keeps up with memory.
+//   half the instructions a weight of the float path, so one core keeps up with memory (a
+//   row holding a NaN or an infinity takes the float path: int16 has no code for it).
 //   A lane adds k / 8 products of at most 127 * 32767; flushed to float32 every FLUSH
 //   weights (FLUSH / 8 * 127 * 32767 < 2^31), it never overflows.
 // - *threads*: OpenMP, the count the caller passes (torch.get_num_threads()), over groups
@@ -122,13 +123,30 @@ void decode_group(const int16_t* x16, const int8_t* q, int64_t kp, float dot[CHA
   for (int c = 0; c < CHANNELS; ++c) dot[c] = hsum(total[c]);
 }
 
-// x16 [kp] and its scale (see *product*); the padding past k is 0.
-float quantize16(const float* x, int64_t k, int64_t kp, int16_t* x16) {
-  const float xs = abs_max(x, k) / 32767.0f;  // ternary.cpp's, one library
+// Whether x [k] holds no NaN and no infinity (x - x: 0 for a finite x, else NaN), in vectors:
+// a scalar chain of dependent adds would cost the decode call's quantization its speed.
+bool finite(const float* x, int64_t k) {
+  __m256 bad = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i), d = _mm256_sub_ps(v, v);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+  }
+  bool ok = _mm256_movemask_ps(bad) == 0;
+  for (; i < k; ++i) ok = ok && x[i] - x[i] == 0.0f;
+  return ok;
+}
+
+// x16 [kp] and its scale (see *product*); the padding past k is 0. False (x16 unwritten)
+// where x holds a NaN or an infinity, which no int16 code stands for (the cast of NaN is
+// undefined: it made finite logits of a NaN hidden state): the caller takes the float path.
+bool quantize16(const float* x, int64_t k, int64_t kp, int16_t* x16, float* scale) {
+  if (!finite(x, k)) return false;
+  const float xs = *scale = abs_max(x, k) / 32767.0f;  // ternary.cpp's, one library
   for (int64_t j = 0; j < k; ++j)
     x16[j] = static_cast<int16_t>(xs > 0.0f ? std::nearbyint(x[j] / xs) : 0.0f);
   for (int64_t j = k; j < kp; ++j) x16[j] = 0;
-  return xs;
+  return true;
 }
 #endif
 
@@ -170,9 +188,10 @@ void tb_i8_linear(const float* x, int64_t m, int64_t k, const int8_t* q, const f
   const int nt = (m * n * k < (int64_t(1) << 18)) ? 1 : std::max(1, threads);
   const int64_t chunk = std::max<int64_t>(1, groups / (8 * int64_t(nt)));  // 8 a thread
 #if defined(__AVX2__)
-  if (m == 1) {
-    int16_t* x16 = static_cast<int16_t*>(std::malloc(static_cast<size_t>(kp) * 2 + 32));
-    const float xs = quantize16(x, k, kp, x16);
+  int16_t* x16 = m == 1 ? static_cast<int16_t*>(std::malloc(static_cast<size_t>(kp) * 2 + 32))
+                        : nullptr;
+  float xs = 0.0f;
+  if (x16 && quantize16(x, k, kp, x16, &xs)) {
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t c0 = g * CHANNELS, nc = std::min(CHANNELS, n - c0);
@@ -183,6 +202,7 @@ void tb_i8_linear(const float* x, int64_t m, int64_t k, const int8_t* q, const f
     std::free(x16);
     return;
   }
+  std::free(x16);  // not finite (or no memory): the float path, as several rows take
 #endif
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
   for (int64_t g = 0; g < groups; ++g) {
