@@ -160,6 +160,27 @@ def test_a_changed_checkpoint_or_another_load_is_converted_again(Model, tmp_path
     ]
 
 
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_converted_again(Model, tmp_path, cache):
+    """``cp -p``, ``rsync --inplace -t``, ``touch -r``: the same file (inode), size and mtime,
+    new weights; the ctime, which no user call sets, says so (as the no-op manifest's does)."""
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder, seed=1)
+    path = folder / "model.safetensors"
+    before = path.stat()
+    load_checkpoint(Model, folder)
+    write_folder(Model, tmp_path / "other", seed=2)  # same names and shapes: same size
+    with open(path, "r+b") as f:  # written in place, as cp writes over a file
+        f.write((tmp_path / "other" / "model.safetensors").read_bytes())
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert_same(load_checkpoint(Model, folder), load_checkpoint(Model, folder, cache=False))
+
+
 def test_a_weight_that_skips_channels_is_planned_at_its_first_call(Model, tmp_path, cache):
     folder = tmp_path / "ckpt"
     write_folder(Model, folder)

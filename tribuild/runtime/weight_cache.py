@@ -17,12 +17,12 @@ Terms:
   ``.shape`` (``int8.Rows``: the panel the kernels read);
   its metadata holds the *key*, the *lazy* keys and the *whole* ones (that skip nothing).
 - *key*: what the conversion depends on, as JSON, compared whole with the entry's: each
-  checkpoint file's (``*.safetensors``, ``config.json``) resolved path, size, ``mtime_ns`` and
-  inode; the module's class, its state_dict's keys, shapes and dtypes and its ternary spec
-  (keys, shapes, scale modes); ``int8_floats`` and ``int8.MIN_WEIGHTS``; the kernels' layout
-  identity (``native.layout_identity``, or none without the kernels, which also pack and
-  quantize); ``FORMAT`` and the digest of the Python sources that convert (``SOURCES``), so
-  no edit of the conversion is ever served an entry of the old one.
+  checkpoint file's (``*.safetensors``, ``config.json``) resolved path, size, ``mtime_ns``,
+  ``ctime_ns`` and inode; the module's class, its state_dict's keys, shapes and dtypes and
+  its ternary spec (keys, shapes, scale modes); ``int8_floats`` and ``int8.MIN_WEIGHTS``; the
+  kernels' layout identity (``native.layout_identity``, or none without the kernels, which
+  also pack and quantize); ``FORMAT`` and the digest of the Python sources that convert
+  (``SOURCES``), so no edit of the conversion is ever served an entry of the old one.
 - *lazy*: the state_dict keys whose float tensors the loaded module drops (the layers that
   ``quantize_floats`` replaces): a hit maps them from the checkpoint unread (nothing touches
   them before they are dropped) instead of reading them.
@@ -103,9 +103,11 @@ def _sources_digest() -> str:
 
 
 def _file_stamp(path: Path) -> list[object]:
-    # as make and ninja judge a file: hashing 1.7 GB of float32 would cost the time a hit saves
+    # as the no-op manifest judges a file (hashing 1.7 GB of float32 would cost the time a hit
+    # saves); the ctime, which no user call sets, catches a same-size rewrite in place whose
+    # mtime was put back (cp -p, rsync --inplace -t, touch -r)
     st = path.stat()
-    return [str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino]
+    return [str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 class Slot:
