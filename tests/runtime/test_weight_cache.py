@@ -248,6 +248,35 @@ def test_a_corrupt_entry_is_said_ignored_and_written_again(Model, tmp_path, cach
         assert_same(today, load_checkpoint(Model, folder))
 
 
+def test_an_entry_replaced_while_it_is_looked_up_is_read_whole(Model, tmp_path, cache, monkeypatch):
+    """Another process renames its entry of the folder (another key) over this one between
+    the reading of its header and its map: the tensors come from the header's own file."""
+    from tribuild.runtime import safetensors_io
+
+    for seed in (1, 2):
+        write_folder(Model, tmp_path / f"ckpt{seed}", seed=seed)
+        load_checkpoint(Model, tmp_path / f"ckpt{seed}")
+    mine, theirs = (
+        weight_cache.Slot.of(Model.float_module(), tmp_path / f"ckpt{seed}", {}, False)
+        for seed in (1, 2)
+    )
+    ours, other = (weight_cache.root() / p.path.name for p in (mine, theirs))
+    assert ours.exists() and other.exists()
+    real = safetensors_io.header
+
+    def then_replaced(path, *args, **kwargs):
+        found = real(path, *args, **kwargs)
+        if Path(path) == ours and other.exists():  # once: the other entry renamed over ours
+            os.replace(other, ours)
+        return found
+
+    monkeypatch.setattr(safetensors_io, "header", then_replaced)
+    monkeypatch.setattr(weight_cache, "header", then_replaced, raising=False)
+    today = load_checkpoint(Model, tmp_path / "ckpt1", cache=False)
+    assert_same(today, load_checkpoint(Model, tmp_path / "ckpt1"))
+    assert not other.exists()  # the race took place
+
+
 def test_the_cache_is_off_by_argument_or_variable(Model, tmp_path, cache, monkeypatch):
     folder = tmp_path / "ckpt"
     write_folder(Model, folder)

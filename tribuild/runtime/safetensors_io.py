@@ -23,12 +23,13 @@ Terms:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import struct
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import torch
 
@@ -111,11 +112,16 @@ def entries(path: str | Path) -> dict[str, Entry]:
     return header(path)[0]
 
 
-def header(path: str | Path) -> tuple[dict[str, Entry], dict[str, str]]:
+def header(
+    path: str | Path, file: BinaryIO | None = None
+) -> tuple[dict[str, Entry], dict[str, str]]:
     """Every tensor of the file ``path`` by key, and its ``__metadata__``, from its header;
-    FileError when the header does not fit the file (a truncated file among them)."""
+    FileError when the header does not fit the file (a truncated file among them). ``file``:
+    ``path`` open already (read from its start), so that what the caller maps of it is the
+    file this header describes, not one renamed over ``path`` since."""
     path = Path(path)
-    with open(path, "rb") as f:
+    with open(path, "rb") if file is None else contextlib.nullcontext(file) as f:
+        f.seek(0)
         head = f.read(8)
         if len(head) < 8:
             raise FileError(f"{path}: too short for a safetensors file")
@@ -191,10 +197,13 @@ def write(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str
                 f.write(flat.numpy().data)
 
 
-def map_copy_on_write(path: str | Path, found: dict[str, Entry]) -> dict[str, torch.Tensor]:
-    """The tensors ``found`` (``header(path)``'s, fillers left out) over one private map of
-    the whole file (see the module doc); the map lives while any of them does."""
+def map_copy_on_write(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The file's tensors (fillers left out) over one private map of the whole file (see the
+    module doc), and its ``__metadata__``; the map lives while any of them does. The header
+    and the map are of one open file: a file renamed over ``path`` meanwhile (a weight cache
+    entry replaced) is neither's."""
     with open(path, "rb") as f:
+        found, meta = header(path, f)
         region = mmap.mmap(
             f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE
         )
@@ -209,4 +218,4 @@ def map_copy_on_write(path: str | Path, found: dict[str, Entry]) -> dict[str, to
             else torch.empty(0, dtype=torch.uint8)
         )
         out[key] = flat.view(e.dtype).reshape(e.shape)
-    return out
+    return out, meta

@@ -55,7 +55,7 @@ import torch
 from tribuild.base.hashing import digest
 from tribuild.runtime import int8, native, skip
 from tribuild.runtime.kernels.cpu import build
-from tribuild.runtime.safetensors_io import FileError, header, map_copy_on_write, write
+from tribuild.runtime.safetensors_io import FileError, map_copy_on_write, write
 
 FORMAT = 1  # the entry's own layout (names, metadata); the conversion's code is in SOURCES
 VARIABLE = "TRIBUILD_WEIGHT_CACHE"
@@ -148,10 +148,10 @@ class Slot:
         if not self.path.exists():
             return None
         try:
-            found, meta = header(self.path)
+            tensors, meta = map_copy_on_write(self.path)  # unread until touched
             if meta.get("key") != self.key:  # stale: this load's conversion replaces it
                 return None
-            return self._hit(map_copy_on_write(self.path, found), meta)
+            return self._hit(tensors, meta)
         except (FileError, OSError, ValueError, KeyError) as e:
             self._corrupt(str(e) if not isinstance(e, KeyError) else f"no {e}")
             return None
