@@ -30,7 +30,13 @@ import tables  # noqa: E402
 def collect(paths: list[Path]) -> dict:
     """The runs' goal rows by goal, in the order they first appear, and each run's meta."""
     runs, by_goal = [], {}
+    resolved = [p.resolve() for p in paths]
+    if twice := next((p for i, p in enumerate(paths) if resolved[i] in resolved[:i]), None):
+        raise SystemExit(f"{twice}: given twice; each run counts once in a median")
+    names = [p.name for p in paths]
     for path in paths:
+        # bench_cpu.py names every run <out>/cpu.json: where names repeat, the path tells them
+        label = path.name if names.count(path.name) == 1 else str(path)
         report = json.loads(path.read_text())
         rows = report.get("goals", [])
         old = [g["goal"] for g in rows if "limit" not in g]
@@ -39,7 +45,7 @@ def collect(paths: list[Path]) -> dict:
         meta = report["meta"]
         runs.append(
             {
-                "file": path.name,
+                "file": label,
                 "started": meta["started"],
                 "commit": meta["commit"],
                 "load_average": [meta["load_average_start"][0], meta["load_average_end"][0]],
@@ -49,7 +55,7 @@ def collect(paths: list[Path]) -> dict:
             entry = by_goal.setdefault(
                 g["goal"], {"bound": g["bound"], "limit": g["limit"], "at_least": g["at_least"]}
             )
-            entry.setdefault("runs", {})[path.name] = g["measured"]
+            entry.setdefault("runs", {})[label] = g["measured"]
     for entry in by_goal.values():
         values = [v for v in entry["runs"].values() if v is not None]
         entry["median"] = statistics.median(values) if values else None

@@ -97,6 +97,42 @@ def test_cpu_runs_puts_runs_side_by_side(quick_run, tmp_path):
     )
 
 
+def test_cpu_runs_tells_apart_runs_of_one_name(tmp_path):
+    """bench_cpu.py writes every run as <out>/cpu.json: two runs' folders given side by side
+    are two runs (their figures were filed under one name, the first lost, the median of one)."""
+    from benchmarks import cpu_runs
+
+    paths = []
+    for run, measured in (("a", 1.0), ("b", 3.0)):
+        (tmp_path / run).mkdir()
+        report = {
+            "meta": {
+                "started": run,
+                "commit": "c",
+                "load_average_start": [1.0],
+                "load_average_end": [1.0],
+            },
+            "goals": [
+                {
+                    "goal": "g",
+                    "bound": ">= 2x",
+                    "limit": 2.0,
+                    "at_least": True,
+                    "measured": measured,
+                }
+            ],
+        }
+        paths.append(tmp_path / run / "cpu.json")
+        paths[-1].write_text(json.dumps(report))
+    summary = cpu_runs.collect(paths)
+    assert len(summary["runs"]) == 2 and summary["goals"]["g"]["median"] == 2.0
+    assert summary["goals"]["g"]["met_in"] == [1, 2]
+    cells = cpu_runs.markdown(summary).split("| g |")[1]
+    assert "1.00x" in cells and "3.00x" in cells
+    with pytest.raises(SystemExit, match="given twice"):  # one run counted twice
+        cpu_runs.collect([paths[0], paths[0]])
+
+
 @pytest.mark.bench_smoke
 def test_bench_cpu_conv_quick(tmp_path):
     """bench_cpu_conv.py --quick: one tiny convolution through every route, the float-activation
