@@ -181,6 +181,22 @@ def test_a_same_size_rewrite_with_its_mtime_put_back_is_converted_again(Model, t
     assert_same(load_checkpoint(Model, folder), load_checkpoint(Model, folder, cache=False))
 
 
+def test_a_mapped_embedding_written_in_place_leaves_its_file(Model, tmp_path):
+    """int8_floats keeps the embedding over the checkpoint's own pages (MappedEmbedding): a
+    write to it changes the module's copy of them; a read-only map made it a segfault."""
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    before = (folder / "model.safetensors").read_bytes()
+    model = load_checkpoint(Model, folder, int8_floats=True, cache=False)
+    embed = model.model.embed_tokens
+    assert isinstance(embed, int8.MappedEmbedding)
+    with torch.no_grad():
+        rows = embed(ids())
+        embed.table.mul_(2)
+        assert torch.equal(embed(ids()), 2 * rows)
+    assert (folder / "model.safetensors").read_bytes() == before
+
+
 def test_a_weight_that_skips_channels_is_planned_at_its_first_call(Model, tmp_path, cache):
     folder = tmp_path / "ckpt"
     write_folder(Model, folder)

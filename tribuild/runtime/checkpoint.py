@@ -126,7 +126,9 @@ def load_checkpoint(
         )
 
         mapped = {  # embeddings stay exact, read from the file a row at a time
-            name: source.map(populate=False)
+            # copy-on-write: a write to the module's table changes its own copy of a page (a
+            # read-only map made it a segfault), never the file
+            name: source.map(populate=False, private=True)
             for name, module in model.named_modules()
             if isinstance(module, torch.nn.Embedding)
             and (source := sources.get(f"{name}.weight")) is not None

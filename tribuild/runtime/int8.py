@@ -197,9 +197,10 @@ class Int8Embedding(nn.Module):
 
 class MappedEmbedding(nn.Module):
     """Token ids ``[...]`` to rows of ``table`` as float32: a checkpoint's own embedding tensor
-    mapped from its file (``safetensors_io.Entry.map(populate=False)``), so only the rows
-    looked up are read and resident; exact, where 8-bit rows move a BitNet LM's logits far
-    more than an 8-bit head does (their rounding runs through every layer's activation
+    mapped from its file copy-on-write (``safetensors_io.Entry.map(populate=False,
+    private=True)``), so only the rows looked up are read and resident (a write changes the
+    module's copy, never the file); exact, where 8-bit rows move a BitNet LM's logits far more
+    than an 8-bit head does (their rounding runs through every layer's activation
     quantization)."""
 
     def __init__(self, table: torch.Tensor) -> None:
