@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -316,6 +317,24 @@ def test_an_unwritable_cache_is_said_once_and_the_load_works(Model, tmp_path, mo
         assert_same(today, load_checkpoint(Model, folder))
     assert len([w for w in said if "cannot be written" in str(w.message)]) == 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_a_killed_writers_temporary_file_is_deleted_by_the_next_write(Model, tmp_path, cache):
+    """SIGKILL between the temporary file and its rename leaves a file as large as an entry
+    that nothing else deletes; the next load that writes the entry deletes it once it is
+    STALE_S old, and leaves a younger one (a live writer's) alone."""
+    folder = tmp_path / "ckpt"
+    write_folder(Model, folder)
+    load_checkpoint(Model, folder)
+    (entry,) = entries_in(cache)
+    killed, live = (cache / f".{entry.stem}-{name}" for name in ("killed", "writing"))
+    for left in (killed, live):
+        left.write_bytes(b"\0" * 4096)
+    old = time.time() - 2 * weight_cache.STALE_S
+    os.utime(killed, (old, old))
+    entry.unlink()  # what the killed first load left: no entry
+    load_checkpoint(Model, folder)
+    assert entry.exists() and live.exists() and not killed.exists()
 
 
 LOAD = """

@@ -32,9 +32,10 @@ Terms:
   rewritten in place, so a map stays valid while a later load replaces its entry.
 - *written atomically*: to a temporary file beside the entry, renamed over it
   (``os.replace``): a killed process or two concurrent loads leave the old entry, the new one
-  or none, never half a file. An entry whose header does not fit its size (truncated, or not
-  safetensors) or that lacks a tensor its key promises is *corrupt*: the load says so in one
-  line, converts, and writes it again.
+  or none, never half a file; a killed writer's temporary file is deleted by the next load
+  that writes the entry, once it is ``STALE_S`` old. An entry whose header does not fit its
+  size (truncated, or not safetensors) or that lacks a tensor its key promises is *corrupt*:
+  the load says so in one line, converts, and writes it again.
 - *root*: ``$TRIBUILD_WEIGHT_CACHE`` (a folder), else ``build.cache_root()/weights``; the
   variable set to ``off`` (or ``0``, ``no``, ``false``) turns the cache off, as
   ``load_checkpoint(..., cache=False)`` does. Where no entry can be written, a load converts
@@ -46,6 +47,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -74,6 +76,7 @@ SOURCES = tuple(
     )
 )
 TERNARY, SCALE, LAYOUT, ROWS = "ternary/", "_scale", "layout/", "rows/"
+STALE_S = 3600  # a temporary entry this old is a dead writer's: writing one takes seconds
 _unwritable: set[Path] = set()  # roots a load could not write to, said once each
 
 # a ternary weight's key -> (its shape, its scale mode), as checkpoint._load collects them
@@ -212,6 +215,7 @@ class Slot:
         tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._sweep()
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.stem}-", dir=self.path.parent)
             os.close(fd)
             write(tmp, tensors, meta)
@@ -230,6 +234,18 @@ class Slot:
         finally:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
+
+    def _sweep(self) -> None:
+        """Delete this entry's temporary files left by a killed writer (SIGKILL, the OOM
+        killer, a power cut: no ``finally`` ran), each as large as an entry, which no later
+        load would otherwise remove; one younger than ``STALE_S`` may be a live writer's."""
+        now = time.time()
+        for left in self.path.parent.glob(f".{self.path.stem}-*"):
+            try:
+                if now - left.stat().st_mtime > STALE_S:
+                    left.unlink()
+            except OSError:  # gone meanwhile (another load swept it), or not ours to delete
+                pass
 
     def _corrupt(self, why: str) -> None:
         warnings.warn(
