@@ -120,9 +120,10 @@ M = TypeVar("M", bound=nn.Module)
 
 
 class _NoFillsOnMeta(TorchFunctionMode):
-    """Skips the random fills of PyTorch's initialization (``normal_``, ``uniform_``) on meta
-    tensors, which have nothing to fill: meta ``normal_`` runs a reference implementation
-    that imports ``torch._dynamo``, seconds of a first load."""
+    """Skips the fills of PyTorch's initialization (``normal_``, ``uniform_``, ``ones_``, ...)
+    on meta tensors, which have nothing to fill: meta ``normal_`` runs a reference
+    implementation that imports ``torch._dynamo``, seconds of a first load, and each meta
+    ``fill_`` (a norm's ``ones_``) runs a Python one, a third of a cached load of 30 layers."""
 
     # nn.init's functions come here themselves (they dispatch on their tensor argument):
     # running one would reach the meta ``normal_`` of the device mode below this one
@@ -130,6 +131,11 @@ class _NoFillsOnMeta(TorchFunctionMode):
         {
             torch.Tensor.normal_,
             torch.Tensor.uniform_,
+            torch.Tensor.fill_,
+            torch.Tensor.zero_,
+            nn.init.ones_,
+            nn.init.zeros_,
+            nn.init.constant_,
             nn.init.normal_,
             nn.init.uniform_,
             nn.init.kaiming_uniform_,
