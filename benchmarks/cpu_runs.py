@@ -113,6 +113,8 @@ def markdown(summary: dict) -> str:
             + f" | {text(g['median'], goal)} | {g['met_in'][0]} of {g['met_in'][1]} | "
             f"{verdict[g['met']]} |"
         )
+    if summary.get("notes"):
+        out += ["", "Notes:", "", *(f"- {note}" for note in summary["notes"])]
     return "\n".join(out) + "\n"
 
 
@@ -120,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="cpu.json files of bench_cpu runs")
     p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--note", action="append", default=[], help="a line for the notes below")
     a = p.parse_args(argv)
     summary = collect(a.runs)
+    summary["notes"] = a.note
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "cpu_runs.json").write_text(json.dumps(summary, indent=1) + "\n")
     md = markdown(summary)
