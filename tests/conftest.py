@@ -17,6 +17,7 @@ full counts.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from hypothesis import settings
@@ -59,3 +60,15 @@ def pytest_collection_modifyitems(config, items):
         path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
         if path.startswith(SLOW_FAMILIES):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_given_back():
+    """A test that sets torch's thread count for the process (an example's or a benchmark's
+    ``main`` run in-process) gives it back: a later test's reductions (a ternary scale's
+    mean) would otherwise sum in another order than its subprocesses' do."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    if before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)

@@ -355,6 +355,9 @@ def test_concurrent_first_loads_leave_one_whole_entry(Model, tmp_path, cache, no
     source = class_file(Model)
     args = [sys.executable, "-c", LOAD, Model.__module__, source, str(folder)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    # this process's thread count: the ternary scale's mean(|w|) is torch's reduction, whose
+    # order (and last bit) follows the threads, and a test before may have changed them
+    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
     runs = [subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for run in runs:
         assert run.wait(timeout=300) == 0, run.stderr.read() if run.stderr else ""
