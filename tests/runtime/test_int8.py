@@ -261,3 +261,23 @@ def test_a_nan_or_inf_activation_reaches_the_logits_as_in_float(m):
         assert torch.equal(out.isnan(), expected.isnan()), bad
         assert torch.equal(out.isposinf(), expected.isposinf()), bad
         assert torch.equal(out.isneginf(), expected.isneginf()), bad
+
+
+# subnormal: amax / 32767 rounds down to 1, 2 or 21 units of the smallest subnormal
+@pytest.mark.parametrize("units", [1.4, 2.3, 21.3])
+def test_a_subnormal_decoding_row_stays_close(lib, units):
+    """One row (decoding) whose largest value is subnormal: its int16 scale would be a
+    subnormal of a few bits, and x / scale pass 32767 (an int16 cast past its range is
+    undefined: the row's largest values came out wrong by up to a third), so the row takes
+    the float path."""
+    n, k = 4, 32
+    amax = 32767 * units * float(torch.finfo(torch.float32).smallest_normal) * 2.0**-23
+    rows = kernel_quantize(lib, weight(n, k, 11) + 0.01)
+    x = torch.linspace(-1.0, 1.0, k).reshape(1, k) * amax
+    x[0, -1] = amax
+    out = torch.empty(1, n)
+    lib.cdll.tb_i8_linear(
+        x.data_ptr(), 1, k, rows.panel.data_ptr(), rows.scale.data_ptr(), n, out.data_ptr(), 1
+    )
+    oracle = x.double() @ (rows.codes().double() * rows.scale.double()[:, None]).T
+    assert (out.double() - oracle).abs().max() <= 0.1 * oracle.abs().max()

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <algorithm>
+#include <limits>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -139,12 +140,18 @@ bool finite(const float* x, int64_t k) {
 
 // x16 [kp] and its scale (see *product*); the padding past k is 0. False (x16 unwritten)
 // where x holds a NaN or an infinity, which no int16 code stands for (the cast of NaN is
-// undefined: it made finite logits of a NaN hidden state): the caller takes the float path.
+// undefined: it made finite logits of a NaN hidden state), or where the scale is not a normal
+// float (a row of zeros, or a subnormal largest value): the caller takes the float path.
 bool quantize16(const float* x, int64_t k, int64_t kp, int16_t* x16, float* scale) {
   if (!finite(x, k)) return false;
   const float xs = *scale = abs_max(x, k) / 32767.0f;  // ternary.cpp's, one library
-  for (int64_t j = 0; j < k; ++j)
-    x16[j] = static_cast<int16_t>(xs > 0.0f ? std::nearbyint(x[j] / xs) : 0.0f);
+  // a subnormal xs has a few bits: x / xs could pass 32767 (an undefined cast) and the
+  // rounding would be coarse; such a row (or a row of zeros) takes the float path
+  if (!(xs >= std::numeric_limits<float>::min())) return false;
+  for (int64_t j = 0; j < k; ++j) {
+    const float v = std::nearbyint(x[j] / xs);
+    x16[j] = static_cast<int16_t>(std::min(std::max(v, -32767.0f), 32767.0f));  // in range
+  }
   for (int64_t j = k; j < kp; ++j) x16[j] = 0;
   return true;
 }
