@@ -171,9 +171,7 @@ void tb_i8_quantize(const float* w, int64_t n, int64_t k, int8_t* q, float* scal
   for (int64_t c = 0; c < groups_of(n) * CHANNELS; ++c) {
     int8_t* panel = q + c / CHANNELS * group_bytes + c % CHANNELS * PIECE;
     const float* row = c < n ? w + c * k : nullptr;  // past n: a padding channel, codes 0
-    float amax = 0.0f;
-    for (int64_t j = 0; row && j < k; ++j) amax = std::max(amax, std::fabs(row[j]));
-    const float s = amax / 127.0f;
+    const float s = (row ? abs_max(row, k) : 0.0f) / 127.0f;
     if (row) scale[c] = s;
     // a piece of 16 at a time, contiguous in the panel, so the loop vectorizes as a row's did
     for (int64_t base = 0; base < kp; base += PIECE) {
