@@ -85,6 +85,11 @@ class Rows:
         )
         return whole[:n, :k].contiguous()
 
+    def weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """The float weight ``scale · codes`` ``[n, k]`` in ``dtype``, widened for a call that
+        the kernels do not run."""
+        return self.codes().to(dtype) * self.scale.to(dtype)[:, None]
+
     def lookup(self, ids: torch.Tensor) -> torch.Tensor:
         """The codes of rows ``ids [...]``: ``[..., k]`` int8."""
         found = self.panel[ids // PANEL_CHANNELS, :, ids % PANEL_CHANNELS, :]
@@ -124,8 +129,7 @@ class Int8Linear(nn.Module):
             or x.requires_grad
             or backends.backend_for(x) != "cpu"
         ):
-            weight = self.rows.codes().to(x.dtype) * self.rows.scale.to(x.dtype)[:, None]
-            return F.linear(x, weight, self.bias)
+            return F.linear(x, self.rows.weight(x.dtype), self.bias)
         if torch.compiler.is_compiling():
             out = CPU_INT8_LINEAR(x, self.rows.panel, self.rows.scale, self.in_features)
         else:
@@ -155,7 +159,7 @@ def _linear(x: torch.Tensor, panel: torch.Tensor, scale: torch.Tensor, k: int) -
         )
     lib = native.library("an 8-bit layer")
     if lib is None:
-        return F.linear(x, Rows(panel, scale, (n, k)).codes().float() * scale[:, None])
+        return F.linear(x, Rows(panel, scale, (n, k)).weight(torch.float32))
     x2 = x.contiguous()
     m = x2.numel() // k if k else 0
     # no K: sums of nothing, 0 (as F.linear), not torch.empty's leftovers
