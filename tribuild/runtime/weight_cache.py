@@ -44,6 +44,7 @@ Terms:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -101,6 +102,7 @@ def root() -> Path | None:
     return Path(env) if env else build.cache_root() / "weights"
 
 
+@functools.cache  # once a process: the code that converts is the code it imported
 def _sources_digest() -> str:
     return digest(b"\0".join(path.read_bytes() for path in SOURCES))
 
